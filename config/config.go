@@ -1,0 +1,508 @@
+// Package config loads a project's settings: built-in defaults, then
+// <root>/.lazy/config.toml, then environment overrides LAZY_<SECTION>__<KEY>,
+// into one typed Config, and validates it so that a bad key is named at start.
+//
+// It also owns where things live: the service home ($LAZY_HOME or ~/.lazy) and
+// the per-project state directory. It reads no environment of its own; callers
+// pass the environment in. Other packages receive plain values from here and
+// never import koanf.
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/toml/v2"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+)
+
+// Config is the whole of a project's settings.
+type Config struct {
+	Daemon      Daemon      `koanf:"daemon"`
+	Agent       Agent       `koanf:"agent"`
+	Credentials Credentials `koanf:"credentials"`
+	Proxy       Proxy       `koanf:"proxy"`
+	Models      Models      `koanf:"models"`
+	Protect     Protect     `koanf:"protect"`
+	Storage     Storage     `koanf:"storage"`
+}
+
+// Daemon holds where the daemon listens.
+type Daemon struct {
+	PortWindow      []int  `koanf:"port_window"`
+	DashboardPort   int    `koanf:"dashboard_port"`
+	DashboardListen string `koanf:"dashboard_listen"`
+	ProxyListen     string `koanf:"proxy_listen"`
+}
+
+// Agent selects how agent turns run.
+type Agent struct {
+	Driver         string `koanf:"driver"`
+	Command        string `koanf:"command"`
+	Runner         string `koanf:"runner"`
+	PermissionMode string `koanf:"permission_mode"`
+	AskTimeout     string `koanf:"ask_timeout"`
+	TurnTimeout    string `koanf:"turn_timeout"`
+	DockerImage    string `koanf:"docker_image"`
+}
+
+// Credentials names the files that hold the real credentials.
+type Credentials struct {
+	Provider ProviderCredential `koanf:"provider"`
+	Editor   EditorCredential   `koanf:"editor"`
+}
+
+// ProviderCredential is the real model-provider credential.
+type ProviderCredential struct {
+	Kind string `koanf:"kind"`
+	File string `koanf:"file"`
+}
+
+// EditorCredential is the editor agent's real key.
+type EditorCredential struct {
+	File string `koanf:"file"`
+}
+
+// Proxy is the primary upstream and its fallbacks.
+type Proxy struct {
+	Upstream   string     `koanf:"upstream"`
+	Credential string     `koanf:"credential"`
+	Fallback   []Fallback `koanf:"fallback"`
+}
+
+// Fallback is one [[proxy.fallback]] entry.
+type Fallback struct {
+	Upstream   string `koanf:"upstream"`
+	Credential string `koanf:"credential"`
+}
+
+// Models holds the role table.
+type Models struct {
+	Roles map[string]Role `koanf:"roles"`
+}
+
+// Role is one [models.roles.NAME] entry.
+type Role struct {
+	Endpoint   string `koanf:"endpoint"`
+	Credential string `koanf:"credential"`
+	Local      bool   `koanf:"local"`
+}
+
+// Protect lists paths whose changes need the approval passphrase.
+type Protect struct {
+	Paths []string `koanf:"paths"`
+}
+
+// Storage selects the store backend.
+type Storage struct {
+	Backend string `koanf:"backend"`
+}
+
+// Credential settings of an upstream target.
+const (
+	CredentialProvider = "provider"
+	CredentialNone     = "none"
+)
+
+// Provider credential kinds.
+const (
+	KindAPIKey    = "api_key"
+	KindOAuth     = "oauth"
+	KindAuthToken = "auth_token"
+)
+
+// Defaults returns the built-in settings every file and env var overrides.
+func Defaults() Config {
+	return Config{
+		Daemon: Daemon{PortWindow: []int{26000, 26099}},
+		Agent: Agent{
+			Driver:         "claude-code",
+			Command:        "claude",
+			Runner:         "process",
+			PermissionMode: "acceptEdits",
+			AskTimeout:     "10m",
+			TurnTimeout:    "60m",
+			DockerImage:    "lazy-agent:latest",
+		},
+		Credentials: Credentials{Provider: ProviderCredential{Kind: KindAPIKey}},
+		Proxy:       Proxy{Upstream: "https://api.anthropic.com", Credential: CredentialNone},
+		Storage:     Storage{Backend: "sql"},
+		Protect:     Protect{Paths: []string{".lazy/config.toml"}},
+	}
+}
+
+// FileName is the project config path relative to the project root.
+const FileName = ".lazy/config.toml"
+
+// Load reads defaults, the project's config file (if present) and the
+// LAZY_<SECTION>__<KEY> variables of environ, then validates the result.
+func Load(root string, environ []string) (*Config, error) {
+	k := koanf.New(".")
+	def := Defaults()
+	if err := k.Load(structProvider{def}, nil); err != nil {
+		return nil, fmt.Errorf("load defaults: %w", err)
+	}
+	path := filepath.Join(root, FileName)
+	if _, err := os.Stat(path); err == nil {
+		if err := k.Load(file.Provider(path), toml.Parser()); err != nil {
+			return nil, fmt.Errorf("read %s: %w (fix the TOML syntax there)", path, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := k.Load(env.Provider(".", env.Opt{
+		Prefix:        "LAZY_",
+		TransformFunc: envKey,
+		EnvironFunc:   func() []string { return environ },
+	}), nil); err != nil {
+		return nil, fmt.Errorf("read LAZY_ environment: %w", err)
+	}
+	var cfg Config
+	dc := &mapstructure.DecoderConfig{
+		Result:           &cfg,
+		TagName:          "koanf",
+		WeaklyTypedInput: true,
+		ErrorUnused:      false,
+		Metadata:         &mapstructure.Metadata{},
+		DecodeHook:       mapstructure.StringToSliceHookFunc(","),
+	}
+	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	unused := dc.Metadata.Unused
+	if len(unused) > 0 {
+		sort.Strings(unused)
+		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage)", unused[0], path)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// envKey maps LAZY_AGENT__ASK_TIMEOUT to agent.ask_timeout. Variables with no
+// "__" (LAZY_HOME) are not settings and are skipped.
+func envKey(k, v string) (string, any) {
+	k = strings.TrimPrefix(k, "LAZY_")
+	if !strings.Contains(k, "__") {
+		return "", nil
+	}
+	key := strings.ToLower(strings.ReplaceAll(k, "__", "."))
+	switch key {
+	case "daemon.port_window", "protect.paths":
+		parts := strings.Split(v, ",")
+		for i := range parts {
+			parts[i] = strings.TrimSpace(parts[i])
+		}
+		return key, parts
+	}
+	return key, v
+}
+
+// structProvider feeds a Config to koanf as a nested map.
+type structProvider struct{ c Config }
+
+func (p structProvider) ReadBytes() ([]byte, error) { return nil, errors.New("not supported") }
+
+func (p structProvider) Read() (map[string]any, error) {
+	c := p.c
+	return map[string]any{
+		"daemon": map[string]any{
+			"port_window": []any{c.Daemon.PortWindow[0], c.Daemon.PortWindow[1]},
+		},
+		"agent": map[string]any{
+			"driver": c.Agent.Driver, "command": c.Agent.Command, "runner": c.Agent.Runner,
+			"permission_mode": c.Agent.PermissionMode, "ask_timeout": c.Agent.AskTimeout,
+			"turn_timeout": c.Agent.TurnTimeout, "docker_image": c.Agent.DockerImage,
+		},
+		"credentials": map[string]any{"provider": map[string]any{"kind": c.Credentials.Provider.Kind}},
+		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential},
+		"storage":     map[string]any{"backend": c.Storage.Backend},
+		"protect":     map[string]any{"paths": toAny(c.Protect.Paths)},
+	}, nil
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// Validate checks every value and names the key that is wrong.
+func (c *Config) Validate() error {
+	bad := func(key, format string, a ...any) error {
+		return fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, a...))
+	}
+	if len(c.Daemon.PortWindow) != 2 || c.Daemon.PortWindow[0] < 1 || c.Daemon.PortWindow[1] > 65535 || c.Daemon.PortWindow[0] > c.Daemon.PortWindow[1] {
+		return bad("daemon.port_window", "want two ports [low, high] with 1 <= low <= high <= 65535, got %v", c.Daemon.PortWindow)
+	}
+	if c.Daemon.DashboardPort < 0 || c.Daemon.DashboardPort > 65535 {
+		return bad("daemon.dashboard_port", "%d is not a port number", c.Daemon.DashboardPort)
+	}
+	if c.Daemon.DashboardListen != "" {
+		if err := loopbackAddr(c.Daemon.DashboardListen); err != nil {
+			return bad("daemon.dashboard_listen", "%v: the review surface has no authentication and binds to loopback only; use 127.0.0.1:PORT", err)
+		}
+	}
+	if c.Daemon.ProxyListen != "" {
+		if _, _, err := net.SplitHostPort(c.Daemon.ProxyListen); err != nil {
+			return bad("daemon.proxy_listen", "%q is not HOST:PORT", c.Daemon.ProxyListen)
+		}
+	}
+	switch c.Agent.Driver {
+	case "claude-code", "script":
+	default:
+		return bad("agent.driver", "%q is not a driver; use claude-code or script", c.Agent.Driver)
+	}
+	switch c.Agent.Runner {
+	case "process", "bwrap", "docker":
+	default:
+		return bad("agent.runner", "%q is not a runner; use process, bwrap or docker", c.Agent.Runner)
+	}
+	switch c.Agent.PermissionMode {
+	case "acceptEdits", "default", "plan":
+	case "bypassPermissions":
+		if c.Agent.Runner == "process" {
+			return bad("agent.permission_mode", "bypassPermissions is allowed only inside a sandboxing runner; set agent.runner to bwrap or docker")
+		}
+	default:
+		return bad("agent.permission_mode", "%q is not a permission mode; use acceptEdits, default, plan or bypassPermissions", c.Agent.PermissionMode)
+	}
+	for key, v := range map[string]string{"agent.ask_timeout": c.Agent.AskTimeout, "agent.turn_timeout": c.Agent.TurnTimeout} {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return bad(key, "%q is not a positive duration (write it like \"10m\" or \"90s\")", v)
+		}
+	}
+	switch c.Credentials.Provider.Kind {
+	case KindAPIKey, KindOAuth, KindAuthToken:
+	default:
+		return bad("credentials.provider.kind", "%q is not a credential kind; use api_key, oauth or auth_token", c.Credentials.Provider.Kind)
+	}
+	if err := checkUpstream("proxy.upstream", c.Proxy.Upstream, c.Proxy.Credential, "proxy.credential"); err != nil {
+		return err
+	}
+	for i, f := range c.Proxy.Fallback {
+		if err := checkUpstream(fmt.Sprintf("proxy.fallback[%d].upstream", i), f.Upstream, f.Credential, fmt.Sprintf("proxy.fallback[%d].credential", i)); err != nil {
+			return err
+		}
+	}
+	for name, r := range c.Models.Roles {
+		if err := checkUpstream("models.roles."+name+".endpoint", r.Endpoint, r.Credential, "models.roles."+name+".credential"); err != nil {
+			return err
+		}
+	}
+	switch c.Storage.Backend {
+	case "sql", "file":
+	default:
+		return bad("storage.backend", "%q is not a backend; use sql or file", c.Storage.Backend)
+	}
+	if _, err := c.Targets(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func checkUpstream(key, raw, cred, credKey string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("config: %s: %q is not an http(s) URL like https://api.example.com", key, raw)
+	}
+	switch cred {
+	case "", CredentialNone, CredentialProvider:
+	default:
+		return fmt.Errorf("config: %s: %q is not a credential setting; use \"provider\" or \"none\"", credKey, cred)
+	}
+	return nil
+}
+
+func loopbackAddr(hostport string) error {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return fmt.Errorf("%q is not HOST:PORT", hostport)
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q is not a loopback address", host)
+	}
+	return nil
+}
+
+// AskTimeoutDuration is agent.ask_timeout as a duration (validated by Load).
+func (c *Config) AskTimeoutDuration() time.Duration {
+	d, _ := time.ParseDuration(c.Agent.AskTimeout)
+	return d
+}
+
+// TurnTimeoutDuration is agent.turn_timeout as a duration (validated by Load).
+func (c *Config) TurnTimeoutDuration() time.Duration {
+	d, _ := time.ParseDuration(c.Agent.TurnTimeout)
+	return d
+}
+
+// Target is one upstream origin the proxy may call, with its credential setting.
+type Target struct {
+	Origin     string // scheme://host:port
+	URL        *url.URL
+	Credential string // provider | none
+	Source     string // the config key that declared it
+}
+
+// Origin returns scheme://host:port of raw, with the default port made explicit,
+// so that two upstreams differing only in path are the same target.
+func Origin(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	host := strings.ToLower(u.Hostname())
+	port := u.Port()
+	if port == "" {
+		switch u.Scheme {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(host, port), nil
+}
+
+// Targets builds the origin → credential map from the primary, the fallbacks
+// and the role endpoints. An origin declared "none" that collides with an
+// already-credentialed one is refused: there is no silent inheritance.
+func (c *Config) Targets() (map[string]Target, error) {
+	out := map[string]Target{}
+	add := func(source, raw, cred string) error {
+		if cred == "" {
+			cred = CredentialNone
+		}
+		o, err := Origin(raw)
+		if err != nil {
+			return fmt.Errorf("config: %s: %w", source, err)
+		}
+		u, _ := url.Parse(raw)
+		if prev, ok := out[o]; ok {
+			if prev.Credential != cred {
+				return fmt.Errorf("config: %s declares credential = %q for %s, but %s already declares credential = %q for the same origin; give both the same credential setting (there is no silent inheritance)", source, cred, o, prev.Source, prev.Credential)
+			}
+			return nil
+		}
+		out[o] = Target{Origin: o, URL: u, Credential: cred, Source: source}
+		return nil
+	}
+	if err := add("proxy.upstream", c.Proxy.Upstream, c.Proxy.Credential); err != nil {
+		return nil, err
+	}
+	for i, f := range c.Proxy.Fallback {
+		if err := add(fmt.Sprintf("proxy.fallback[%d]", i), f.Upstream, f.Credential); err != nil {
+			return nil, err
+		}
+	}
+	names := make([]string, 0, len(c.Models.Roles))
+	for n := range c.Models.Roles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		r := c.Models.Roles[n]
+		if err := add("models.roles."+n, r.Endpoint, r.Credential); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Home is the service home: $LAZY_HOME, or ~/.lazy.
+func Home(environ []string) (string, error) {
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "LAZY_HOME="); ok && v != "" {
+			return filepath.Abs(v)
+		}
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find home directory: %w (set LAZY_HOME)", err)
+	}
+	return filepath.Join(h, ".lazy"), nil
+}
+
+// Slug names a project's state dir: base name, "-", 8 hex of sha256(root).
+func Slug(root string) string {
+	sum := sha256.Sum256([]byte(root))
+	return filepath.Base(root) + "-" + hex.EncodeToString(sum[:])[:8]
+}
+
+// Paths are the files of one project's state directory.
+type Paths struct {
+	Home, Root, State                                      string
+	DaemonJSON, AuthToken, ProxyTokens, DB, Passphrase     string
+	LogDir, Log, Agents, Worktrees, FileStore, Recovery    string
+	CredentialsDir                                         string
+}
+
+// PathsFor lays out the state directory of the project at root.
+func PathsFor(home, root string) Paths {
+	st := filepath.Join(home, "daemon", Slug(root))
+	return Paths{
+		Home: home, Root: root, State: st,
+		DaemonJSON:     filepath.Join(st, "daemon.json"),
+		AuthToken:      filepath.Join(st, "auth-token"),
+		ProxyTokens:    filepath.Join(st, "proxy-tokens.json"),
+		DB:             filepath.Join(st, "lazy.db"),
+		Passphrase:     filepath.Join(st, "passphrase"),
+		LogDir:         filepath.Join(st, "logs"),
+		Log:            filepath.Join(st, "logs", "daemon.log"),
+		Agents:         filepath.Join(st, "agents"),
+		Worktrees:      filepath.Join(st, "worktrees"),
+		FileStore:      filepath.Join(st, "store"),
+		Recovery:       filepath.Join(root, ".lazy", "recovery"),
+		CredentialsDir: filepath.Join(home, "credentials"),
+	}
+}
+
+// ExpandPath resolves a leading "~/" against the user's home directory.
+// An empty path stays empty.
+func ExpandPath(p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok {
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, rest)
+		}
+	}
+	return p
+}
+
+// ProviderCredentialFile is the configured provider credential file, or
+// <home>/credentials/provider when none is configured.
+func (c *Config) ProviderCredentialFile(home string) string {
+	if c.Credentials.Provider.File != "" {
+		return ExpandPath(c.Credentials.Provider.File)
+	}
+	return filepath.Join(home, "credentials", "provider")
+}
+
+// EditorCredentialFile is the configured editor key file, or
+// <home>/credentials/editor when none is configured.
+func (c *Config) EditorCredentialFile(home string) string {
+	if c.Credentials.Editor.File != "" {
+		return ExpandPath(c.Credentials.Editor.File)
+	}
+	return filepath.Join(home, "credentials", "editor")
+}
+
+// PortRange returns the port window as numbers.
+func (c *Config) PortRange() (int, int) { return c.Daemon.PortWindow[0], c.Daemon.PortWindow[1] }

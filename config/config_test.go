@@ -1,0 +1,124 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, ".lazy"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, FileName), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func TestLoadLayers(t *testing.T) {
+	root := writeConfig(t, `
+[agent]
+driver = "script"
+runner = "bwrap"
+[models.roles.local]
+endpoint = "http://127.0.0.1:11434"
+local = true
+`)
+	cfg, err := Load(root, []string{"LAZY_AGENT__ASK_TIMEOUT=90s", "LAZY_HOME=/x", "LAZY_DAEMON__PORT_WINDOW=27000,27010"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Agent.Driver != "script" || cfg.Agent.Runner != "bwrap" {
+		t.Errorf("file layer: got %+v", cfg.Agent)
+	}
+	if cfg.Agent.AskTimeout != "90s" || cfg.AskTimeoutDuration().Seconds() != 90 {
+		t.Errorf("env layer: got ask_timeout %q", cfg.Agent.AskTimeout)
+	}
+	if cfg.Agent.Command != "claude" || cfg.Proxy.Upstream != "https://api.anthropic.com" {
+		t.Errorf("defaults lost: %+v %+v", cfg.Agent, cfg.Proxy)
+	}
+	if got := cfg.Daemon.PortWindow; len(got) != 2 || got[0] != 27000 || got[1] != 27010 {
+		t.Errorf("port window from env: got %v", got)
+	}
+	if r := cfg.Models.Roles["local"]; !r.Local || r.Endpoint != "http://127.0.0.1:11434" {
+		t.Errorf("role: got %+v", r)
+	}
+}
+
+func TestLoadInitTemplate(t *testing.T) {
+	root := t.TempDir()
+	path, wrote, err := WriteInit(root)
+	if err != nil || !wrote {
+		t.Fatalf("WriteInit: %v %v", wrote, err)
+	}
+	if _, err := Load(root, nil); err != nil {
+		t.Fatalf("the template must load: %v", err)
+	}
+	if _, wrote, _ := WriteInit(root); wrote {
+		t.Errorf("second init overwrote %s", path)
+	}
+}
+
+func TestLoadRefusals(t *testing.T) {
+	cases := []struct {
+		name, file string
+		env        []string
+		want       string
+	}{
+		{"unknown key", "[agent]\ndrivr = \"script\"\n", nil, `"agent.drivr"`},
+		{"unknown section", "[agnet]\ndriver = \"script\"\n", nil, `"agnet"`},
+		{"unknown env key", "", []string{"LAZY_AGENT__NOPE=1"}, `"agent.nope"`},
+		{"bad duration", "[agent]\nask_timeout = \"ten minutes\"\n", nil, "agent.ask_timeout"},
+		{"bad duration env", "", []string{"LAZY_AGENT__TURN_TIMEOUT=-1s"}, "agent.turn_timeout"},
+		{"bad url", "[proxy]\nupstream = \"ftp://x\"\n", nil, "proxy.upstream"},
+		{"bad role url", "[models.roles.coder]\nendpoint = \"not a url\"\n", nil, "models.roles.coder.endpoint"},
+		{"bad driver", "[agent]\ndriver = \"gpt\"\n", nil, "agent.driver"},
+		{"bad runner", "[agent]\nrunner = \"vm\"\n", nil, "agent.runner"},
+		{"dashboard not loopback", "[daemon]\ndashboard_listen = \"0.0.0.0:26010\"\n", nil, "loopback"},
+		{"bypass without sandbox", "[agent]\npermission_mode = \"bypassPermissions\"\n", nil, "sandboxing runner"},
+		{"collision", "[proxy]\nupstream = \"https://api.example.com/v1\"\ncredential = \"provider\"\n[[proxy.fallback]]\nupstream = \"https://api.example.com:443/other\"\ncredential = \"none\"\n", nil, "proxy.fallback[0]"},
+		{"toml syntax", "[agent\n", nil, "TOML"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root := writeConfig(t, tc.file)
+			_, err := Load(root, tc.env)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestOriginAndTargets(t *testing.T) {
+	a, _ := Origin("https://API.example.com/v1")
+	b, _ := Origin("https://api.example.com:443/v2")
+	if a != b || a != "https://api.example.com:443" {
+		t.Errorf("got %q and %q, want the same origin", a, b)
+	}
+	cfg := Defaults()
+	cfg.Proxy.Credential = CredentialProvider
+	cfg.Models.Roles = map[string]Role{"coder": {Endpoint: "https://api.anthropic.com/x", Credential: CredentialProvider}}
+	ts, err := cfg.Targets()
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("got %v %v, want one shared target", ts, err)
+	}
+}
+
+func TestPaths(t *testing.T) {
+	p := PathsFor("/h", "/src/proj")
+	if !strings.HasPrefix(p.State, "/h/daemon/proj-") || len(filepath.Base(p.State)) != len("proj-")+8 {
+		t.Errorf("state dir: got %s", p.State)
+	}
+	if p.Recovery != "/src/proj/.lazy/recovery" {
+		t.Errorf("recovery: got %s", p.Recovery)
+	}
+	h, _ := Home([]string{"LAZY_HOME=/tmp/lh"})
+	if h != "/tmp/lh" {
+		t.Errorf("home: got %s", h)
+	}
+}

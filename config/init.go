@@ -1,0 +1,69 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Template is the commented config `lazy init` writes.
+const Template = `# lazy project configuration. Every key can be overridden by an environment
+# variable LAZY_<SECTION>__<KEY>, e.g. LAZY_AGENT__RUNNER=bwrap.
+
+[daemon]
+port_window = [26000, 26099]   # the dashboard and the proxy take free ports here unless pinned
+# dashboard_port = 26010       # always 127.0.0.1
+# proxy_listen = "127.0.0.1:26011"
+
+[agent]
+driver = "claude-code"          # claude-code | script
+command = "claude"              # the executable the driver runs
+runner = "process"              # process | bwrap | docker
+# permission_mode = "acceptEdits"  # bypassPermissions only with runner bwrap or docker
+ask_timeout = "10m"
+# turn_timeout = "60m"
+
+[credentials.provider]          # the real provider credential; agents only ever see a placeholder
+kind = "api_key"                # api_key | oauth | auth_token
+# file = "~/.lazy/credentials/provider"   # bare token, or JSON {"token": "...", "expires_at": "RFC 3339"}
+# [credentials.editor]          # the editor agent's real key
+# file = "~/.lazy/credentials/editor"
+
+[proxy]
+upstream = "https://api.anthropic.com"
+credential = "provider"         # "provider" | "none"
+
+# [[proxy.fallback]]
+# upstream = "https://fallback.example"
+# credential = "provider"
+
+# [models.roles.local]
+# endpoint = "http://127.0.0.1:11434"
+# credential = "none"
+# local = true                  # placeholders minted over synthetic values
+
+[protect]
+paths = [".lazy/config.toml"]   # changes here need the approval passphrase
+
+[storage]
+backend = "sql"                 # sql | file
+`
+
+// WriteInit writes the commented config under root unless one exists.
+// It reports whether it wrote the file.
+func WriteInit(root string) (string, bool, error) {
+	path := filepath.Join(root, FileName)
+	if _, err := os.Stat(path); err == nil {
+		return path, false, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return path, false, fmt.Errorf("check %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return path, false, fmt.Errorf("create %s: %w", filepath.Dir(path), err)
+	}
+	if err := os.WriteFile(path, []byte(Template), 0o644); err != nil {
+		return path, false, fmt.Errorf("write %s: %w", path, err)
+	}
+	return path, true, nil
+}
