@@ -1,0 +1,76 @@
+// Package review is the review domain, with no I/O: the ReviewComment record
+// and its states, and every rule of the review loop defined once with its
+// wording (askable, can withdraw, can retry), the unblock prompt renderer and
+// the accept refusal causes with their remedies. The daemon's gate, the page
+// and the notices all call these; none restates them.
+package review
+
+import "time"
+
+// Intent of a reviewer message.
+type Intent string
+
+// Intents.
+const (
+	Ask     Intent = "ask"     // a question answered now by a read-only turn
+	Comment Intent = "comment" // a change request queued for the next unblock
+)
+
+// AskState of an ask.
+type AskState string
+
+// Ask states.
+const (
+	AskPending  AskState = "pending"
+	AskAnswered AskState = "answered"
+	AskFailed   AskState = "failed"
+)
+
+// DeliveryState of a queued comment.
+type DeliveryState string
+
+// Delivery states. Withdrawal is a timestamp, never a delivery state.
+const (
+	PendingDelivery DeliveryState = "pending_delivery"
+	Delivered       DeliveryState = "delivered"
+)
+
+// Side of a diff line: old is the pre-image, new the post-image.
+type Side string
+
+// Sides.
+const (
+	Old Side = "old"
+	New Side = "new"
+)
+
+// Actors.
+const (
+	Human = "human"
+	Agent = "agent"
+)
+
+// ReviewComment is one inline review message: a reviewer's ask or comment, or
+// an agent's reply in the same thread. Its words never change; the only
+// permitted change after it is saved is the one-way withdrawal.
+type ReviewComment struct {
+	ID            string        `json:"id" gorm:"primaryKey;size:32"`
+	TaskID        string        `json:"task_id" gorm:"size:32;index;not null"`
+	ThreadID      string        `json:"thread_id" gorm:"size:32;index;not null"`
+	File          string        `json:"file" gorm:"not null"`
+	Line          int           `json:"line" gorm:"not null"`
+	Side          Side          `json:"side" gorm:"size:3;not null"`
+	LineText      string        `json:"line_text" gorm:"not null;default:''"`
+	Intent        Intent        `json:"intent" gorm:"size:8;not null"`
+	Body          string        `json:"body" gorm:"not null"`
+	Actor         string        `json:"actor" gorm:"size:16;not null"`
+	AskState      AskState      `json:"ask_state,omitempty" gorm:"size:16;not null;default:''"`
+	AskError      string        `json:"ask_error,omitempty" gorm:"not null;default:''"`
+	DeliveryState DeliveryState `json:"delivery_state,omitempty" gorm:"size:24;not null;default:''"`
+	DeliveredTurn int           `json:"delivered_turn,omitempty" gorm:"not null;default:0"`
+	WithdrawnAt   *time.Time    `json:"withdrawn_at,omitempty"`
+	CreatedAt     time.Time     `json:"created_at" gorm:"not null"`
+}
+
+// TableName is the relational table of review comments.
+func (ReviewComment) TableName() string { return "review_comments" }

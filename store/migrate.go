@@ -1,0 +1,148 @@
+package store
+
+import (
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// migration is one versioned schema step. Version 12 is the baseline that
+// brings a fresh store to the first released schema in one step; the steps
+// after it are the ones older stores walk through.
+type migration struct {
+	version int
+	name    string
+	stmts   []string
+}
+
+var migrations = []migration{
+	{12, "baseline: tasks, turns, comments", []string{
+		`CREATE TABLE tasks (
+			id TEXT PRIMARY KEY,
+			code TEXT UNIQUE,
+			title TEXT NOT NULL DEFAULT '',
+			prompt TEXT NOT NULL DEFAULT '',
+			status TEXT NOT NULL,
+			role TEXT NOT NULL DEFAULT '',
+			branch TEXT NOT NULL DEFAULT '',
+			parent TEXT NOT NULL DEFAULT '',
+			worktree TEXT NOT NULL DEFAULT '',
+			scope TEXT NOT NULL DEFAULT '',
+			session_id TEXT NOT NULL DEFAULT '',
+			turns INTEGER NOT NULL DEFAULT 0,
+			fail_reason TEXT NOT NULL DEFAULT '',
+			created_at DATETIME NOT NULL,
+			updated_at DATETIME NOT NULL,
+			last_activity DATETIME NOT NULL,
+			ended_at DATETIME
+		)`,
+		`CREATE INDEX idx_tasks_status ON tasks(status)`,
+		`CREATE TABLE turns (
+			id TEXT PRIMARY KEY,
+			task_id TEXT NOT NULL REFERENCES tasks(id),
+			number INTEGER NOT NULL,
+			kind TEXT NOT NULL,
+			trigger TEXT NOT NULL DEFAULT '',
+			prompt TEXT NOT NULL DEFAULT '',
+			status TEXT NOT NULL,
+			output TEXT NOT NULL DEFAULT '',
+			result TEXT NOT NULL DEFAULT '',
+			error TEXT NOT NULL DEFAULT '',
+			session_id TEXT NOT NULL DEFAULT '',
+			exit_code INTEGER NOT NULL DEFAULT 0,
+			queued_at DATETIME NOT NULL,
+			started_at DATETIME,
+			ended_at DATETIME,
+			UNIQUE(task_id, number)
+		)`,
+		`CREATE INDEX idx_turns_status ON turns(status)`,
+		`CREATE TABLE comments (
+			id TEXT PRIMARY KEY,
+			task_id TEXT NOT NULL REFERENCES tasks(id),
+			body TEXT NOT NULL,
+			created_at DATETIME NOT NULL
+		)`,
+		`CREATE INDEX idx_comments_task ON comments(task_id)`,
+	}},
+	{13, "review_comments", []string{
+		`CREATE TABLE review_comments (
+			id TEXT PRIMARY KEY,
+			task_id TEXT NOT NULL REFERENCES tasks(id),
+			thread_id TEXT NOT NULL,
+			file TEXT NOT NULL,
+			line INTEGER NOT NULL,
+			side TEXT NOT NULL,
+			line_text TEXT NOT NULL DEFAULT '',
+			intent TEXT NOT NULL,
+			body TEXT NOT NULL,
+			actor TEXT NOT NULL,
+			ask_state TEXT NOT NULL DEFAULT '',
+			ask_error TEXT NOT NULL DEFAULT '',
+			delivery_state TEXT NOT NULL DEFAULT '',
+			delivered_turn INTEGER NOT NULL DEFAULT 0,
+			created_at DATETIME NOT NULL
+		)`,
+		`CREATE INDEX idx_review_comments_task ON review_comments(task_id, created_at)`,
+		`CREATE INDEX idx_review_comments_thread ON review_comments(thread_id)`,
+	}},
+	{14, "approvals of protected paths", []string{
+		`CREATE TABLE approvals (
+			task_id TEXT NOT NULL REFERENCES tasks(id),
+			path TEXT NOT NULL,
+			approved_at DATETIME NOT NULL,
+			PRIMARY KEY (task_id, path)
+		)`,
+	}},
+	{15, "review_comments.withdrawn_at", []string{
+		`ALTER TABLE review_comments ADD COLUMN withdrawn_at DATETIME`,
+	}},
+}
+
+// SchemaVersion is the newest schema this binary knows.
+func SchemaVersion() int { return migrations[len(migrations)-1].version }
+
+// TooNewError refuses a store written by a newer lazy.
+type TooNewError struct{ Have, Know int }
+
+func (e *TooNewError) Error() string {
+	return fmt.Sprintf("store schema is version %d but this lazy knows up to %d: upgrade lazy (a newer lazy wrote this store; it is left untouched)", e.Have, e.Know)
+}
+
+// migrate brings db to SchemaVersion, one transaction per step, recording
+// each step in schema_migrations. upTo limits it (0 = all), for tests that
+// build an older store.
+func migrate(db *gorm.DB, upTo int) error {
+	if err := db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY,
+		name TEXT NOT NULL,
+		applied_at DATETIME NOT NULL
+	)`).Error; err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	var have int
+	if err := db.Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have).Error; err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if have > SchemaVersion() {
+		return &TooNewError{Have: have, Know: SchemaVersion()}
+	}
+	for _, m := range migrations {
+		if m.version <= have || (upTo > 0 && m.version > upTo) {
+			continue
+		}
+		err := db.Transaction(func(tx *gorm.DB) error {
+			for _, s := range m.stmts {
+				if err := tx.Exec(s).Error; err != nil {
+					return err
+				}
+			}
+			return tx.Exec(`INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)`,
+				m.version, m.name, time.Now().UTC()).Error
+		})
+		if err != nil {
+			return fmt.Errorf("migrate to version %d (%s): %w", m.version, m.name, err)
+		}
+	}
+	return nil
+}

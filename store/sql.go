@@ -1,0 +1,176 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"lazy/review"
+)
+
+// SQL is the relational store: SQLite through GORM (pure-Go driver), WAL.
+type SQL struct{ db *gorm.DB }
+
+var _ Store = (*SQL)(nil)
+
+// OpenSQL opens (creating if needed) the SQLite file at path and migrates it.
+func OpenSQL(path string) (*SQL, error) { return openSQL(path, 0) }
+
+func openSQL(path string, upTo int) (*SQL, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create store dir: %w", err)
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{
+		Logger:                 logger.Discard,
+		SkipDefaultTransaction: true,
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	sqlDB.SetMaxOpenConns(1) // one writer; SQLite serialises writes anyway
+	if err := migrate(db, upTo); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	return &SQL{db: db}, nil
+}
+
+// Close closes the database.
+func (s *SQL) Close() error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+func mapErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return fmt.Errorf("%s: %w", op, ErrNotFound)
+	}
+	if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+		return fmt.Errorf("%s: %w", op, ErrConflict)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// CreateTask inserts a task; a taken code or id is ErrConflict.
+func (s *SQL) CreateTask(ctx context.Context, t *Task) error {
+	return mapErr("create task", s.db.WithContext(ctx).Create(t).Error)
+}
+
+// GetTask loads one task by full id.
+func (s *SQL) GetTask(ctx context.Context, id string) (*Task, error) {
+	var t Task
+	if err := s.db.WithContext(ctx).First(&t, "id = ?", id).Error; err != nil {
+		return nil, mapErr("get task "+id, err)
+	}
+	return &t, nil
+}
+
+// ListTasks lists every task, oldest first.
+func (s *SQL) ListTasks(ctx context.Context) ([]Task, error) {
+	var ts []Task
+	err := s.db.WithContext(ctx).Order("created_at, id").Find(&ts).Error
+	return ts, mapErr("list tasks", err)
+}
+
+// SaveTask writes every field of t.
+func (s *SQL) SaveTask(ctx context.Context, t *Task) error {
+	return mapErr("save task "+t.ID, s.db.WithContext(ctx).Save(t).Error)
+}
+
+// CreateTurn numbers the turn after the task's last one and inserts it.
+func (s *SQL) CreateTurn(ctx context.Context, t *Turn) error {
+	return mapErr("create turn", s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var n int
+		if err := tx.Raw(`SELECT COALESCE(MAX(number), 0) FROM turns WHERE task_id = ?`, t.TaskID).Scan(&n).Error; err != nil {
+			return err
+		}
+		t.Number = n + 1
+		return tx.Create(t).Error
+	}))
+}
+
+// SaveTurn writes every field of t.
+func (s *SQL) SaveTurn(ctx context.Context, t *Turn) error {
+	return mapErr("save turn "+t.ID, s.db.WithContext(ctx).Save(t).Error)
+}
+
+// ListTurns lists a task's turns in order.
+func (s *SQL) ListTurns(ctx context.Context, taskID string) ([]Turn, error) {
+	var ts []Turn
+	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("number").Find(&ts).Error
+	return ts, mapErr("list turns", err)
+}
+
+// TurnsInState lists turns in one state, oldest first.
+func (s *SQL) TurnsInState(ctx context.Context, state string) ([]Turn, error) {
+	var ts []Turn
+	err := s.db.WithContext(ctx).Where("status = ?", state).Order("queued_at, number").Find(&ts).Error
+	return ts, mapErr("list turns "+state, err)
+}
+
+// AddComment inserts an ordinary comment.
+func (s *SQL) AddComment(ctx context.Context, c *Comment) error {
+	return mapErr("add comment", s.db.WithContext(ctx).Create(c).Error)
+}
+
+// ListComments lists a task's ordinary comments, oldest first.
+func (s *SQL) ListComments(ctx context.Context, taskID string) ([]Comment, error) {
+	var cs []Comment
+	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("created_at, id").Find(&cs).Error
+	return cs, mapErr("list comments", err)
+}
+
+// AddReviewComment inserts a review comment; it is durable when this returns.
+func (s *SQL) AddReviewComment(ctx context.Context, c *review.ReviewComment) error {
+	return mapErr("add review comment", s.db.WithContext(ctx).Create(c).Error)
+}
+
+// SaveReviewComment writes the state fields of c.
+func (s *SQL) SaveReviewComment(ctx context.Context, c *review.ReviewComment) error {
+	res := s.db.WithContext(ctx).Model(&review.ReviewComment{}).Where("id = ?", c.ID).
+		Select("ask_state", "ask_error", "delivery_state", "delivered_turn", "withdrawn_at").
+		Updates(c)
+	if res.Error == nil && res.RowsAffected == 0 {
+		return fmt.Errorf("save review comment %s: %w", c.ID, ErrNotFound)
+	}
+	return mapErr("save review comment "+c.ID, res.Error)
+}
+
+// ListReviewComments lists a task's review comments, oldest first.
+func (s *SQL) ListReviewComments(ctx context.Context, taskID string) ([]review.ReviewComment, error) {
+	var cs []review.ReviewComment
+	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("created_at, id").Find(&cs).Error
+	return cs, mapErr("list review comments", err)
+}
+
+// AddApproval records an approval (idempotent).
+func (s *SQL) AddApproval(ctx context.Context, a *Approval) error {
+	return mapErr("add approval", s.db.WithContext(ctx).Save(a).Error)
+}
+
+// ListApprovals lists a task's approvals.
+func (s *SQL) ListApprovals(ctx context.Context, taskID string) ([]Approval, error) {
+	var as []Approval
+	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("path").Find(&as).Error
+	return as, mapErr("list approvals", err)
+}

@@ -1,0 +1,125 @@
+// Package store persists tasks, turns, ordinary comments, review comments and
+// approvals. It owns the GORM models, the versioned migrations and the Store
+// interface with its implementations; it maps driver errors to ErrNotFound and
+// ErrConflict. It holds no rules: what may change is decided by its callers.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"lazy/review"
+	"lazy/task"
+)
+
+// Errors every implementation maps its own failures to.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("already exists")
+)
+
+// Task is one task row.
+type Task struct {
+	ID           string      `json:"id" gorm:"primaryKey;size:32"`
+	Code         *string     `json:"code" gorm:"uniqueIndex"`
+	Title        string      `json:"title"`
+	Prompt       string      `json:"prompt"`
+	Status       task.Status `json:"status" gorm:"size:16;index"`
+	Role         string      `json:"role"`
+	Branch       string      `json:"branch"`
+	Parent       string      `json:"parent"`
+	Worktree     string      `json:"worktree"`
+	Scope        string      `json:"scope"` // JSON list of globs; empty means everything
+	SessionID    string      `json:"session_id"`
+	Turns        int         `json:"turns"`
+	FailReason   string      `json:"fail_reason"`
+	CreatedAt    time.Time   `json:"created_at"`
+	UpdatedAt    time.Time   `json:"updated_at"`
+	LastActivity time.Time   `json:"last_activity"`
+	EndedAt      *time.Time  `json:"ended_at"`
+}
+
+// CodeString is the code, or "" when the task has none.
+func (t *Task) CodeString() string {
+	if t.Code == nil {
+		return ""
+	}
+	return *t.Code
+}
+
+// Ref is the task ref a grant carries: the code, or the short id.
+func (t *Task) Ref() string { return task.Ref(t.ID, t.CodeString()) }
+
+// Turn kinds, triggers and states.
+const (
+	TurnWork = "work"
+	TurnAsk  = "ask"
+
+	TurnQueued      = "queued"
+	TurnRunning     = "running"
+	TurnDone        = "done"
+	TurnFailed      = "failed"
+	TurnInterrupted = "interrupted"
+)
+
+// Turn is one agent turn: a work turn or a read-only ask turn.
+type Turn struct {
+	ID        string     `json:"id" gorm:"primaryKey;size:32"`
+	TaskID    string     `json:"task_id" gorm:"size:32;index"`
+	Number    int        `json:"number"`
+	Kind      string     `json:"kind" gorm:"size:8"`
+	Trigger   string     `json:"trigger" gorm:"size:16"` // start | comment | unblock | ask
+	Prompt    string     `json:"prompt"`
+	Status    string     `json:"status" gorm:"size:16;index"`
+	Output    string     `json:"output"`
+	Result    string     `json:"result"`
+	Error     string     `json:"error"`
+	SessionID string     `json:"session_id"`
+	ExitCode  int        `json:"exit_code"`
+	QueuedAt  time.Time  `json:"queued_at"`
+	StartedAt *time.Time `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at"`
+}
+
+// Comment is an ordinary task comment (it feeds the auto-react loop).
+type Comment struct {
+	ID        string    `json:"id" gorm:"primaryKey;size:32"`
+	TaskID    string    `json:"task_id" gorm:"size:32;index"`
+	Body      string    `json:"body"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Approval records that the reviewer approved a protected path for a task.
+type Approval struct {
+	TaskID     string    `json:"task_id" gorm:"primaryKey;size:32"`
+	Path       string    `json:"path" gorm:"primaryKey"`
+	ApprovedAt time.Time `json:"approved_at"`
+}
+
+// Store is what the daemon persists. Every method is durable when it returns.
+type Store interface {
+	CreateTask(ctx context.Context, t *Task) error
+	GetTask(ctx context.Context, id string) (*Task, error)
+	ListTasks(ctx context.Context) ([]Task, error)
+	SaveTask(ctx context.Context, t *Task) error
+
+	// CreateTurn assigns the turn its per-task Number and saves it.
+	CreateTurn(ctx context.Context, t *Turn) error
+	SaveTurn(ctx context.Context, t *Turn) error
+	ListTurns(ctx context.Context, taskID string) ([]Turn, error)
+	// TurnsInState lists turns in one state across all tasks, oldest first.
+	TurnsInState(ctx context.Context, state string) ([]Turn, error)
+
+	AddComment(ctx context.Context, c *Comment) error
+	ListComments(ctx context.Context, taskID string) ([]Comment, error)
+
+	AddReviewComment(ctx context.Context, c *review.ReviewComment) error
+	SaveReviewComment(ctx context.Context, c *review.ReviewComment) error
+	ListReviewComments(ctx context.Context, taskID string) ([]review.ReviewComment, error)
+
+	AddApproval(ctx context.Context, a *Approval) error
+	ListApprovals(ctx context.Context, taskID string) ([]Approval, error)
+
+	Close() error
+}
