@@ -1,0 +1,135 @@
+package gitx
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/bluekeyes/go-gitdiff/gitdiff"
+)
+
+// LineKind tells a diff line's role.
+type LineKind int
+
+// Line kinds.
+const (
+	Context LineKind = iota
+	Added
+	Deleted
+)
+
+// Line is one line of a hunk. A deleted line has only an Old number, an added
+// line only a New number, a context line both: the two number spaces are
+// tracked independently.
+type Line struct {
+	Kind     LineKind
+	Old, New int // 0 when the line has no number on that side
+	Text     string
+	NoEOL    bool
+}
+
+// IsAddition reports an added line.
+func (l Line) IsAddition() bool { return l.Kind == Added }
+
+// IsDeletion reports a deleted line.
+func (l Line) IsDeletion() bool { return l.Kind == Deleted }
+
+// Hunk is one @@ section.
+type Hunk struct {
+	OldStart, OldLines, NewStart, NewLines int
+	Section                                string
+	Lines                                  []Line
+}
+
+// File is one changed file.
+type File struct {
+	OldPath, NewPath                    string
+	IsNew, IsDelete, IsRename, IsBinary bool
+	Hunks                               []Hunk
+	Added, Deleted                      int
+}
+
+// Path is the file's current path (the old one for a deletion).
+func (f File) Path() string {
+	if f.IsDelete {
+		return f.OldPath
+	}
+	return f.NewPath
+}
+
+// Diff is a whole parsed diff.
+type Diff struct {
+	Files []File
+}
+
+// DiffBranch diffs branch against its merge base with parent (parent...branch).
+func DiffBranch(ctx context.Context, root, parent, branch string) (*Diff, error) {
+	out, err := RunRaw(ctx, root, "diff", "--no-color", "--no-ext-diff", "-M", "--src-prefix=a/", "--dst-prefix=b/", parent+"..."+branch)
+	if err != nil {
+		return nil, fmt.Errorf("diff %s...%s: %w", parent, branch, err)
+	}
+	return ParseDiff(out)
+}
+
+// ParseDiff parses unified diff text as git writes it.
+func ParseDiff(text []byte) (*Diff, error) {
+	files, _, err := gitdiff.Parse(bytes.NewReader(text))
+	if err != nil {
+		return nil, fmt.Errorf("parse diff: %w", err)
+	}
+	d := &Diff{Files: make([]File, 0, len(files))}
+	for _, f := range files {
+		out := File{OldPath: f.OldName, NewPath: f.NewName, IsNew: f.IsNew, IsDelete: f.IsDelete, IsRename: f.IsRename, IsBinary: f.IsBinary}
+		for _, frag := range f.TextFragments {
+			h := Hunk{OldStart: int(frag.OldPosition), OldLines: int(frag.OldLines), NewStart: int(frag.NewPosition), NewLines: int(frag.NewLines), Section: frag.Comment}
+			old, nw := int(frag.OldPosition), int(frag.NewPosition)
+			for _, l := range frag.Lines {
+				text := l.Line
+				noEOL := l.NoEOL()
+				if n := len(text); n > 0 && text[n-1] == '\n' {
+					text = text[:n-1]
+				}
+				ln := Line{Text: text, NoEOL: noEOL}
+				switch l.Op {
+				case gitdiff.OpContext:
+					ln.Kind, ln.Old, ln.New = Context, old, nw
+					old++
+					nw++
+				case gitdiff.OpDelete:
+					ln.Kind, ln.Old = Deleted, old
+					old++
+					out.Deleted++
+				case gitdiff.OpAdd:
+					ln.Kind, ln.New = Added, nw
+					nw++
+					out.Added++
+				}
+				h.Lines = append(h.Lines, ln)
+			}
+			out.Hunks = append(out.Hunks, h)
+		}
+		d.Files = append(d.Files, out)
+	}
+	return d, nil
+}
+
+// Find returns the line at (path, side, number) and whether it is in the diff.
+// side is "old" or "new".
+func (d *Diff) Find(path, side string, number int) (Line, bool) {
+	for _, f := range d.Files {
+		if f.Path() != path && f.OldPath != path {
+			continue
+		}
+		for _, h := range f.Hunks {
+			for _, l := range h.Lines {
+				if side == "old" && l.Old == number && l.Kind != Added {
+					return l, true
+				}
+				if side == "new" && l.New == number && l.Kind != Deleted {
+					return l, true
+				}
+			}
+		}
+	}
+	return Line{}, false
+}

@@ -1,0 +1,173 @@
+// Package gitx drives git through its command-line tool: the project's top
+// level, task branches and worktrees, the diff of a task branch against its
+// parent parsed into files, hunks and lines with independent old and new line
+// numbers, commits ahead and behind, merges and half-finished merges, changed
+// paths, and the worktree lock. It knows nothing of tasks or reviews.
+package gitx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Error is a failed git command with what git said.
+type Error struct {
+	Args   []string
+	Stderr string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	msg := strings.TrimSpace(e.Stderr)
+	if msg == "" {
+		msg = e.Err.Error()
+	}
+	return fmt.Sprintf("git %s: %s", strings.Join(e.Args, " "), msg)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// env keeps git from prompting or reading the user's global hooks config.
+var gitEnv = []string{"GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C"}
+
+// Run runs git in dir and returns its trimmed stdout.
+func Run(ctx context.Context, dir string, args ...string) (string, error) {
+	out, err := RunRaw(ctx, dir, args...)
+	return strings.TrimRight(string(out), "\n"), err
+}
+
+// RunRaw runs git in dir and returns its stdout untouched.
+func RunRaw(ctx context.Context, dir string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), gitEnv...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), &Error{Args: args, Stderr: stderr.String(), Err: err}
+	}
+	return stdout.Bytes(), nil
+}
+
+// TopLevel is the git top level of dir.
+func TopLevel(ctx context.Context, dir string) (string, error) {
+	out, err := Run(ctx, dir, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return "", fmt.Errorf("%s is not inside a git repository (run `git init` there, or pass --project DIR): %w", dir, err)
+	}
+	return filepath.Clean(out), nil
+}
+
+// CurrentBranch is the branch checked out at dir.
+func CurrentBranch(ctx context.Context, dir string) (string, error) {
+	out, err := Run(ctx, dir, "symbolic-ref", "--short", "-q", "HEAD")
+	if err != nil || out == "" {
+		return "", fmt.Errorf("%s has no branch checked out (detached HEAD?): check out a branch or pass --parent BRANCH", dir)
+	}
+	return out, nil
+}
+
+// BranchExists reports whether refs/heads/name exists.
+func BranchExists(ctx context.Context, root, name string) bool {
+	_, err := Run(ctx, root, "show-ref", "--verify", "--quiet", "refs/heads/"+name)
+	return err == nil
+}
+
+// RevParse resolves rev to a full commit id.
+func RevParse(ctx context.Context, dir, rev string) (string, error) {
+	return Run(ctx, dir, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+}
+
+// AddWorktree creates branch from parent and checks it out at path.
+func AddWorktree(ctx context.Context, root, path, branch, parent string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create worktree dir: %w", err)
+	}
+	if _, err := Run(ctx, root, "worktree", "add", "-q", "-b", branch, path, parent); err != nil {
+		return fmt.Errorf("create branch %s from %s at %s: %w", branch, parent, path, err)
+	}
+	return nil
+}
+
+// RemoveWorktree removes the worktree at path (the branch stays).
+func RemoveWorktree(ctx context.Context, root, path string) error {
+	if _, err := Run(ctx, root, "worktree", "remove", "--force", path); err != nil {
+		return fmt.Errorf("remove worktree %s: %w", path, err)
+	}
+	return nil
+}
+
+// AheadBehind counts commits branch has that parent lacks, and the reverse.
+func AheadBehind(ctx context.Context, root, parent, branch string) (ahead, behind int, err error) {
+	out, err := Run(ctx, root, "rev-list", "--left-right", "--count", parent+"..."+branch)
+	if err != nil {
+		return 0, 0, fmt.Errorf("compare %s with %s: %w", branch, parent, err)
+	}
+	f := strings.Fields(out)
+	if len(f) != 2 {
+		return 0, 0, fmt.Errorf("compare %s with %s: unexpected output %q", branch, parent, out)
+	}
+	behind, _ = strconv.Atoi(f[0])
+	ahead, _ = strconv.Atoi(f[1])
+	return ahead, behind, nil
+}
+
+// MergeInProgress reports whether the worktree at dir has a half-finished merge.
+func MergeInProgress(ctx context.Context, dir string) (bool, error) {
+	p, err := Run(ctx, dir, "rev-parse", "--git-path", "MERGE_HEAD")
+	if err != nil {
+		return false, fmt.Errorf("find merge state in %s: %w", dir, err)
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	_, err = os.Stat(p)
+	return err == nil, nil
+}
+
+// ChangedPaths lists paths that differ between parent and branch (three-dot).
+func ChangedPaths(ctx context.Context, root, parent, branch string) ([]string, error) {
+	out, err := Run(ctx, root, "diff", "--name-only", "--no-renames", parent+"..."+branch)
+	if err != nil {
+		return nil, fmt.Errorf("list changed paths of %s: %w", branch, err)
+	}
+	if out == "" {
+		return nil, nil
+	}
+	return strings.Split(out, "\n"), nil
+}
+
+// ConflictError is a merge that stopped on conflicts.
+type ConflictError struct{ Files []string }
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("merge conflicts in %s: resolve them in the task's worktree, or ask the agent to", strings.Join(e.Files, ", "))
+}
+
+// ErrConflicted matches any *ConflictError with errors.Is.
+var ErrConflicted = errors.New("merge conflicts")
+
+func (e *ConflictError) Is(target error) bool { return target == ErrConflicted }
+
+// Merge merges rev into the branch checked out at dir. Conflicts leave the
+// merge half-finished and return a *ConflictError naming the files.
+func Merge(ctx context.Context, dir, rev, message string) error {
+	_, err := Run(ctx, dir, "-c", "user.name=lazy", "-c", "user.email=lazy@localhost",
+		"merge", "--no-ff", "--no-edit", "-m", message, rev)
+	if err == nil {
+		return nil
+	}
+	out, uerr := Run(ctx, dir, "diff", "--name-only", "--diff-filter=U")
+	if uerr == nil && out != "" {
+		return &ConflictError{Files: strings.Split(out, "\n")}
+	}
+	return fmt.Errorf("merge %s: %w", rev, err)
+}
