@@ -1,0 +1,201 @@
+// Package agent runs agent turns. A Driver builds the argv of a work turn or a
+// read-only ask turn and parses the agent's result; a Runner starts that argv
+// in the task's worktree with the placeholder environment (process, bwrap
+// sandbox, or docker). It never sees a real credential: the env it is given
+// holds placeholders only.
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Result is what the agent reported at the end of a turn.
+type Result struct {
+	Text      string `json:"result"`
+	SessionID string `json:"session_id"`
+	IsError   bool   `json:"is_error"`
+}
+
+// Driver builds argv for one agent CLI and parses its result.
+type Driver interface {
+	Name() string
+	// WorkArgv is a work turn; session is "" for the first turn.
+	WorkArgv(prompt, session string) []string
+	// AskArgv is a read-only ask turn resuming session.
+	AskArgv(question, session string) []string
+	ParseResult(stdout []byte) (Result, error)
+}
+
+// ClaudeCode drives the `claude` CLI (and anything speaking its argv contract,
+// such as the project's scripted agent).
+type ClaudeCode struct {
+	PermissionMode string // work turns; default acceptEdits
+}
+
+var _ Driver = ClaudeCode{}
+
+// Name is the driver's config name.
+func (ClaudeCode) Name() string { return "claude-code" }
+
+// WorkArgv: -p --output-format json [--resume S] --permission-mode MODE PROMPT.
+func (d ClaudeCode) WorkArgv(prompt, session string) []string {
+	mode := d.PermissionMode
+	if mode == "" {
+		mode = "acceptEdits"
+	}
+	args := []string{"-p", "--output-format", "json"}
+	if session != "" {
+		args = append(args, "--resume", session)
+	}
+	return append(args, "--permission-mode", mode, positional(prompt))
+}
+
+// positional keeps a prompt that starts with "-" from being read as a flag.
+func positional(s string) string {
+	if strings.HasPrefix(s, "-") {
+		return " " + s
+	}
+	return s
+}
+
+// AskArgv: -p --output-format json --resume S --permission-mode plan QUESTION.
+func (ClaudeCode) AskArgv(question, session string) []string {
+	args := []string{"-p", "--output-format", "json"}
+	if session != "" {
+		args = append(args, "--resume", session)
+	}
+	return append(args, "--permission-mode", "plan", positional(question))
+}
+
+// ParseResult takes the last line of stdout that is a JSON object with a
+// session id or result: the real client may print notices before it.
+func (ClaudeCode) ParseResult(stdout []byte) (Result, error) {
+	return parseLastJSON(stdout)
+}
+
+func parseLastJSON(stdout []byte) (Result, error) {
+	lines := bytes.Split(stdout, []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := bytes.TrimSpace(lines[i])
+		if len(l) == 0 || l[0] != '{' {
+			continue
+		}
+		var r Result
+		var probe map[string]json.RawMessage
+		if json.Unmarshal(l, &probe) != nil {
+			continue
+		}
+		if _, ok := probe["session_id"]; !ok {
+			if _, ok := probe["result"]; !ok {
+				continue
+			}
+		}
+		if err := json.Unmarshal(l, &r); err != nil {
+			continue
+		}
+		return r, nil
+	}
+	return Result{}, fmt.Errorf("the agent printed no JSON result (%d bytes of output); see the turn's output", len(stdout))
+}
+
+// Script is the project's scripted agent: the same argv contract as
+// claude-code, played by `lazy script-agent`.
+type Script struct{ ClaudeCode }
+
+// Name is the driver's config name.
+func (Script) Name() string { return "script" }
+
+// NewDriver returns the driver named in config.
+func NewDriver(name, permissionMode string) (Driver, error) {
+	switch name {
+	case "claude-code":
+		return ClaudeCode{PermissionMode: permissionMode}, nil
+	case "script":
+		return Script{ClaudeCode{PermissionMode: permissionMode}}, nil
+	}
+	return nil, fmt.Errorf("agent.driver: unknown driver %q; use claude-code or script", name)
+}
+
+// Errors runners return.
+var (
+	ErrTimeout     = errors.New("turn timed out")
+	ErrUnavailable = errors.New("runner unavailable")
+)
+
+// Placeholder env vars, by credential kind (CONTRACT §5).
+const (
+	EnvOAuth     = "CLAUDE_CODE_OAUTH_TOKEN"
+	EnvAPIKey    = "ANTHROPIC_API_KEY"
+	EnvAuthToken = "ANTHROPIC_AUTH_TOKEN"
+	EnvEditor    = "CURSOR_API_KEY"
+	EnvBaseURL   = "ANTHROPIC_BASE_URL"
+)
+
+// passed are the only variables of the daemon's own env an agent gets.
+var passed = []string{"PATH", "USER", "LANG", "TZ", "TERM"}
+
+// Env builds an agent's whole environment: PATH, USER, LANG, TZ, TERM from
+// the daemon's env, HOME = the per-task home, the proxy base URL, and the
+// placeholders. Nothing else of daemonEnv passes.
+func Env(daemonEnv []string, home, baseURL string, placeholders map[string]string) []string {
+	var env []string
+	for _, kv := range daemonEnv {
+		k, _, _ := strings.Cut(kv, "=")
+		for _, p := range passed {
+			if k == p {
+				env = append(env, kv)
+			}
+		}
+	}
+	env = append(env,
+		"HOME="+home,
+		"TMPDIR="+home+"/tmp",
+		EnvBaseURL+"="+baseURL,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"DISABLE_TELEMETRY=1",
+		"DISABLE_AUTOUPDATER=1",
+	)
+	keys := make([]string, 0, len(placeholders))
+	for k := range placeholders {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+placeholders[k])
+	}
+	return env
+}
+
+// Spec is one turn to run.
+type Spec struct {
+	Name     string   // e.g. "fix-login-3", for container names and logs
+	Command  []string // executable and fixed leading args
+	Args     []string // the driver's argv
+	Dir      string   // the task worktree (cwd)
+	Home     string   // the per-task HOME
+	Env      []string // the whole environment (see Env)
+	Timeout  time.Duration
+	Writable []string      // further paths a sandbox must leave writable (the git dir)
+	Hide     []string      // paths a sandbox must hide (state dir, lazy home)
+	OnStart  func(pid int) // called with the agent's pid once it runs
+}
+
+// Outcome is how a turn's process ended.
+type Outcome struct {
+	Stdout, Stderr []byte
+	ExitCode       int
+}
+
+// Combined is stdout then stderr, for the turn record.
+func (o Outcome) Combined() string {
+	if len(o.Stderr) == 0 {
+		return string(o.Stdout)
+	}
+	return string(o.Stdout) + "\n--- stderr ---\n" + string(o.Stderr)
+}

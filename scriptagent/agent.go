@@ -1,0 +1,379 @@
+// Package scriptagent is the project's scripted agent, run as `lazy
+// script-agent`. It speaks the claude CLI's argv contract (-p, --output-format
+// json, --resume, --permission-mode, PROMPT), calls the model at
+// ANTHROPIC_BASE_URL on every turn as the real client does (with the
+// placeholder it was given), and follows directives in its prompt:
+//
+//	@write PATH TEXT     write TEXT (\n for newlines) to PATH in the worktree
+//	@append PATH TEXT    append TEXT to PATH
+//	@commit MESSAGE      git add -A and commit
+//	@answer TEXT         the turn's result text (default: the model's reply)
+//	@crash [MESSAGE]     print MESSAGE to stderr and exit 3
+//	@sleep DURATION      sleep (Go duration, e.g. 2s)
+//	@model N             call the model N times (default 1)
+//	@stream              use the streaming (SSE) API
+//
+// In plan mode (ask turns) it changes nothing: @write, @append and @commit are
+// refused and noted in the answer. Every turn is appended to
+// $HOME/.script-agent/turns.jsonl so tests can check exactly what it saw.
+package scriptagent
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// TurnRecord is one line of turns.jsonl.
+type TurnRecord struct {
+	Session string    `json:"session"`
+	Resumed bool      `json:"resumed"`
+	Mode    string    `json:"mode"`
+	Prompt  string    `json:"prompt"`
+	Answer  string    `json:"answer"`
+	At      time.Time `json:"at"`
+}
+
+type args struct {
+	print        bool
+	outputFormat string
+	resume       string
+	mode         string
+	prompt       string
+}
+
+func parseArgs(argv []string) (args, error) {
+	var a args
+	for i := 0; i < len(argv); i++ {
+		switch v := argv[i]; v {
+		case "-p", "--print":
+			a.print = true
+		case "--output-format", "--resume", "--permission-mode":
+			if i+1 >= len(argv) {
+				return a, fmt.Errorf("%s needs a value", v)
+			}
+			i++
+			switch v {
+			case "--output-format":
+				a.outputFormat = argv[i]
+			case "--resume":
+				a.resume = argv[i]
+			default:
+				a.mode = argv[i]
+			}
+		case "--":
+			a.prompt = strings.Join(argv[i+1:], " ")
+			i = len(argv)
+		default:
+			if strings.HasPrefix(v, "--") {
+				return a, fmt.Errorf("unknown flag %s", v)
+			}
+			a.prompt = v
+		}
+	}
+	if !a.print {
+		return a, errors.New("only print mode (-p) is supported")
+	}
+	return a, nil
+}
+
+// Main runs one turn and returns the exit code.
+func Main(argv []string, env func(string) string, stdout, stderr io.Writer) int {
+	a, err := parseArgs(argv)
+	if err != nil {
+		fmt.Fprintf(stderr, "script-agent: %v\n", err)
+		return 2
+	}
+	home := env("HOME")
+	if home == "" {
+		fmt.Fprintln(stderr, "script-agent: HOME is not set")
+		return 2
+	}
+	dir := filepath.Join(home, ".script-agent")
+	if err := os.MkdirAll(filepath.Join(dir, "sessions"), 0o700); err != nil {
+		fmt.Fprintf(stderr, "script-agent: %v\n", err)
+		return 1
+	}
+	session := a.resume
+	var history []map[string]string
+	if session != "" {
+		b, err := os.ReadFile(filepath.Join(dir, "sessions", session+".json"))
+		if err != nil {
+			fmt.Fprintf(stderr, "script-agent: no conversation found with session ID: %s\n", session)
+			return 1
+		}
+		_ = json.Unmarshal(b, &history)
+	} else {
+		var r [16]byte
+		_, _ = rand.Read(r[:])
+		session = hex.EncodeToString(r[:])
+	}
+	readOnly := a.mode == "plan"
+
+	calls, stream := 1, false
+	var answer string
+	var notes []string
+	for _, raw := range strings.Split(a.prompt, "\n") {
+		line := strings.TrimSpace(raw)
+		if !strings.HasPrefix(line, "@") {
+			continue
+		}
+		verb, rest, _ := strings.Cut(line[1:], " ")
+		rest = strings.TrimSpace(rest)
+		switch verb {
+		case "write", "append":
+			path, text, _ := strings.Cut(rest, " ")
+			if readOnly {
+				notes = append(notes, "(plan mode: did not "+verb+" "+path+")")
+				continue
+			}
+			if err := writeFile(path, unescape(text), verb == "append"); err != nil {
+				fmt.Fprintf(stderr, "script-agent: %v\n", err)
+				return 1
+			}
+		case "commit":
+			if readOnly {
+				notes = append(notes, "(plan mode: did not commit)")
+				continue
+			}
+			if rest == "" {
+				rest = "agent change"
+			}
+			if err := commit(rest); err != nil {
+				fmt.Fprintf(stderr, "script-agent: %v\n", err)
+				return 1
+			}
+		case "answer":
+			answer = unescape(rest)
+		case "crash":
+			if rest == "" {
+				rest = "scripted crash"
+			}
+			fmt.Fprintf(stderr, "script-agent: %s\n", rest)
+			return 3
+		case "sleep":
+			d, err := time.ParseDuration(rest)
+			if err != nil {
+				fmt.Fprintf(stderr, "script-agent: bad @sleep %q\n", rest)
+				return 2
+			}
+			time.Sleep(d)
+		case "model":
+			n, err := strconv.Atoi(rest)
+			if err != nil || n < 0 {
+				fmt.Fprintf(stderr, "script-agent: bad @model %q\n", rest)
+				return 2
+			}
+			calls = n
+		case "stream":
+			stream = true
+		}
+	}
+	history = append(history, map[string]string{"role": "user", "content": a.prompt})
+	var reply string
+	for i := 0; i < calls; i++ {
+		reply, err = callModel(env, history, stream)
+		if err != nil {
+			writeResult(stdout, session, "model call failed: "+err.Error(), true)
+			fmt.Fprintf(stderr, "script-agent: model call failed: %v\n", err)
+			return 1
+		}
+	}
+	if answer == "" {
+		answer = reply
+	}
+	if len(notes) > 0 {
+		answer += " " + strings.Join(notes, " ")
+	}
+	history = append(history, map[string]string{"role": "assistant", "content": answer})
+	b, _ := json.Marshal(history)
+	if err := os.WriteFile(filepath.Join(dir, "sessions", session+".json"), b, 0o600); err != nil {
+		fmt.Fprintf(stderr, "script-agent: save session: %v\n", err)
+		return 1
+	}
+	rec, _ := json.Marshal(TurnRecord{Session: session, Resumed: a.resume != "", Mode: a.mode, Prompt: a.prompt, Answer: answer, At: time.Now().UTC()})
+	f, err := os.OpenFile(filepath.Join(dir, "turns.jsonl"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err == nil {
+		_, _ = f.Write(append(rec, '\n'))
+		_ = f.Close()
+	}
+	writeResult(stdout, session, answer, false)
+	return 0
+}
+
+// ReadTurns reads the turn log under an agent home.
+func ReadTurns(home string) ([]TurnRecord, error) {
+	f, err := os.Open(filepath.Join(home, ".script-agent", "turns.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []TurnRecord
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var r TurnRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, sc.Err()
+}
+
+func writeResult(w io.Writer, session, text string, isErr bool) {
+	b, _ := json.Marshal(map[string]any{"type": "result", "subtype": "success", "is_error": isErr, "result": text, "session_id": session})
+	fmt.Fprintln(w, string(b))
+}
+
+func unescape(s string) string { return strings.ReplaceAll(s, `\n`, "\n") }
+
+func writeFile(path, text string, appendTo bool) error {
+	if path == "" || filepath.IsAbs(path) || strings.Contains(path, "..") {
+		return fmt.Errorf("@write path %q must be relative to the worktree", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	flag := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if appendTo {
+		flag = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	f, err := os.OpenFile(path, flag, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func commit(msg string) error {
+	for _, argv := range [][]string{{"add", "-A"}, {"-c", "user.name=lazy agent", "-c", "user.email=agent@lazy.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "--allow-empty", "-m", msg}} {
+		out, err := exec.Command("git", argv...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("git %s: %v: %s", argv[len(argv)-1], err, out)
+		}
+	}
+	return nil
+}
+
+// callModel posts the conversation to the model like the real client: the
+// placeholder goes in x-api-key or Authorization by which variable is set.
+func callModel(env func(string) string, history []map[string]string, stream bool) (string, error) {
+	base := strings.TrimRight(env("ANTHROPIC_BASE_URL"), "/")
+	if base == "" {
+		return "", errors.New("ANTHROPIC_BASE_URL is not set")
+	}
+	client := &http.Client{Timeout: 2 * time.Minute}
+	hdr := http.Header{}
+	hdr.Set("anthropic-version", "2023-06-01")
+	hdr.Set("User-Agent", "lazy-script-agent/1")
+	hdr.Set("Content-Type", "application/json")
+	bearer := false
+	switch {
+	case env("ANTHROPIC_API_KEY") != "":
+		hdr.Set("x-api-key", env("ANTHROPIC_API_KEY"))
+	case env("CLAUDE_CODE_OAUTH_TOKEN") != "":
+		hdr.Set("Authorization", "Bearer "+env("CLAUDE_CODE_OAUTH_TOKEN"))
+		hdr.Set("anthropic-beta", "oauth-2025-04-20")
+		bearer = true
+	case env("ANTHROPIC_AUTH_TOKEN") != "":
+		hdr.Set("Authorization", "Bearer "+env("ANTHROPIC_AUTH_TOKEN"))
+		bearer = true
+	}
+	if bearer {
+		req, _ := http.NewRequest(http.MethodHead, base+"/api/hello", nil)
+		req.Header = hdr.Clone()
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	body, _ := json.Marshal(map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": history, "stream": stream})
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/messages?beta=true", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header = hdr
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return "", fmt.Errorf("status %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	if stream {
+		return readStream(resp.Body)
+	}
+	var msg struct {
+		Content []struct {
+			Type, Text string
+		} `json:"content"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil {
+		return "", fmt.Errorf("decode reply: %w", err)
+	}
+	var b strings.Builder
+	for _, c := range msg.Content {
+		b.WriteString(c.Text)
+	}
+	return b.String(), nil
+}
+
+// readStream collects text deltas; a stream that ends without message_stop
+// is an error, never a clean end.
+func readStream(r io.Reader) (string, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	var b strings.Builder
+	done := false
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Type  string `json:"type"`
+			Delta struct {
+				Text string `json:"text"`
+			} `json:"delta"`
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal([]byte(data), &ev) != nil {
+			continue
+		}
+		switch ev.Type {
+		case "content_block_delta":
+			b.WriteString(ev.Delta.Text)
+		case "message_stop":
+			done = true
+		case "error":
+			return b.String(), fmt.Errorf("stream error: %s", ev.Error.Message)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return b.String(), fmt.Errorf("stream broke: %w", err)
+	}
+	if !done {
+		return b.String(), errors.New("stream ended before message_stop")
+	}
+	return b.String(), nil
+}

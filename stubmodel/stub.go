@@ -1,0 +1,182 @@
+// Package stubmodel is the project's stand-in model upstream for tests and
+// `lazy demo`: it answers the routes the real client uses (POST /v1/messages
+// as JSON or as an SSE stream, POST /v1/messages/count_tokens, HEAD
+// /api/hello) on loopback, and records every request it received so tests can
+// see exactly what reached the upstream.
+package stubmodel
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Request is one recorded request.
+type Request struct {
+	Method, Path, RawQuery string
+	Header                 http.Header
+	Body                   []byte
+	At                     time.Time
+}
+
+// Server is the stub upstream. The zero value is not usable; call New.
+type Server struct {
+	mu   sync.Mutex
+	reqs []Request
+	// Reply computes the assistant text from the last user message.
+	Reply func(lastUser string) string
+	// EventDelay is slept between SSE events (to test streaming).
+	EventDelay time.Duration
+	// Status, when non-zero, is returned instead of a normal answer.
+	Status int
+	// Record turns request recording off when false (benchmarks).
+	Record bool
+}
+
+// New returns a recording stub.
+func New() *Server {
+	return &Server{Record: true, Reply: func(u string) string {
+		u = strings.TrimSpace(u)
+		if len(u) > 120 {
+			u = u[:120]
+		}
+		return "stub answer to: " + u
+	}}
+}
+
+// Requests returns a copy of what was received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.reqs...)
+}
+
+// Reset forgets recorded requests.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	s.reqs = nil
+	s.mu.Unlock()
+}
+
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type request struct {
+	Model    string    `json:"model"`
+	Messages []message `json:"messages"`
+	Stream   bool      `json:"stream"`
+}
+
+func textOf(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &blocks) == nil {
+		var b strings.Builder
+		for _, bl := range blocks {
+			if bl.Type == "text" {
+				b.WriteString(bl.Text)
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+func writeError(w http.ResponseWriter, status int, kind, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]string{"type": kind, "message": msg}})
+}
+
+// ServeHTTP answers one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 32<<20))
+	if s.Record {
+		s.mu.Lock()
+		s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, At: time.Now()})
+		s.mu.Unlock()
+	}
+	if s.Status != 0 {
+		writeError(w, s.Status, "api_error", "stub configured to fail")
+		return
+	}
+	switch {
+	case r.URL.Path == "/api/hello":
+		w.WriteHeader(http.StatusOK)
+	case r.URL.Path == "/v1/messages/count_tokens" && r.Method == http.MethodPost:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]int{"input_tokens": len(body)/4 + 1})
+	case r.URL.Path == "/v1/messages" && r.Method == http.MethodPost:
+		var req request
+		if err := json.Unmarshal(body, &req); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "body is not JSON: "+err.Error())
+			return
+		}
+		last := ""
+		for i := len(req.Messages) - 1; i >= 0; i-- {
+			if req.Messages[i].Role == "user" {
+				last = textOf(req.Messages[i].Content)
+				break
+			}
+		}
+		reply := s.Reply(last)
+		if req.Model == "" {
+			req.Model = "stub-model"
+		}
+		if req.Stream {
+			s.stream(w, req.Model, reply)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "msg_stub", "type": "message", "role": "assistant", "model": req.Model,
+			"content":     []map[string]string{{"type": "text", "text": reply}},
+			"stop_reason": "end_turn", "stop_sequence": nil,
+			"usage": map[string]int{"input_tokens": len(body) / 4, "output_tokens": len(reply) / 4},
+		})
+	default:
+		writeError(w, http.StatusNotFound, "not_found_error", "no route "+r.Method+" "+r.URL.Path+" on the stub upstream")
+	}
+}
+
+// stream writes the reply as the provider's SSE event sequence, one text
+// delta per word, flushing each event.
+func (s *Server) stream(w http.ResponseWriter, model, reply string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	send := func(event string, data any) {
+		b, _ := json.Marshal(data)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+		if fl != nil {
+			fl.Flush()
+		}
+		if s.EventDelay > 0 {
+			time.Sleep(s.EventDelay)
+		}
+	}
+	send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": "msg_stub", "type": "message", "role": "assistant", "model": model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 10, "output_tokens": 1}}})
+	send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]string{"type": "text", "text": ""}})
+	words := strings.SplitAfter(reply, " ")
+	for _, wd := range words {
+		send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "text_delta", "text": wd}})
+	}
+	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, "usage": map[string]int{"output_tokens": len(words)}})
+	send("message_stop", map[string]any{"type": "message_stop"})
+}
