@@ -1,0 +1,122 @@
+// Package actors holds the behaviours of the supervisor tree and every message
+// they exchange: TaskActor (one per live task; its FIFO serialises work turns,
+// asks and unblocks without blocking its mailbox), GrantsActor (owner of the
+// proxy's grant registry) and TrafficHub (fan-out of task and traffic events to
+// watchers). Messages are small typed structs, all in this file.
+package actors
+
+import (
+	"time"
+
+	"lazy/proxy"
+	"lazy/store"
+)
+
+// --- TaskActor ---
+
+// StartWork queues a work turn. Reply: *WorkQueued or error.
+type StartWork struct {
+	Trigger string // start | comment | unblock
+	Prompt  string
+}
+
+// WorkQueued is the reply to StartWork.
+type WorkQueued struct{ Turn store.Turn }
+
+// AddComment stores an ordinary comment; on a blocked task with nothing
+// queued it triggers a work turn (the auto-react loop). Reply: *CommentAdded or error.
+type AddComment struct{ Body string }
+
+// CommentAdded is the reply to AddComment.
+type CommentAdded struct {
+	Comment   store.Comment
+	Triggered *store.Turn // the work turn it started, if any
+}
+
+// CancelTask ends the task: the running turn is killed, queued turns are
+// dropped, grants are revoked. Reply: error or nil (as *Done).
+type CancelTask struct{}
+
+// Done is an empty successful reply.
+type Done struct{}
+
+// GetHealth asks a task actor for its health row. Reply: ActorHealth.
+type GetHealth struct{}
+
+// InjectPanic makes the receiving actor panic (fault injection for tests and
+// for checking supervision on a live daemon).
+type InjectPanic struct{ Reason string }
+
+// Wake makes a task actor load its queue from the store and start work.
+// Reply: *Done.
+type Wake struct{}
+
+// jobDone comes back to the task actor when its running job ends.
+type jobDone struct {
+	epoch int
+	res   jobResult
+}
+
+// ActorHealth is one row of `lazy actors` and /api/actors.
+type ActorHealth struct {
+	Name         string     `json:"name"`
+	Kind         string     `json:"kind"` // supervisor | grants | traffic | task
+	TaskID       string     `json:"task_id,omitempty"`
+	TaskRef      string     `json:"task_ref,omitempty"`
+	Mailbox      int        `json:"mailbox"`
+	Queued       []string   `json:"queued"`
+	Running      string     `json:"running,omitempty"`
+	RunningSince *time.Time `json:"running_since,omitempty"`
+	Restarts     int        `json:"restarts"`
+	LastFailure  string     `json:"last_failure,omitempty"`
+	Responsive   bool       `json:"responsive"`
+}
+
+// --- GrantsActor ---
+
+// MintGrants mints one placeholder per env var for (role, task). Reply:
+// *Minted or error.
+type MintGrants struct {
+	Role, TaskRef, TaskID string
+	// Vars maps env var → credential kind ("api_key", "oauth", "auth_token",
+	// "editor") with the real value to copy the shape from ("" for synthetic).
+	Vars  map[string]MintVar
+	Local bool
+}
+
+// MintVar is one variable to mint for.
+type MintVar struct{ Kind, ShapeOf string }
+
+// Minted is the reply to MintGrants: env var → placeholder.
+type Minted struct{ Env map[string]string }
+
+// RevokeTask drops every grant of a task. Reply: *Done or error.
+type RevokeTask struct{ TaskID string }
+
+// --- TrafficHub ---
+
+// Event is one line of `lazy watch`: a task event or a proxy traffic event.
+type Event struct {
+	Time    time.Time      `json:"time"`
+	Kind    string         `json:"kind"` // status | turn_start | turn_end | net
+	TaskID  string         `json:"task_id,omitempty"`
+	TaskRef string         `json:"task_ref,omitempty"`
+	Status  string         `json:"status,omitempty"`
+	Turn    int            `json:"turn,omitempty"`
+	Detail  string         `json:"detail,omitempty"`
+	Net     *proxy.Traffic `json:"net,omitempty"`
+}
+
+// Subscribe registers a watcher. Events matching Filter are sent to Ch
+// without blocking; a full channel drops the event and counts it.
+type Subscribe struct {
+	ID     string
+	Filter Filter
+	Ch     chan<- Event
+}
+
+// Unsubscribe removes a watcher.
+type Unsubscribe struct{ ID string }
+
+// Publish fans one event out to matching watchers.
+type Publish struct{ Event Event }

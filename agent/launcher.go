@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// TurnRequest is one turn for one task.
+type TurnRequest struct {
+	TaskID, Ref, Role string
+	Worktree          string
+	Session           string // "" for the first turn
+	Ask               bool   // a read-only ask turn
+	Prompt            string
+	Number            int
+	OnStart           func(pid int)
+}
+
+// Launcher turns a TurnRequest into a Spec and runs it: the driver's argv, the
+// runner, the per-task home, the placeholder env.
+type Launcher struct {
+	Driver      Driver
+	Runner      Runner
+	Command     []string // executable and fixed leading args
+	BaseURL     string   // the proxy URL agents call
+	DaemonEnv   []string
+	AgentsDir   string   // per-task homes live at AgentsDir/<ref>/home
+	GitDir      string   // the project's git dir, writable in a sandbox
+	Hide        []string // hidden in a sandbox (state dir, lazy home)
+	TurnTimeout time.Duration
+	AskTimeout  time.Duration
+	// Placeholders returns env var → placeholder for the task's role.
+	Placeholders func(ctx context.Context, taskID, ref, role string) (map[string]string, error)
+}
+
+// HomeFor is the per-task HOME of ref.
+func (l *Launcher) HomeFor(ref string) string { return filepath.Join(l.AgentsDir, ref, "home") }
+
+// RunTurn runs one turn and parses its result.
+func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcome, error) {
+	ph, err := l.Placeholders(ctx, req.TaskID, req.Ref, req.Role)
+	if err != nil {
+		return Result{}, Outcome{}, fmt.Errorf("%w: mint placeholders: %v", ErrUnavailable, err)
+	}
+	home := l.HomeFor(req.Ref)
+	args := l.Driver.WorkArgv(req.Prompt, req.Session)
+	timeout := l.TurnTimeout
+	if req.Ask {
+		args = l.Driver.AskArgv(req.Prompt, req.Session)
+		timeout = l.AskTimeout
+	}
+	spec := Spec{
+		Name: fmt.Sprintf("%s-%d", req.Ref, req.Number), Command: l.Command, Args: args,
+		Dir: req.Worktree, Home: home, Env: Env(l.DaemonEnv, home, l.BaseURL, ph),
+		Timeout: timeout, Hide: l.Hide, OnStart: req.OnStart,
+	}
+	if l.GitDir != "" {
+		spec.Writable = []string{l.GitDir}
+	}
+	out, err := l.Runner.Run(ctx, spec)
+	if err != nil {
+		return Result{}, out, err
+	}
+	res, err := l.Driver.ParseResult(out.Stdout)
+	if err != nil {
+		return res, out, err
+	}
+	if res.IsError {
+		return res, out, fmt.Errorf("the agent reported an error: %s", res.Text)
+	}
+	return res, out, nil
+}

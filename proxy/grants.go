@@ -1,0 +1,147 @@
+// Package proxy is the always-on model-traffic proxy: it resolves the
+// placeholder an agent presents to a grant (role, task), routes by role to the
+// configured upstream, strips what the client presented and injects the real
+// credential for the target actually called, streams responses unbuffered,
+// and reports every request as a traffic event. It also owns the grant
+// registry file (proxy-tokens.json). No real credential is ever written to a
+// log, an event or the registry.
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"time"
+)
+
+// Grant is what a placeholder resolves to.
+type Grant struct {
+	Placeholder string     `json:"placeholder"`
+	Role        string     `json:"role"`
+	TaskRef     string     `json:"task_ref"`
+	TaskID      string     `json:"task_id"`
+	EnvVar      string     `json:"env_var"`
+	Local       bool       `json:"local,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"` // nil: valid until the task ends
+}
+
+// Grants is the registry: placeholder → grant.
+type Grants map[string]Grant
+
+// LoadGrants reads the registry file; a missing file is an empty registry.
+func LoadGrants(path string) (Grants, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Grants{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read grant registry %s: %w", path, err)
+	}
+	var list []Grant
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("grant registry %s is corrupt (%v): move it aside; running tasks then need a relaunch", path, err)
+	}
+	g := make(Grants, len(list))
+	for _, x := range list {
+		g[x.Placeholder] = x
+	}
+	return g, nil
+}
+
+// Save writes the registry atomically with mode 0600.
+func (g Grants) Save(path string) error {
+	list := make([]Grant, 0, len(g))
+	for _, x := range g {
+		list = append(list, x)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].TaskID != list[j].TaskID {
+			return list[i].TaskID < list[j].TaskID
+		}
+		return list[i].EnvVar < list[j].EnvVar
+	})
+	b, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, b, 0o600)
+}
+
+// WriteFileAtomic writes data to a temp file beside path, syncs it and
+// renames it over path, so a reader sees the old or the new file, never half.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// Default prefixes when no real credential is there to copy the shape from.
+var defaultPrefix = map[string]string{
+	"api_key":    "sk-ant-api03-",
+	"oauth":      "sk-ant-oat01-",
+	"auth_token": "sk-ant-",
+}
+
+var prefixRE = regexp.MustCompile(`^((?:[A-Za-z]{1,6}[0-9]{0,2}-){1,3})`)
+
+// PlaceholderPrefix is the real credential's own prefix (e.g. "sk-ant-api03-"),
+// or the kind's usual one when the real value has no recognisable prefix.
+func PlaceholderPrefix(kind, real string) string {
+	if m := prefixRE.FindString(real); m != "" && len(m) < len(real) {
+		return m
+	}
+	if p, ok := defaultPrefix[kind]; ok {
+		return p
+	}
+	return "sk-"
+}
+
+// randomPart is 192 bits of crypto randomness, base64url (32 characters).
+func randomPart() string {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err))
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// NewPlaceholder mints a placeholder shaped like the real credential:
+// its prefix, "svc-", then a random part.
+func NewPlaceholder(kind, real string) string {
+	return PlaceholderPrefix(kind, real) + "svc-" + randomPart()
+}
+
+// NewEditorPlaceholder mints the editor agent's placeholder: key_svc_<random>.
+func NewEditorPlaceholder() string { return "key_svc_" + randomPart() }

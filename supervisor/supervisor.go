@@ -1,0 +1,354 @@
+// Package supervisor is the root of the actor tree. It spawns one task actor
+// per live task on its first message (get-or-create by task id), restarts a
+// panicking one with its state reloaded from the store (OneForOne, explicit),
+// stops it when the task ends, and hosts the grants actor and the traffic hub.
+// It measures what protoactor does not export: mailbox depth, restarts, the
+// last failure of every actor.
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"lazy/actors"
+	"lazy/proxy"
+	"lazy/task"
+)
+
+// Options configure a Supervisor.
+type Options struct {
+	GrantsPath string
+	Task       *actors.TaskDeps // Publish and Revoke are filled in by New
+	Log        *slog.Logger
+	// Timeout bounds every request to an actor (default 30s).
+	Timeout time.Duration
+}
+
+// Supervisor is the handle the daemon, the handlers and the proxy use.
+type Supervisor struct {
+	sys     *actor.ActorSystem
+	root    *actor.RootContext
+	pid     *actor.PID
+	grants  *actor.PID
+	traffic *actor.PID
+	log     *slog.Logger
+	timeout time.Duration
+	deps    *actors.TaskDeps
+
+	// Grants is the snapshot the proxy reads per request.
+	Grants *atomic.Pointer[proxy.Grants]
+	// Dropped counts watcher events lost to slow watchers.
+	Dropped atomic.Int64
+
+	mu          sync.Mutex
+	mailboxes   map[string]actor.Mailbox // by actor id
+	restarts    map[string]int
+	lastFailure map[string]string
+	restartsAll atomic.Int64
+	subSeq      atomic.Int64
+}
+
+// ErrUnresponsive is an actor that did not answer in time.
+var ErrUnresponsive = errors.New("actor did not answer in time")
+
+// New builds the tree: supervisor, grants, traffic.
+func New(o Options) (*Supervisor, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
+	}
+	s := &Supervisor{
+		log: o.Log, timeout: o.Timeout, deps: o.Task,
+		Grants:    &atomic.Pointer[proxy.Grants]{},
+		mailboxes: map[string]actor.Mailbox{}, restarts: map[string]int{}, lastFailure: map[string]string{},
+	}
+	empty := proxy.Grants{}
+	s.Grants.Store(&empty)
+	o.Task.Publish = s.Publish
+	o.Task.Revoke = s.Revoke
+	if o.Task.Log == nil {
+		o.Task.Log = o.Log
+	}
+	s.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return o.Log.With("lib", "protoactor")
+	}))
+	s.root = s.sys.Root
+	s.sys.EventStream.Subscribe(func(evt any) {
+		if se, ok := evt.(*actor.SupervisorEvent); ok {
+			s.mu.Lock()
+			s.restarts[se.Child.Id]++
+			s.lastFailure[se.Child.Id] = fmt.Sprint(se.Reason)
+			s.mu.Unlock()
+			s.restartsAll.Add(1)
+			s.log.Warn("actor failed; supervisor decided", "actor", se.Child.Id, "reason", fmt.Sprint(se.Reason), "directive", se.Directive.String())
+		}
+	})
+	strategy := actor.NewOneForOneStrategy(10, time.Minute, func(reason any) actor.Directive {
+		return actor.RestartDirective
+	})
+	props := actor.PropsFromProducer(func() actor.Actor { return &rootActor{s: s, opts: o} },
+		actor.WithSupervisor(strategy), s.mailbox("supervisor"))
+	pid, err := s.root.SpawnNamed(props, "supervisor")
+	if err != nil {
+		return nil, fmt.Errorf("spawn supervisor: %w", err)
+	}
+	s.pid = pid
+	res, err := s.root.RequestFuture(pid, &children{}, s.timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("start actor tree: %w", err)
+	}
+	c := res.(*children)
+	s.grants, s.traffic = c.grants, c.traffic
+	return s, nil
+}
+
+// mailbox returns a props option that remembers the mailbox made for name.
+func (s *Supervisor) mailbox(name string) actor.PropsOption {
+	return actor.WithMailbox(func() actor.Mailbox {
+		m := actor.Unbounded()()
+		s.mu.Lock()
+		s.mailboxes[name] = m
+		s.mu.Unlock()
+		return m
+	})
+}
+
+// children is asked of the root actor once at start.
+type children struct{ grants, traffic *actor.PID }
+
+type getTask struct{ id string }
+
+type rootActor struct {
+	s    *Supervisor
+	opts Options
+	g, t *actor.PID
+	// live task actors by task id. protoactor makes a mailbox before it finds
+	// a name taken, so get-or-create is decided here, not by SpawnNamed.
+	live map[string]*actor.PID
+}
+
+func (r *rootActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		var err error
+		r.g, err = ctx.SpawnNamed(actor.PropsFromProducer(actors.NewGrantsActor(r.opts.GrantsPath, r.s.Grants, r.s.log), r.s.mailbox("supervisor/grants")), "grants")
+		if err != nil {
+			r.s.log.Error("spawn grants", "err", err)
+		}
+		r.t, err = ctx.SpawnNamed(actor.PropsFromProducer(actors.NewTrafficHub(&r.s.Dropped), r.s.mailbox("supervisor/traffic")), "traffic")
+		if err != nil {
+			r.s.log.Error("spawn traffic", "err", err)
+		}
+	case *children:
+		ctx.Respond(&children{grants: r.g, traffic: r.t})
+	case *getTask:
+		if pid, ok := r.live[m.id]; ok {
+			ctx.Respond(pid)
+			return
+		}
+		name := "task/" + m.id
+		pid, err := ctx.SpawnNamed(actor.PropsFromProducer(actors.NewTaskActor(m.id, r.s.deps), r.s.mailbox("supervisor/"+name)), name)
+		if err != nil && !errors.Is(err, actor.ErrNameExists) {
+			ctx.Respond(fmt.Errorf("spawn task actor %s: %w", m.id, err))
+			return
+		}
+		if r.live == nil {
+			r.live = map[string]*actor.PID{}
+		}
+		r.live[m.id] = pid
+		ctx.Respond(pid)
+	case *actor.Terminated:
+		delete(r.live, strings.TrimPrefix(m.Who.Id, "supervisor/task/"))
+		r.s.mu.Lock()
+		delete(r.s.mailboxes, m.Who.Id)
+		r.s.mu.Unlock()
+	}
+}
+
+// Task returns the task actor of id, spawning it if it is not running.
+func (s *Supervisor) Task(id string) (*actor.PID, error) {
+	if !task.IsFullID(id) {
+		return nil, fmt.Errorf("task actor: %q is not a full task id", id)
+	}
+	res, err := s.root.RequestFuture(s.pid, &getTask{id: id}, s.timeout).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reach supervisor: %w", err)
+	}
+	switch v := res.(type) {
+	case *actor.PID:
+		return v, nil
+	case error:
+		return nil, v
+	}
+	return nil, fmt.Errorf("supervisor answered %T", res)
+}
+
+// Ask sends msg to the task actor of id and waits for its reply. A reply
+// that is an error is returned as the error.
+func (s *Supervisor) Ask(id string, msg any) (any, error) {
+	pid, err := s.Task(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.request(pid, msg)
+}
+
+func (s *Supervisor) request(pid *actor.PID, msg any) (any, error) {
+	res, err := s.root.RequestFuture(pid, msg, s.timeout).Result()
+	if err != nil {
+		if errors.Is(err, actor.ErrTimeout) {
+			return nil, fmt.Errorf("%s: %w (after %s)", pid.Id, ErrUnresponsive, s.timeout)
+		}
+		return nil, fmt.Errorf("%s: %w", pid.Id, err)
+	}
+	if e, ok := res.(error); ok {
+		return nil, e
+	}
+	return res, nil
+}
+
+// Send delivers msg to the task actor of id without waiting.
+func (s *Supervisor) Send(id string, msg any) error {
+	pid, err := s.Task(id)
+	if err != nil {
+		return err
+	}
+	s.root.Send(pid, msg)
+	return nil
+}
+
+// Publish hands an event to the traffic hub.
+func (s *Supervisor) Publish(e actors.Event) { s.root.Send(s.traffic, &actors.Publish{Event: e}) }
+
+// Subscribe registers a watcher and returns its channel and a cancel func.
+func (s *Supervisor) Subscribe(f actors.Filter, buffer int) (<-chan actors.Event, func(), error) {
+	ch := make(chan actors.Event, buffer)
+	id := fmt.Sprintf("w%d", s.subSeq.Add(1))
+	if _, err := s.request(s.traffic, &actors.Subscribe{ID: id, Filter: f, Ch: ch}); err != nil {
+		return nil, nil, err
+	}
+	return ch, func() { s.root.Send(s.traffic, &actors.Unsubscribe{ID: id}) }, nil
+}
+
+// Mint asks the grants actor for placeholders.
+func (s *Supervisor) Mint(m *actors.MintGrants) (map[string]string, error) {
+	res, err := s.request(s.grants, m)
+	if err != nil {
+		return nil, err
+	}
+	return res.(*actors.Minted).Env, nil
+}
+
+// Revoke drops every grant of a task.
+func (s *Supervisor) Revoke(taskID string) error {
+	_, err := s.request(s.grants, &actors.RevokeTask{TaskID: taskID})
+	return err
+}
+
+// InjectPanic makes a named child (grants, traffic) or a task actor panic.
+func (s *Supervisor) InjectPanic(target, reason string) error {
+	switch target {
+	case "grants":
+		s.root.Send(s.grants, &actors.InjectPanic{Reason: reason})
+	case "traffic":
+		s.root.Send(s.traffic, &actors.InjectPanic{Reason: reason})
+	default:
+		return s.Send(target, &actors.InjectPanic{Reason: reason})
+	}
+	return nil
+}
+
+// Restarts is the number of actor restarts since start.
+func (s *Supervisor) Restarts() int64 { return s.restartsAll.Load() }
+
+// Health asks every actor for its row, with a short timeout each, and adds
+// what the supervisor measures itself.
+func (s *Supervisor) Health() []actors.ActorHealth {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.mailboxes))
+	for n := range s.mailboxes {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	sort.Strings(names)
+	out := make([]actors.ActorHealth, 0, len(names))
+	for _, n := range names {
+		var h actors.ActorHealth
+		if n == "supervisor" {
+			h = actors.ActorHealth{Name: "supervisor", Kind: "supervisor", Queued: []string{}, Responsive: true}
+		} else {
+			pid := actor.NewPID(s.sys.Address(), n)
+			res, err := s.root.RequestFuture(pid, &actors.GetHealth{}, 2*time.Second).Result()
+			if hh, ok := res.(actors.ActorHealth); ok && err == nil {
+				h = hh
+			} else {
+				short := strings.TrimPrefix(n, "supervisor/")
+				h = actors.ActorHealth{Name: short, Kind: kindOf(short), Queued: []string{}, Responsive: false}
+				if strings.HasPrefix(short, "task/") {
+					h.TaskID = strings.TrimPrefix(short, "task/")
+				}
+			}
+		}
+		s.mu.Lock()
+		if m, ok := s.mailboxes[n]; ok {
+			h.Mailbox = m.UserMessageCount()
+		}
+		h.Restarts = s.restarts[n]
+		if h.LastFailure == "" {
+			h.LastFailure = s.lastFailure[n]
+		}
+		s.mu.Unlock()
+		out = append(out, h)
+	}
+	return out
+}
+
+func kindOf(name string) string {
+	switch {
+	case strings.HasPrefix(name, "task/"):
+		return "task"
+	case name == "grants", name == "traffic":
+		return name
+	}
+	return "other"
+}
+
+// StopTask stops the task actor of id after its queue drains (Poison).
+func (s *Supervisor) StopTask(id string) {
+	pid := actor.NewPID(s.sys.Address(), "supervisor/task/"+id)
+	_ = s.root.PoisonFuture(pid).Wait()
+}
+
+// Shutdown stops every task actor (their running turns are killed and
+// recorded as interrupted), then the tree.
+func (s *Supervisor) Shutdown() {
+	s.mu.Lock()
+	var tasks []string
+	for n := range s.mailboxes {
+		if strings.HasPrefix(n, "supervisor/task/") {
+			tasks = append(tasks, n)
+		}
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range tasks {
+		wg.Add(1)
+		go func(n string) {
+			defer wg.Done()
+			_ = s.root.StopFuture(actor.NewPID(s.sys.Address(), n)).Wait()
+		}(n)
+	}
+	wg.Wait()
+	_ = s.root.StopFuture(s.pid).Wait()
+	s.sys.Shutdown()
+}

@@ -1,0 +1,255 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"lazy/actors"
+	"lazy/agent"
+	"lazy/store"
+	"lazy/task"
+)
+
+// fakeLauncher runs turns by calling fn; it records the prompts it saw.
+type fakeLauncher struct {
+	mu      sync.Mutex
+	prompts []string
+	fn      func(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error)
+}
+
+func (f *fakeLauncher) RunTurn(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error) {
+	f.mu.Lock()
+	f.prompts = append(f.prompts, req.Prompt)
+	f.mu.Unlock()
+	return f.fn(ctx, req)
+}
+
+func (f *fakeLauncher) seen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.prompts...)
+}
+
+type harness struct {
+	sup    *Supervisor
+	st     *store.SQL
+	events <-chan actors.Event
+	taskID string
+}
+
+func newHarness(t *testing.T, l *fakeLauncher) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.OpenSQL(filepath.Join(dir, "lazy.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	sup, err := New(Options{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Log: log, Timeout: 5 * time.Second,
+		Task: &actors.TaskDeps{Store: st, Launcher: l, LockDir: filepath.Join(dir, "locks"), Log: log}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sup.Shutdown)
+	ch, cancel, err := sup.Subscribe(actors.Filter{Tasks: true}, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cancel)
+	now := time.Now().UTC()
+	tk := &store.Task{ID: task.NewID(now), Status: task.Blocked, CreatedAt: now, UpdatedAt: now, LastActivity: now, Worktree: dir}
+	if err := st.CreateTask(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	return &harness{sup: sup, st: st, events: ch, taskID: tk.ID}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
+
+// waitEvent waits for an event matching pred.
+func (h *harness) waitEvent(t *testing.T, what string, pred func(actors.Event) bool) actors.Event {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-h.events:
+			if pred(e) {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (h *harness) work(t *testing.T, prompt string) store.Turn {
+	t.Helper()
+	res, err := h.sup.Ask(h.taskID, &actors.StartWork{Trigger: "unblock", Prompt: prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.(*actors.WorkQueued).Turn
+}
+
+func ok(context.Context, agent.TurnRequest) (agent.Result, agent.Outcome, error) {
+	return agent.Result{Text: "done", SessionID: "S"}, agent.Outcome{}, nil
+}
+
+func TestTurnsRunInOrderAndHealthAnswersMeanwhile(t *testing.T) {
+	release := make(chan struct{})
+	l := &fakeLauncher{fn: func(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error) {
+		if req.Prompt == "first" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return agent.Result{}, agent.Outcome{}, ctx.Err()
+			}
+		}
+		return ok(ctx, req)
+	}}
+	h := newHarness(t, l)
+	for _, p := range []string{"first", "second", "third"} {
+		h.work(t, p)
+	}
+	h.waitEvent(t, "turn 1 start", func(e actors.Event) bool { return e.Kind == "turn_start" && e.Turn == 1 })
+	// the first turn is blocked in the launcher; the mailbox must still answer
+	res, err := h.sup.Ask(h.taskID, &actors.GetHealth{})
+	if err != nil {
+		t.Fatalf("health while a turn runs: %v", err)
+	}
+	hl := res.(actors.ActorHealth)
+	if hl.Running != "work turn 1" || len(hl.Queued) != 2 || hl.Queued[0] != "work turn 2" {
+		t.Fatalf("health: %+v", hl)
+	}
+	close(release)
+	h.waitEvent(t, "turn 3 end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == 3 })
+	h.waitEvent(t, "blocked", func(e actors.Event) bool { return e.Kind == "status" && e.Status == string(task.Blocked) })
+	if got := l.seen(); len(got) != 3 || got[0] != "first" || got[1] != "second" || got[2] != "third" {
+		t.Fatalf("order: got %v", got)
+	}
+	tk, _ := h.st.GetTask(context.Background(), h.taskID)
+	if tk.Status != task.Blocked || tk.Turns != 3 || tk.SessionID != "S" {
+		t.Errorf("task after turns: %+v", tk)
+	}
+}
+
+func TestPanicRestartsAndQueueSurvives(t *testing.T) {
+	started := make(chan string, 10)
+	l := &fakeLauncher{fn: func(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error) {
+		started <- req.Prompt
+		if req.Prompt == "long" {
+			<-ctx.Done()
+			return agent.Result{}, agent.Outcome{}, ctx.Err()
+		}
+		return ok(ctx, req)
+	}}
+	h := newHarness(t, l)
+	h.work(t, "long")
+	h.work(t, "after-1")
+	h.work(t, "after-2")
+	if got := <-started; got != "long" {
+		t.Fatalf("first turn: %s", got)
+	}
+	if err := h.sup.InjectPanic(h.taskID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitEvent(t, "turn 1 interrupted", func(e actors.Event) bool {
+		return e.Kind == "turn_end" && e.Turn == 1 && e.Status == store.TurnInterrupted
+	})
+	h.waitEvent(t, "turn 3 end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == 3 })
+	if got := l.seen(); len(got) != 3 || got[1] != "after-1" || got[2] != "after-2" {
+		t.Fatalf("after restart: got %v", got)
+	}
+	turns, _ := h.st.ListTurns(context.Background(), h.taskID)
+	want := []string{store.TurnInterrupted, store.TurnDone, store.TurnDone}
+	for i, tu := range turns {
+		if tu.Status != want[i] {
+			t.Errorf("turn %d: got %s, want %s", tu.Number, tu.Status, want[i])
+		}
+	}
+	var restarts int
+	for _, hl := range h.sup.Health() {
+		if hl.TaskID == h.taskID {
+			restarts = hl.Restarts
+		}
+	}
+	if restarts != 1 || h.sup.Restarts() != 1 {
+		t.Errorf("restarts: got %d / %d, want 1", restarts, h.sup.Restarts())
+	}
+}
+
+func TestCommentAutoReactAndCancel(t *testing.T) {
+	l := &fakeLauncher{fn: ok}
+	h := newHarness(t, l)
+	res, err := h.sup.Ask(h.taskID, &actors.AddComment{Body: "please also add tests"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ca := res.(*actors.CommentAdded); ca.Triggered == nil || ca.Triggered.Trigger != "comment" {
+		t.Fatalf("a comment on a blocked task must trigger a work turn: %+v", ca)
+	}
+	h.waitEvent(t, "comment turn end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == 1 })
+	if _, err := h.sup.Ask(h.taskID, &actors.CancelTask{}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitEvent(t, "cancelled", func(e actors.Event) bool { return e.Kind == "status" && e.Status == string(task.Cancelled) })
+	_, err = h.sup.Ask(h.taskID, &actors.StartWork{Prompt: "more"})
+	if !errors.Is(err, actors.ErrEnded) {
+		t.Fatalf("work on a cancelled task: got %v, want ErrEnded", err)
+	}
+}
+
+func TestGrantsMintReuseRevoke(t *testing.T) {
+	h := newHarness(t, &fakeLauncher{fn: ok})
+	m := &actors.MintGrants{Role: "coder", TaskRef: "fix", TaskID: h.taskID, Vars: map[string]actors.MintVar{"ANTHROPIC_API_KEY": {Kind: "api_key", ShapeOf: "sk-ant-api03-REALREALREAL"}}}
+	env1, err := h.sup.Mint(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env2, _ := h.sup.Mint(m)
+	ph := env1["ANTHROPIC_API_KEY"]
+	if ph == "" || ph != env2["ANTHROPIC_API_KEY"] || ph[:17] != "sk-ant-api03-svc-" {
+		t.Fatalf("placeholder: %q then %q", ph, env2["ANTHROPIC_API_KEY"])
+	}
+	if g := (*h.sup.Grants.Load())[ph]; g.Role != "coder" || g.TaskRef != "fix" {
+		t.Fatalf("snapshot: %+v", g)
+	}
+	if err := h.sup.Revoke(h.taskID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := (*h.sup.Grants.Load())[ph]; ok {
+		t.Fatal("grant survived revocation")
+	}
+}
+
+func BenchmarkSpawnIdleTaskActors(b *testing.B) {
+	dir := b.TempDir()
+	st, err := store.OpenSQL(filepath.Join(dir, "lazy.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	sup, err := New(Options{GrantsPath: filepath.Join(dir, "g.json"), Task: &actors.TaskDeps{Store: st, Launcher: &fakeLauncher{fn: ok}, LockDir: dir}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sup.Shutdown()
+	ids := make([]string, b.N)
+	for i := range ids {
+		ids[i] = task.NewID(time.Now())
+	}
+	b.ResetTimer()
+	for _, id := range ids {
+		if _, err := sup.Task(id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
