@@ -80,6 +80,8 @@ type Proxy struct {
 	Upstream   string     `koanf:"upstream"`
 	Credential string     `koanf:"credential"`
 	Fallback   []Fallback `koanf:"fallback"`
+	// EditorUpstream is where the editor agent's /_svc/<agent>/... traffic goes.
+	EditorUpstream string `koanf:"editor_upstream"`
 }
 
 // Fallback is one [[proxy.fallback]] entry.
@@ -137,7 +139,7 @@ func Defaults() Config {
 			DockerImage:    "lazy-agent:latest",
 		},
 		Credentials: Credentials{Provider: ProviderCredential{Kind: KindAPIKey}},
-		Proxy:       Proxy{Upstream: "https://api.anthropic.com", Credential: CredentialNone},
+		Proxy:       Proxy{Upstream: "https://api.anthropic.com", Credential: CredentialNone, EditorUpstream: "https://api2.cursor.sh"},
 		Storage:     Storage{Backend: "sql"},
 		Protect:     Protect{Paths: []string{".lazy/config.toml"}},
 	}
@@ -228,7 +230,7 @@ func (p structProvider) Read() (map[string]any, error) {
 			"turn_timeout": c.Agent.TurnTimeout, "docker_image": c.Agent.DockerImage,
 		},
 		"credentials": map[string]any{"provider": map[string]any{"kind": c.Credentials.Provider.Kind}},
-		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential},
+		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream},
 		"storage":     map[string]any{"backend": c.Storage.Backend},
 		"protect":     map[string]any{"paths": toAny(c.Protect.Paths)},
 	}, nil
@@ -296,6 +298,9 @@ func (c *Config) Validate() error {
 	if err := checkUpstream("proxy.upstream", c.Proxy.Upstream, c.Proxy.Credential, "proxy.credential"); err != nil {
 		return err
 	}
+	if err := checkUpstream("proxy.editor_upstream", c.Proxy.EditorUpstream, "", ""); err != nil {
+		return err
+	}
 	for i, f := range c.Proxy.Fallback {
 		if err := checkUpstream(fmt.Sprintf("proxy.fallback[%d].upstream", i), f.Upstream, f.Credential, fmt.Sprintf("proxy.fallback[%d].credential", i)); err != nil {
 			return err
@@ -307,9 +312,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch c.Storage.Backend {
-	case "sql", "file":
+	case "sql":
 	default:
-		return bad("storage.backend", "%q is not a backend; use sql or file", c.Storage.Backend)
+		return bad("storage.backend", "%q is not an available backend; use sql", c.Storage.Backend)
 	}
 	if _, err := c.Targets(); err != nil {
 		return err

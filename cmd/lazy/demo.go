@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"lazy/daemon"
+	"lazy/httpapi"
+	"lazy/stubmodel"
+)
+
+// demoTasks are what the scripted agent does in the demo.
+var demoTasks = []httpapi.NewTaskArgs{
+	{Code: "greeting", Prompt: "Add a Greeting function and use it from main.\n" +
+		`@write greeting.go package main\n\nimport "strings"\n\n// Greeting greets name politely.\nfunc Greeting(name string) string {\n\tname = strings.TrimSpace(name)\n\tif name == "" {\n\t\tname = "world"\n\t}\n\treturn "Hello, " + name + "!"\n}\n` + "\n" +
+		`@write main.go package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println(Greeting("reviewer"))\n}\n` + "\n" +
+		"@commit Add Greeting and use it from main\n" +
+		"@answer I added Greeting in greeting.go (trims the name, defaults to world) and call it from main."},
+	{Code: "readme", Prompt: "Make the README explain how to run the project.\n" +
+		`@write README.md # Demo project\n\nA throwaway project made by lazy demo.\n\n## Run\n\n    go run .\n\nIt prints a greeting.\n` + "\n" +
+		"@commit Explain how to run the project\n" +
+		"@answer The README now says how to run the project and what it prints."},
+}
+
+func (a *app) demoCmd() *cobra.Command {
+	var keep bool
+	c := &cobra.Command{
+		Use:   "demo",
+		Short: "Try lazy: a throwaway project, a stub model, a scripted agent, two tasks to review",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), keep) },
+	}
+	c.Flags().BoolVar(&keep, "keep", false, "keep the throwaway directory after Ctrl-C")
+	return c
+}
+
+func (a *app) demo(ctx context.Context, keep bool) error {
+	say := func(format string, args ...any) { fmt.Fprintf(a.errOut, "demo: "+format+"\n", args...) }
+	base, err := os.MkdirTemp("", "lazy-demo-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(base)
+	}
+	home := filepath.Join(base, "home")
+	root := filepath.Join(base, "project")
+	say("throwaway project at %s", root)
+	if err := demoProject(root); err != nil {
+		return err
+	}
+
+	stub := stubmodel.New()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("stub upstream: %w", err)
+	}
+	stubSrv := &http.Server{Handler: stub, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = stubSrv.Serve(ln) }()
+	defer stubSrv.Close()
+	say("stub model upstream on http://%s", ln.Addr())
+
+	var r [16]byte
+	_, _ = rand.Read(r[:])
+	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
+		return err
+	}
+	// a made-up "real" credential: agents only ever see a placeholder of it
+	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte("sk-ant-api03-demo"+hex.EncodeToString(r[:])+"\n"), 0o600); err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf("[agent]\ndriver = \"script\"\nrunner = \"process\"\n\n[proxy]\nupstream = \"http://%s\"\ncredential = \"provider\"\n", ln.Addr())
+	if err := os.WriteFile(filepath.Join(root, ".lazy", "config.toml"), []byte(cfg), 0o644); err != nil {
+		return err
+	}
+
+	env := append(append([]string{}, a.environ...), "LAZY_HOME="+home)
+	logFile, err := os.Create(filepath.Join(base, "daemon.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	d, err := daemon.Start(ctx, daemon.Options{Root: root, Environ: env, Log: slog.New(slog.NewTextHandler(logFile, nil)), SelfExe: self})
+	if err != nil {
+		return err
+	}
+	defer func() { d.Stop(); <-d.Done() }()
+	say("daemon up: dashboard %s, proxy %s", d.Info().BaseURL, d.Info().ProxyURL)
+
+	for _, t := range demoTasks {
+		res, err := d.Service().NewTask(ctx, t)
+		if err != nil {
+			return fmt.Errorf("create demo task %s: %w", t.Code, err)
+		}
+		say("task %s started (%s)", res.Task.Ref, res.Task.ID)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ts, err := d.Service().ListTasks(ctx)
+		if err != nil {
+			return err
+		}
+		blocked, failed := 0, 0
+		for _, t := range ts {
+			switch t.Status {
+			case "blocked":
+				blocked++
+			case "failed":
+				failed++
+				return fmt.Errorf("demo task %s failed: %s (log: %s)", t.Ref, t.FailReason, logFile.Name())
+			}
+		}
+		if blocked == len(demoTasks) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the demo tasks did not finish within 2 minutes; see %s", logFile.Name())
+		}
+		say("waiting for the agent: %d of %d tasks done", blocked, len(demoTasks))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	say("both tasks are blocked, waiting for your review")
+	fmt.Fprintf(a.out, "review: %s/\n", d.Info().BaseURL)
+	say("open the URL above; press Ctrl-C to stop and clean up")
+	<-ctx.Done()
+	say("stopping")
+	return nil
+}
+
+func demoProject(root string) error {
+	files := map[string]string{
+		"README.md": "# Demo project\n\nTODO: say what this is.\n",
+		"main.go":   "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"hello\")\n}\n",
+		"go.mod":    "module demo\n\ngo 1.22\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, ".lazy"), 0o755); err != nil {
+		return err
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"},
+		{"-c", "user.name=lazy demo", "-c", "user.email=demo@lazy.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "Initial commit"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s: %v: %s", args[0], err, out)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"lazy/httpapi"
+	"lazy/store"
+)
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (a *app) taskCmd() *cobra.Command {
+	c := &cobra.Command{Use: "task", Short: "Create, list, show and cancel tasks"}
+	var na httpapi.NewTaskArgs
+	newCmd := &cobra.Command{
+		Use:   "new -m PROMPT",
+		Short: "Create branch lazy/<ref> and its worktree, and launch the first work turn",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var res httpapi.NewTaskResult
+			if err := cl.Call(cmd.Context(), "taskNew", na, &res); err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, res.Task)
+			}
+			fmt.Fprintf(a.out, "%s %s\n", res.Task.Ref, res.Task.ID)
+			return nil
+		},
+	}
+	newCmd.Flags().StringVarP(&na.Prompt, "message", "m", "", "what the agent should do (required)")
+	newCmd.Flags().StringVar(&na.Code, "code", "", "a short code for the task, e.g. fix-login")
+	newCmd.Flags().StringVar(&na.Role, "role", "", "the model role (a [models.roles.NAME] of the config)")
+	newCmd.Flags().StringVar(&na.Parent, "parent", "", "the branch to start from and merge into (default: the current branch)")
+	newCmd.Flags().StringArrayVar(&na.Scope, "scope", nil, "a glob of paths the task may touch (repeatable)")
+	_ = newCmd.MarkFlagRequired("message")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List tasks with status, turns and last activity",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var ts []httpapi.TaskInfo
+			if err := cl.Call(cmd.Context(), "taskList", nil, &ts); err != nil {
+				return err
+			}
+			if a.json {
+				if ts == nil {
+					ts = []httpapi.TaskInfo{}
+				}
+				return printJSON(a.out, ts)
+			}
+			if len(ts) == 0 {
+				fmt.Fprintln(a.out, "no tasks yet: lazy task new -m \"what to do\"")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "TASK\tSTATUS\tTURNS\tLAST ACTIVITY\tTITLE")
+			for _, t := range ts {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Ref, t.Status, t.Turns, ago(t.LastActivity), t.Title)
+			}
+			return tw.Flush()
+		},
+	}
+	show := &cobra.Command{
+		Use:   "show TASK",
+		Short: "Show one task, its turns and comments",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var d httpapi.TaskDetail
+			if err := cl.Call(cmd.Context(), "taskShow", map[string]string{"task": args[0]}, &d); err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, d.Task)
+			}
+			t := d.Task
+			fmt.Fprintf(a.out, "task %s (%s)\nstatus: %s\nbranch: %s from %s\nturns: %d\nlast activity: %s\n", t.Ref, t.ID, t.Status, t.Branch, t.Parent, t.Turns, ago(t.LastActivity))
+			if t.FailReason != "" {
+				fmt.Fprintf(a.out, "reason: %s\n", t.FailReason)
+			}
+			fmt.Fprintf(a.out, "title: %s\n", t.Title)
+			for _, tu := range d.Turns {
+				fmt.Fprintf(a.out, "  turn %d: %s (%s) %s", tu.Number, tu.Kind, tu.Trigger, tu.Status)
+				if tu.Error != "" {
+					fmt.Fprintf(a.out, ": %s", tu.Error)
+				}
+				fmt.Fprintln(a.out)
+				if tu.Result != "" {
+					fmt.Fprintf(a.out, "    %s\n", firstLine(tu.Result))
+				}
+			}
+			return nil
+		},
+	}
+	cancel := &cobra.Command{
+		Use:   "cancel TASK",
+		Short: "End a task: kill its running turn, drop queued ones, revoke its grants",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var t httpapi.TaskInfo
+			if err := cl.Call(cmd.Context(), "taskCancel", map[string]string{"task": args[0]}, &t); err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, t)
+			}
+			fmt.Fprintf(a.out, "%s: %s\n", t.Ref, t.Status)
+			return nil
+		},
+	}
+	c.AddCommand(newCmd, list, show, cancel)
+	return c
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return time.Since(t).Round(time.Second).String() + " ago"
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	if len(l) > 120 {
+		l = l[:117] + "..."
+	}
+	return l
+}
+
+func (a *app) commentCmd() *cobra.Command {
+	var body string
+	c := &cobra.Command{
+		Use:   "comment TASK -m TEXT",
+		Short: "Add an ordinary task comment (on a blocked task it starts a work turn)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var res httpapi.CommentResult
+			if err := cl.Call(cmd.Context(), "comment", map[string]string{"task": args[0], "body": body}, &res); err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, res)
+			}
+			if res.Triggered != nil {
+				fmt.Fprintf(a.out, "comment saved; work turn %d queued\n", res.Triggered.Number)
+			} else {
+				fmt.Fprintln(a.out, "comment saved")
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&body, "message", "m", "", "the comment text (required)")
+	_ = c.MarkFlagRequired("message")
+	return c
+}
+
+func (a *app) unblockCmd() *cobra.Command {
+	var msg string
+	c := &cobra.Command{
+		Use:   "unblock TASK [-m MESSAGE]",
+		Short: "Launch the next work turn with your message",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var tu store.Turn
+			if err := cl.Call(cmd.Context(), "unblock", map[string]string{"task": args[0], "message": msg}, &tu); err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, tu)
+			}
+			fmt.Fprintf(a.out, "work turn %d queued\n", tu.Number)
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&msg, "message", "m", "", "your message to the agent")
+	return c
+}

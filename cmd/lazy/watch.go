@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"lazy/actors"
+	"lazy/httpapi"
+)
+
+func (a *app) watchCmd() *cobra.Command {
+	var tasks []string
+	var net bool
+	c := &cobra.Command{
+		Use:   "watch [--task T]... [--net]",
+		Short: "Stream task events (and, with --net, the proxy's traffic as net> lines)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			args := httpapi.WatchArgs{Net: net}
+			if cmd.Flags().Changed("task") {
+				args.Tasks = tasks
+				if args.Tasks == nil {
+					args.Tasks = []string{}
+				}
+			}
+			return cl.Stream(cmd.Context(), "watch", args, func(b []byte) error {
+				if a.json {
+					_, err := fmt.Fprintln(a.out, string(b))
+					return err
+				}
+				var e actors.Event
+				if err := json.Unmarshal(b, &e); err != nil {
+					return fmt.Errorf("bad event from the daemon: %w", err)
+				}
+				_, err := fmt.Fprintln(a.out, EventLine(e))
+				return err
+			})
+		},
+	}
+	c.Flags().StringArrayVar(&tasks, "task", nil, "only this task (code, short id or full id; repeatable)")
+	c.Flags().BoolVar(&net, "net", false, "include proxy traffic")
+	return c
+}
+
+// EventLine renders one event for a terminal.
+func EventLine(e actors.Event) string {
+	if e.Kind == "net" && e.Net != nil {
+		return e.Net.Line()
+	}
+	ts := e.Time.UTC().Format(time.RFC3339)
+	switch e.Kind {
+	case "status":
+		s := fmt.Sprintf("%s %s status %s", ts, e.TaskRef, e.Status)
+		if e.Detail != "" {
+			s += ": " + e.Detail
+		}
+		return s
+	case "turn_start":
+		return fmt.Sprintf("%s %s turn %d start %s", ts, e.TaskRef, e.Turn, e.Detail)
+	case "turn_end":
+		s := fmt.Sprintf("%s %s turn %d end %s", ts, e.TaskRef, e.Turn, e.Status)
+		if e.Detail != "" {
+			s += ": " + e.Detail
+		}
+		return s
+	}
+	return fmt.Sprintf("%s %s %s %s", ts, e.TaskRef, e.Kind, e.Detail)
+}
+
+func (a *app) actorsCmd() *cobra.Command {
+	var panicTarget string
+	c := &cobra.Command{
+		Use:   "actors",
+		Short: "Show the actor tree's health: mailboxes, queued jobs, running job, restarts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if panicTarget != "" {
+				return cl.Call(cmd.Context(), "injectPanic", map[string]string{"target": panicTarget}, nil)
+			}
+			var hs []actors.ActorHealth
+			if err := cl.Call(cmd.Context(), "actors", nil, &hs); err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, hs)
+			}
+			tw := tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ACTOR\tKIND\tTASK\tMAILBOX\tQUEUED\tRUNNING\tSINCE\tRESTARTS\tLAST FAILURE\tOK")
+			for _, h := range hs {
+				since := "-"
+				if h.RunningSince != nil {
+					since = ago(*h.RunningSince)
+				}
+				running := h.Running
+				if running == "" {
+					running = "-"
+				}
+				ok := "yes"
+				if !h.Responsive {
+					ok = "NO ANSWER"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%d\t%s\t%s\n", h.Name, h.Kind, dash(h.TaskRef), h.Mailbox, len(h.Queued), running, since, h.Restarts, dash(firstLine(h.LastFailure)), ok)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().StringVar(&panicTarget, "inject-panic", "", "fault injection: make an actor panic (grants, traffic or a TASK)")
+	_ = c.Flags().MarkHidden("inject-panic")
+	return c
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

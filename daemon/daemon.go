@@ -1,0 +1,398 @@
+// Package daemon wires one project's daemon and runs its lifecycle: the
+// state directory and its files, the store, start-up reconciliation, the actor
+// tree, the dashboard listener (loopback only), the proxy listener, the agent
+// launcher, daemon.json, and the graceful stop. It is the only package that
+// knows every other one.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"lazy/actors"
+	"lazy/agent"
+	"lazy/config"
+	"lazy/httpapi"
+	"lazy/proxy"
+	"lazy/store"
+	"lazy/supervisor"
+	"lazy/task"
+	"lazy/version"
+)
+
+// Options start a daemon.
+type Options struct {
+	Root    string   // project root (git top level)
+	Environ []string // the daemon's environment (config overrides, agent PATH...)
+	Log     *slog.Logger
+	// SelfExe is the lazy binary, which plays the scripted agent.
+	SelfExe string
+}
+
+// Daemon is one running daemon.
+type Daemon struct {
+	cfg     *config.Config
+	paths   config.Paths
+	log     *slog.Logger
+	st      store.Store
+	sup     *supervisor.Supervisor
+	svc     *Service
+	dash    *http.Server
+	prx     *http.Server
+	info    httpapi.DaemonInfo
+	lock    *os.File
+	stopped chan struct{}
+	once    sync.Once
+	stopFn  context.CancelFunc
+}
+
+// ErrRunning refuses a second daemon for the same project.
+var ErrRunning = errors.New("a daemon is already running for this project")
+
+// Start brings a daemon up; it serves until ctx ends or Stop is called.
+func Start(ctx context.Context, o Options) (*Daemon, error) {
+	home, err := config.Home(o.Environ)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.Load(o.Root, o.Environ)
+	if err != nil {
+		return nil, err
+	}
+	paths := config.PathsFor(home, o.Root)
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	d := &Daemon{cfg: cfg, paths: paths, log: o.Log, stopped: make(chan struct{})}
+	if err := d.prepareState(); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			if d.sup != nil {
+				d.sup.Shutdown()
+			}
+			d.cleanup()
+		}
+	}()
+	token, err := ensureToken(paths.AuthToken)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStore(cfg, paths)
+	if err != nil {
+		return nil, err
+	}
+	d.st = st
+	if err := d.reconcile(ctx); err != nil {
+		return nil, err
+	}
+
+	dashLn, proxyLn, err := d.listen()
+	if err != nil {
+		return nil, err
+	}
+	dashPort := dashLn.Addr().(*net.TCPAddr).Port
+	proxyPort := proxyLn.Addr().(*net.TCPAddr).Port
+	proxyURL := "http://" + proxyLn.Addr().String()
+	creds := &credentials{cfg: cfg, home: home}
+
+	launcher := &agent.Launcher{
+		BaseURL: proxyURL, DaemonEnv: o.Environ, AgentsDir: paths.Agents,
+		GitDir: filepath.Join(o.Root, ".git"), Hide: []string{home},
+		TurnTimeout: cfg.TurnTimeoutDuration(), AskTimeout: cfg.AskTimeoutDuration(),
+	}
+	launcher.Driver, err = agent.NewDriver(cfg.Agent.Driver, cfg.Agent.PermissionMode)
+	if err != nil {
+		return nil, err
+	}
+	launcher.Runner, err = agent.NewRunner(cfg.Agent.Runner, cfg.Agent.DockerImage)
+	if err != nil {
+		return nil, err
+	}
+	launcher.Command = agentCommand(cfg, o.SelfExe)
+
+	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log,
+		Task: &actors.TaskDeps{Store: st, Launcher: launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log}})
+	if err != nil {
+		return nil, err
+	}
+	d.sup = sup
+	launcher.Placeholders = func(ctx context.Context, taskID, ref, role string) (map[string]string, error) {
+		return d.mint(creds, taskID, ref, role)
+	}
+	d.svc = &Service{cfg: cfg, paths: paths, st: st, sup: sup, creds: creds}
+
+	d.info = httpapi.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
+		BaseURL: "http://127.0.0.1:" + strconv.Itoa(dashPort), ProxyURL: proxyURL, StartedAt: time.Now().UTC(), Version: version.String()}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	d.stopFn = cancel
+	web, err := httpapi.New(httpapi.Deps{Tasks: d.svc, Log: o.Log, Token: token, Gatherer: newMetrics(st, sup),
+		Info: func() httpapi.DaemonInfo { return d.info }, Stop: cancel, LogPath: paths.Log})
+	if err != nil {
+		return nil, err
+	}
+	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: sup.Grants, Log: o.Log,
+		Publish: func(t proxy.Traffic) { sup.Publish(actors.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &t}) }})
+	if err != nil {
+		return nil, err
+	}
+	d.dash = &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second}
+	d.prx = &http.Server{Handler: prx, ReadHeaderTimeout: 30 * time.Second}
+	go d.serve(d.dash, dashLn, "dashboard")
+	go d.serve(d.prx, proxyLn, "proxy")
+
+	if err := d.wake(ctx); err != nil {
+		return nil, err
+	}
+	b, _ := json.MarshalIndent(d.info, "", "  ")
+	if err := proxy.WriteFileAtomic(paths.DaemonJSON, b, 0o600); err != nil {
+		return nil, err
+	}
+	ok = true
+	o.Log.Info("daemon ready", "dashboard", d.info.BaseURL, "proxy", proxyURL, "state", paths.State, "version", version.String())
+	go func() {
+		<-runCtx.Done()
+		d.shutdown()
+	}()
+	return d, nil
+}
+
+// agentCommand is the executable the driver runs. The script driver plays
+// the agent with this very binary unless agent.command names another.
+func agentCommand(cfg *config.Config, self string) []string {
+	if cfg.Agent.Driver == "script" && (cfg.Agent.Command == "" || cfg.Agent.Command == "claude") {
+		return []string{self, "script-agent"}
+	}
+	return strings.Fields(cfg.Agent.Command)
+}
+
+func (d *Daemon) serve(s *http.Server, ln net.Listener, name string) {
+	if err := s.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		d.log.Error("listener failed", "listener", name, "err", err)
+	}
+}
+
+// Info is what daemon.json holds.
+func (d *Daemon) Info() httpapi.DaemonInfo { return d.info }
+
+// Service exposes the task operations (for in-process callers like the demo).
+func (d *Daemon) Service() *Service { return d.svc }
+
+// Supervisor exposes the actor tree.
+func (d *Daemon) Supervisor() *supervisor.Supervisor { return d.sup }
+
+// Paths are the daemon's state paths.
+func (d *Daemon) Paths() config.Paths { return d.paths }
+
+// Stop begins a graceful stop.
+func (d *Daemon) Stop() { d.stopFn() }
+
+// Done is closed when the daemon has fully stopped.
+func (d *Daemon) Done() <-chan struct{} { return d.stopped }
+
+// prepareState makes the state dir (0700) and takes the single-instance lock.
+func (d *Daemon) prepareState() error {
+	for _, dir := range []string{d.paths.State, d.paths.LogDir, d.paths.Agents, d.paths.Worktrees} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create state dir %s: %w", dir, err)
+		}
+	}
+	if err := os.Chmod(d.paths.State, 0o700); err != nil {
+		return fmt.Errorf("secure state dir: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(d.paths.State, "daemon.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open daemon lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("%w (state %s): use `lazy daemon status`, or `lazy daemon stop` first", ErrRunning, d.paths.State)
+	}
+	d.lock = f
+	// a daemon.json left by a dead daemon is stale: we hold the lock now
+	_ = os.Remove(d.paths.DaemonJSON)
+	return nil
+}
+
+func ensureToken(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		_ = os.Chmod(path, 0o600)
+		return strings.TrimSpace(string(b)), nil
+	}
+	var r [32]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(r[:])
+	if err := proxy.WriteFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write auth token: %w", err)
+	}
+	return tok, nil
+}
+
+func openStore(_ *config.Config, paths config.Paths) (store.Store, error) {
+	return store.OpenSQL(paths.DB)
+}
+
+// listen binds the dashboard to loopback and the proxy, on pinned ports or
+// the first free ones of the window.
+func (d *Daemon) listen() (net.Listener, net.Listener, error) {
+	lo, hi := d.cfg.PortRange()
+	dashAddr := d.cfg.Daemon.DashboardListen
+	if dashAddr == "" && d.cfg.Daemon.DashboardPort != 0 {
+		dashAddr = "127.0.0.1:" + strconv.Itoa(d.cfg.Daemon.DashboardPort)
+	}
+	var dash net.Listener
+	var err error
+	if dashAddr != "" {
+		dash, err = net.Listen("tcp", dashAddr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("dashboard: listen on %s: %w (free that port or change daemon.dashboard_port)", dashAddr, err)
+		}
+	} else if dash, err = listenWindow("127.0.0.1", lo, hi, -1); err != nil {
+		return nil, nil, fmt.Errorf("dashboard: %w", err)
+	}
+	taken := dash.Addr().(*net.TCPAddr).Port
+	var prx net.Listener
+	if d.cfg.Daemon.ProxyListen != "" {
+		prx, err = net.Listen("tcp", d.cfg.Daemon.ProxyListen)
+		if err != nil {
+			dash.Close()
+			return nil, nil, fmt.Errorf("proxy: listen on %s: %w (free that port or change daemon.proxy_listen)", d.cfg.Daemon.ProxyListen, err)
+		}
+	} else if prx, err = listenWindow("127.0.0.1", lo, hi, taken); err != nil {
+		dash.Close()
+		return nil, nil, fmt.Errorf("proxy: %w", err)
+	}
+	return dash, prx, nil
+}
+
+func listenWindow(host string, lo, hi, skip int) (net.Listener, error) {
+	for p := lo; p <= hi; p++ {
+		if p == skip {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+		if err == nil {
+			return ln, nil
+		}
+	}
+	return nil, fmt.Errorf("no free port in daemon.port_window [%d, %d]: stop what holds them or widen the window", lo, hi)
+}
+
+// reconcile records turns that were running when a previous daemon died.
+func (d *Daemon) reconcile(ctx context.Context) error {
+	running, err := d.st.TurnsInState(ctx, store.TurnRunning)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	for i := range running {
+		tu := &running[i]
+		now := time.Now().UTC()
+		tu.Status, tu.EndedAt = store.TurnInterrupted, &now
+		tu.Error = "interrupted: the daemon stopped unexpectedly (killed or crashed) during this turn"
+		if err := d.st.SaveTurn(ctx, tu); err != nil {
+			return fmt.Errorf("reconcile turn %s: %w", tu.ID, err)
+		}
+		t, err := d.st.GetTask(ctx, tu.TaskID)
+		if err != nil {
+			return fmt.Errorf("reconcile task %s: %w", tu.TaskID, err)
+		}
+		if t.Status == task.Running {
+			t.Status = task.Failed
+			t.FailReason = fmt.Sprintf("%s turn %d was interrupted when the daemon died; unblock the task to continue", tu.Kind, tu.Number)
+			t.UpdatedAt = now
+			if err := d.st.SaveTask(ctx, t); err != nil {
+				return fmt.Errorf("reconcile task %s: %w", t.ID, err)
+			}
+		}
+		d.log.Warn("reconciled a turn cut off by a dead daemon", "task", t.Ref(), "turn", tu.Number)
+	}
+	return nil
+}
+
+// wake spawns the actors of tasks with queued turns so their queues resume.
+func (d *Daemon) wake(ctx context.Context) error {
+	queued, err := d.st.TurnsInState(ctx, store.TurnQueued)
+	if err != nil {
+		return fmt.Errorf("find queued turns: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, tu := range queued {
+		if seen[tu.TaskID] {
+			continue
+		}
+		seen[tu.TaskID] = true
+		if err := d.sup.Send(tu.TaskID, &actors.Wake{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mint returns the placeholder env of a task's role.
+func (d *Daemon) mint(c *credentials, taskID, ref, role string) (map[string]string, error) {
+	kind := d.cfg.Credentials.Provider.Kind
+	envVar := map[string]string{config.KindAPIKey: agent.EnvAPIKey, config.KindOAuth: agent.EnvOAuth, config.KindAuthToken: agent.EnvAuthToken}[kind]
+	local := role != "" && d.cfg.Models.Roles[role].Local
+	shape := ""
+	if !local {
+		shape = c.shape()
+	}
+	vars := map[string]actors.MintVar{envVar: {Kind: kind, ShapeOf: shape}}
+	if _, err := os.Stat(d.cfg.EditorCredentialFile(c.home)); err == nil && !local {
+		vars[agent.EnvEditor] = actors.MintVar{Kind: "editor"}
+	}
+	return d.sup.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: vars, Local: local})
+}
+
+// shutdown stops listeners, the actor tree (running turns are ended and
+// recorded) and the store, then removes daemon.json.
+func (d *Daemon) shutdown() {
+	d.once.Do(func() {
+		d.log.Info("daemon stopping")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if d.dash != nil {
+			_ = d.dash.Shutdown(ctx)
+		}
+		if d.prx != nil {
+			_ = d.prx.Shutdown(ctx)
+		}
+		if d.sup != nil {
+			d.sup.Shutdown()
+		}
+		d.cleanup()
+		d.log.Info("daemon stopped")
+		close(d.stopped)
+	})
+}
+
+func (d *Daemon) cleanup() {
+	if d.st != nil {
+		_ = d.st.Close()
+		d.st = nil
+	}
+	if d.lock != nil {
+		_ = os.Remove(d.paths.DaemonJSON)
+		_ = d.lock.Close()
+		d.lock = nil
+	}
+}

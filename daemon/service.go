@@ -1,0 +1,337 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"lazy/actors"
+	"lazy/config"
+	"lazy/gitx"
+	"lazy/httpapi"
+	"lazy/store"
+	"lazy/supervisor"
+	"lazy/task"
+)
+
+// Service is the daemon's task operations, as the RPC and the pages call them.
+type Service struct {
+	cfg   *config.Config
+	paths config.Paths
+	st    store.Store
+	sup   *supervisor.Supervisor
+	creds *credentials
+}
+
+var _ httpapi.Tasks = (*Service)(nil)
+
+// UsageError is a request that cannot be served as given (4xx).
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usage(format string, a ...any) error { return &UsageError{Msg: fmt.Sprintf(format, a...)} }
+
+// Resolve finds the task ref names (CONTRACT §2).
+func (s *Service) Resolve(ctx context.Context, ref string) (*store.Task, error) {
+	all, err := s.st.ListTasks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	idents := make([]task.Ident, len(all))
+	for i, t := range all {
+		idents[i] = task.Ident{ID: t.ID, Code: t.CodeString()}
+	}
+	id, err := task.Resolve(ref, idents)
+	if err != nil {
+		return nil, err
+	}
+	for i := range all {
+		if all[i].ID == id.ID {
+			return &all[i], nil
+		}
+	}
+	return nil, fmt.Errorf("task %s: %w", ref, store.ErrNotFound)
+}
+
+// Info converts a task row to its wire form.
+func Info(t *store.Task) httpapi.TaskInfo {
+	return httpapi.TaskInfo{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Ref: t.Ref(), Title: t.Title,
+		Status: string(t.Status), Role: t.Role, Branch: t.Branch, Parent: t.Parent, Turns: t.Turns,
+		LastActivity: t.LastActivity, FailReason: t.FailReason, Worktree: t.Worktree, CreatedAt: t.CreatedAt}
+}
+
+// NewTask creates branch lazy/<ref> and its worktree, saves the task and
+// queues its first work turn.
+func (s *Service) NewTask(ctx context.Context, a httpapi.NewTaskArgs) (*httpapi.NewTaskResult, error) {
+	if strings.TrimSpace(a.Prompt) == "" {
+		return nil, usage("a task needs a prompt: lazy task new -m \"what to do\"")
+	}
+	if a.Code != "" {
+		if err := task.ValidCode(a.Code); err != nil {
+			return nil, &UsageError{Msg: err.Error()}
+		}
+	}
+	if a.Role != "" {
+		if _, ok := s.cfg.Models.Roles[a.Role]; !ok {
+			return nil, usage("role %q is not configured: add [models.roles.%s] to %s, or leave --role out", a.Role, a.Role, config.FileName)
+		}
+	}
+	for _, g := range a.Scope {
+		if _, err := filepath.Match(g, "x"); err != nil {
+			return nil, usage("--scope %q is not a valid glob: %v", g, err)
+		}
+	}
+	if err := s.creds.gate(a.Role); err != nil {
+		return nil, err
+	}
+	parent := a.Parent
+	if parent == "" {
+		p, err := gitx.CurrentBranch(ctx, s.paths.Root)
+		if err != nil {
+			return nil, &UsageError{Msg: err.Error()}
+		}
+		parent = p
+	}
+	if _, err := gitx.RevParse(ctx, s.paths.Root, parent); err != nil {
+		return nil, usage("parent %q is not a branch or commit of %s: pass --parent BRANCH", parent, s.paths.Root)
+	}
+	now := time.Now().UTC()
+	t := &store.Task{ID: task.NewID(now), Title: title(a.Prompt), Prompt: a.Prompt, Status: task.Running, Role: a.Role,
+		Parent: parent, CreatedAt: now, UpdatedAt: now, LastActivity: now}
+	if a.Code != "" {
+		code := a.Code
+		t.Code = &code
+		all, err := s.st.ListTasks(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range all {
+			if o.CodeString() == a.Code {
+				return nil, usage("task code %q is taken by task %s; choose another --code", a.Code, o.ID)
+			}
+		}
+	}
+	if len(a.Scope) > 0 {
+		b, _ := json.Marshal(a.Scope)
+		t.Scope = string(b)
+	}
+	ref := t.Ref()
+	t.Branch = "lazy/" + ref
+	t.Worktree = filepath.Join(s.paths.Worktrees, ref)
+	if gitx.BranchExists(ctx, s.paths.Root, t.Branch) {
+		return nil, usage("branch %s already exists: delete it (git branch -D %s) or choose another --code", t.Branch, t.Branch)
+	}
+	if err := gitx.AddWorktree(ctx, s.paths.Root, t.Worktree, t.Branch, parent); err != nil {
+		return nil, err
+	}
+	if err := s.st.CreateTask(ctx, t); err != nil {
+		_ = gitx.RemoveWorktree(ctx, s.paths.Root, t.Worktree)
+		_, _ = gitx.Run(ctx, s.paths.Root, "branch", "-D", t.Branch)
+		if errors.Is(err, store.ErrConflict) {
+			return nil, usage("task code %q is taken; choose another --code", a.Code)
+		}
+		return nil, err
+	}
+	res, err := s.sup.Ask(t.ID, &actors.StartWork{Trigger: "start", Prompt: a.Prompt})
+	if err != nil {
+		return nil, fmt.Errorf("queue the first turn of %s: %w", ref, err)
+	}
+	return &httpapi.NewTaskResult{Task: Info(t), Turn: res.(*actors.WorkQueued).Turn}, nil
+}
+
+func title(prompt string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
+	if len(line) > 80 {
+		line = line[:77] + "..."
+	}
+	return line
+}
+
+// ListTasks lists every task.
+func (s *Service) ListTasks(ctx context.Context) ([]httpapi.TaskInfo, error) {
+	all, err := s.st.ListTasks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]httpapi.TaskInfo, len(all))
+	for i := range all {
+		out[i] = Info(&all[i])
+	}
+	return out, nil
+}
+
+// ShowTask is one task with its turns and comments.
+func (s *Service) ShowTask(ctx context.Context, ref string) (*httpapi.TaskDetail, error) {
+	t, err := s.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	turns, err := s.st.ListTurns(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := s.st.ListComments(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &httpapi.TaskDetail{Task: Info(t), Turns: turns, Comments: cs}, nil
+}
+
+// Comment adds an ordinary comment (auto-react on a blocked task).
+func (s *Service) Comment(ctx context.Context, ref, body string) (*httpapi.CommentResult, error) {
+	if strings.TrimSpace(body) == "" {
+		return nil, usage("the comment is empty: lazy comment TASK -m \"text\"")
+	}
+	t, err := s.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.sup.Ask(t.ID, &actors.AddComment{Body: body})
+	if err != nil {
+		return nil, err
+	}
+	ca := res.(*actors.CommentAdded)
+	return &httpapi.CommentResult{Comment: ca.Comment, Triggered: ca.Triggered}, nil
+}
+
+// Unblock queues a work turn carrying the reviewer's message.
+func (s *Service) Unblock(ctx context.Context, ref, message string) (*store.Turn, error) {
+	t, err := s.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(message) == "" {
+		message = "Continue."
+	}
+	res, err := s.sup.Ask(t.ID, &actors.StartWork{Trigger: "unblock", Prompt: message})
+	if err != nil {
+		return nil, err
+	}
+	tu := res.(*actors.WorkQueued).Turn
+	return &tu, nil
+}
+
+// Cancel ends a task.
+func (s *Service) Cancel(ctx context.Context, ref string) (*httpapi.TaskInfo, error) {
+	t, err := s.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.sup.Ask(t.ID, &actors.CancelTask{}); err != nil {
+		return nil, err
+	}
+	t, err = s.st.GetTask(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	info := Info(t)
+	return &info, nil
+}
+
+// Actors is the health table.
+func (s *Service) Actors(context.Context) ([]actors.ActorHealth, error) { return s.sup.Health(), nil }
+
+// InjectPanic makes an actor panic (grants, traffic, or a task).
+func (s *Service) InjectPanic(ctx context.Context, target string) error {
+	if target != "grants" && target != "traffic" {
+		t, err := s.Resolve(ctx, target)
+		if err != nil {
+			return err
+		}
+		target = t.ID
+	}
+	return s.sup.InjectPanic(target, "requested over RPC")
+}
+
+// Watch subscribes to events; taskRefs are resolved per spec §6.2. A filter
+// given but naming no task is refused, never read as "no filter".
+func (s *Service) Watch(ctx context.Context, a httpapi.WatchArgs) (<-chan actors.Event, func(), error) {
+	f := actors.Filter{Net: a.Net, Tasks: !a.NetOnly}
+	if a.Tasks != nil {
+		if len(a.Tasks) == 0 {
+			return nil, nil, usage("the task filter names no task: give --task with a code, a short id or a full id, or leave it out to watch everything")
+		}
+		f.IDs, f.Refs = map[string]bool{}, map[string]bool{}
+		for _, ref := range a.Tasks {
+			if strings.TrimSpace(ref) == "" {
+				return nil, nil, usage("an empty --task names no task: give a code, a short id or a full id")
+			}
+			t, err := s.Resolve(ctx, ref)
+			if err != nil {
+				return nil, nil, err
+			}
+			f.IDs[t.ID] = true
+			f.Refs[t.Ref()] = true
+		}
+	}
+	return s.sup.Subscribe(f, 256)
+}
+
+// credentials reads the real credential files for the launch gate and for the
+// shape of placeholders. Their values never leave this type except to the
+// proxy's last hop.
+type credentials struct {
+	cfg  *config.Config
+	home string
+}
+
+// needsProvider reports whether role's upstream takes the provider credential.
+func (c *credentials) needsProvider(role string) bool {
+	targets, err := c.cfg.Targets()
+	if err != nil {
+		return true
+	}
+	upstream := c.cfg.Proxy.Upstream
+	if role != "" {
+		r := c.cfg.Models.Roles[role]
+		if r.Local {
+			return false
+		}
+		upstream = r.Endpoint
+	}
+	o, err := config.Origin(upstream)
+	if err != nil {
+		return true
+	}
+	return targets[o].Credential == config.CredentialProvider
+}
+
+// gate refuses a launch whose upstream needs a provider credential that is
+// not there.
+func (c *credentials) gate(role string) error {
+	if !c.needsProvider(role) {
+		return nil
+	}
+	path := c.cfg.ProviderCredentialFile(c.home)
+	if _, err := os.Stat(path); err != nil {
+		return usage("no provider credential at %s: write the real key there (mode 0600), or set credentials.provider.file in %s", path, config.FileName)
+	}
+	return nil
+}
+
+// shape returns the real provider value only to copy its prefix; "" if absent.
+func (c *credentials) shape() string {
+	b, err := os.ReadFile(c.cfg.ProviderCredentialFile(c.home))
+	if err != nil {
+		return ""
+	}
+	v := strings.TrimSpace(string(b))
+	if strings.HasPrefix(v, "{") {
+		var j struct {
+			Token string `json:"token"`
+		}
+		if json.Unmarshal([]byte(v), &j) == nil {
+			return j.Token
+		}
+	}
+	return v
+}
+
+// HTTPStatus makes a usage error a 400.
+func (e *UsageError) HTTPStatus() int { return 400 }

@@ -1,0 +1,274 @@
+// Package httpapi is the daemon's HTTP surface on echo: the dashboard pages,
+// the review routes, their JSON API, the RPC the CLI and the dev web server
+// use, /api/actors and /metrics. Handlers are thin: parse, one call to an
+// interface declared here, render. It never touches git, locks or storage
+// writes itself. Only loopback Host names are answered.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"lazy/actors"
+	"lazy/gitx"
+	"lazy/store"
+	"lazy/task"
+	"lazy/version"
+	"lazy/views"
+)
+
+// Tasks is what the handlers need of the daemon's task operations.
+type Tasks interface {
+	NewTask(ctx context.Context, a NewTaskArgs) (*NewTaskResult, error)
+	ListTasks(ctx context.Context) ([]TaskInfo, error)
+	ShowTask(ctx context.Context, ref string) (*TaskDetail, error)
+	Comment(ctx context.Context, ref, body string) (*CommentResult, error)
+	Unblock(ctx context.Context, ref, message string) (*store.Turn, error)
+	Cancel(ctx context.Context, ref string) (*TaskInfo, error)
+	Actors(ctx context.Context) ([]actors.ActorHealth, error)
+	InjectPanic(ctx context.Context, target string) error
+	Watch(ctx context.Context, a WatchArgs) (<-chan actors.Event, func(), error)
+}
+
+// Deps are the handler's collaborators.
+type Deps struct {
+	Tasks Tasks
+	// Review is nil until review actions are injected: every review route
+	// then answers 503.
+	Review   any
+	Views    *views.Views
+	Log      *slog.Logger
+	Token    string // RPC bearer token; "" disables the RPC (dev server)
+	Gatherer prometheus.Gatherer
+	Info     func() DaemonInfo
+	Stop     func()
+	LogPath  string
+}
+
+// StatusError lets an error choose its HTTP status.
+type StatusError interface{ HTTPStatus() int }
+
+// New builds the echo handler.
+func New(d Deps) (*echo.Echo, error) {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Views == nil {
+		v, err := views.New()
+		if err != nil {
+			return nil, err
+		}
+		d.Views = v
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	h := &handler{d: d}
+	e.HTTPErrorHandler = h.errorHandler
+	e.Use(loopbackOnly, securityHeaders)
+
+	e.GET("/", h.tasksPage)
+	e.GET("/tasks/:id", h.taskPage)
+	e.GET("/api/tasks", h.apiTasks)
+	e.GET("/api/actors", h.apiActors)
+	if d.Gatherer != nil {
+		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{})))
+	}
+	e.StaticFS("/assets", views.Static())
+	h.reviewRoutes(e)
+	e.POST("/rpc/:cmd", h.rpc)
+	return e, nil
+}
+
+type handler struct{ d Deps }
+
+// loopbackOnly answers only Host names that mean this machine: a cheap guard
+// against DNS rebinding on a surface with no authentication.
+func loopbackOnly(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !LoopbackHost(c.Request().Host) {
+			return echo.NewHTTPError(http.StatusForbidden, "this dashboard answers only loopback host names (127.0.0.1, localhost, [::1])")
+		}
+		return next(c)
+	}
+}
+
+// LoopbackHost reports whether a Host header names the loopback interface.
+func LoopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
+		return next(c)
+	}
+}
+
+// errorBody is every error answer: what went wrong and, on a refused
+// accept, the remedy.
+type errorBody struct {
+	Error  string `json:"error"`
+	Remedy any    `json:"remedy,omitempty"`
+}
+
+// Status maps an error to its HTTP status.
+func Status(err error) int {
+	var se StatusError
+	var he *echo.HTTPError
+	var nf *task.NotFoundError
+	var amb *task.AmbiguousError
+	switch {
+	case errors.As(err, &he):
+		return he.Code
+	case errors.As(err, &se):
+		return se.HTTPStatus()
+	case errors.As(err, &nf), errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound
+	case errors.As(err, &amb):
+		return http.StatusConflict
+	case errors.Is(err, actors.ErrEnded), errors.Is(err, gitx.ErrLocked), errors.Is(err, store.ErrConflict):
+		return http.StatusConflict
+	}
+	return http.StatusInternalServerError
+}
+
+func (h *handler) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	code := Status(err)
+	msg := err.Error()
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		msg = fmt.Sprint(he.Message)
+	}
+	if code >= 500 {
+		h.d.Log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		msg = "internal error: the daemon could not complete this request; details are in the daemon log"
+		if h.d.LogPath != "" {
+			msg += " (" + h.d.LogPath + ")"
+		}
+	}
+	body := errorBody{Error: msg}
+	if rb, ok := err.(interface{ RemedyBody() any }); ok {
+		body.Remedy = rb.RemedyBody()
+	}
+	if wantsHTML(c) {
+		_ = c.HTML(code, "<!doctype html><title>Error</title><p>"+htmlEscape(msg)+"</p><p><a href=\"/\">Back to tasks</a></p>")
+		return
+	}
+	_ = c.JSON(code, body)
+}
+
+func wantsHTML(c echo.Context) bool {
+	p := c.Request().URL.Path
+	return c.Request().Method == http.MethodGet && !strings.HasPrefix(p, "/api/") && !strings.HasPrefix(p, "/rpc/") && p != "/metrics"
+}
+
+func htmlEscape(s string) string {
+	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;")
+	return r.Replace(s)
+}
+
+func (h *handler) page() views.Page { return views.Page{Version: version.Label} }
+
+func (h *handler) render(c echo.Context, code int, page string, data any) error {
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().WriteHeader(code)
+	return h.d.Views.Render(c.Response(), page, data)
+}
+
+func taskRow(t TaskInfo) views.TaskRow {
+	return views.TaskRow{ID: t.ID, ShortID: t.ShortID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch,
+		Turns: t.Turns, LastActivity: t.LastActivity, FailReason: t.FailReason}
+}
+
+func (h *handler) tasksPage(c echo.Context) error {
+	ts, err := h.d.Tasks.ListTasks(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	p := views.TasksPage{Page: h.page()}
+	p.Title = "Tasks"
+	for i := len(ts) - 1; i >= 0; i-- {
+		p.Tasks = append(p.Tasks, taskRow(ts[i]))
+	}
+	return h.render(c, http.StatusOK, "tasks", p)
+}
+
+func (h *handler) taskPage(c echo.Context) error {
+	d, err := h.d.Tasks.ShowTask(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	p := views.TaskPage{Page: h.page(), Task: taskRow(d.Task), Parent: d.Task.Parent}
+	p.Title = d.Task.Ref
+	p.Notice = c.QueryParam("notice")
+	for i := len(d.Turns) - 1; i >= 0; i-- {
+		t := d.Turns[i]
+		p.Turns = append(p.Turns, views.TurnRow{Number: t.Number, Kind: t.Kind, Trigger: t.Trigger, Status: t.Status, Prompt: t.Prompt,
+			Result: t.Result, Error: t.Error, Output: t.Output, StartedAt: t.StartedAt, EndedAt: t.EndedAt,
+			IsFailed: t.Status == store.TurnFailed, IsRunning: t.Status == store.TurnRunning, IsQueued: t.Status == store.TurnQueued})
+	}
+	for _, cm := range d.Comments {
+		p.Comments = append(p.Comments, views.CommentRow{Body: cm.Body, CreatedAt: cm.CreatedAt})
+	}
+	return h.render(c, http.StatusOK, "task", p)
+}
+
+func (h *handler) apiTasks(c echo.Context) error {
+	ts, err := h.d.Tasks.ListTasks(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, ts)
+}
+
+func (h *handler) apiActors(c echo.Context) error {
+	as, err := h.d.Tasks.Actors(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, as)
+}
+
+// reviewRoutes registers the routes of spec §4.2. Until review actions are
+// injected every one of them answers 503.
+func (h *handler) reviewRoutes(e *echo.Echo) {
+	unavailable := func(c echo.Context) error {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "the review surface is not available in this process: no review actions are wired in")
+	}
+	if h.d.Review == nil {
+		for _, r := range []struct{ method, path string }{
+			{http.MethodGet, "/review"}, {http.MethodGet, "/review/:task"},
+			{http.MethodPost, "/review/:task/comment"}, {http.MethodPost, "/review/:task/comment/:id/retry"},
+			{http.MethodPost, "/review/:task/comment/:id/withdraw"}, {http.MethodPost, "/review/:task/unblock"},
+			{http.MethodPost, "/review/:task/accept"}, {http.MethodPost, "/review/:task/sync"},
+			{http.MethodGet, "/api/review/queue"}, {http.MethodGet, "/api/review/:task/threads"},
+		} {
+			e.Add(r.method, r.path, unavailable)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package httpapi
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// rpcArgs is the union of every command's arguments; each command reads
+// what it needs.
+type rpcArgs struct {
+	Task    string `json:"task"`
+	Message string `json:"message"`
+	Body    string `json:"body"`
+	Target  string `json:"target"`
+	NewTaskArgs
+	WatchArgs
+}
+
+// maxRPCBody bounds an RPC request body.
+const maxRPCBody = 1 << 20
+
+func (h *handler) rpc(c echo.Context) error {
+	if h.d.Token == "" {
+		return echo.NewHTTPError(http.StatusNotFound, "this process serves no RPC")
+	}
+	auth := c.Request().Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(h.d.Token)) != 1 {
+		return echo.NewHTTPError(http.StatusUnauthorized, "missing or wrong daemon auth token: send Authorization: Bearer <contents of the state dir's auth-token>")
+	}
+	raw, err := io.ReadAll(io.LimitReader(c.Request().Body, maxRPCBody+1))
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, "read request body: "+err.Error())
+	}
+	if len(raw) > maxRPCBody {
+		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "RPC body over 1 MiB")
+	}
+	var a rpcArgs
+	if len(strings.TrimSpace(string(raw))) > 0 {
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, "RPC arguments must be a JSON object: "+err.Error())
+		}
+	}
+	ctx := c.Request().Context()
+	t := h.d.Tasks
+	var res any
+	switch cmd := c.Param("cmd"); cmd {
+	case "ping":
+		res = map[string]string{"ok": "pong"}
+	case "status":
+		if h.d.Info == nil {
+			return echo.NewHTTPError(http.StatusNotFound, "no status here")
+		}
+		res = h.d.Info()
+	case "stop":
+		if h.d.Stop == nil {
+			return echo.NewHTTPError(http.StatusNotFound, "this process cannot be stopped over RPC")
+		}
+		go func() { time.Sleep(50 * time.Millisecond); h.d.Stop() }()
+		res = map[string]string{"ok": "stopping"}
+	case "taskNew":
+		res, err = t.NewTask(ctx, a.NewTaskArgs)
+	case "taskList":
+		res, err = t.ListTasks(ctx)
+	case "taskShow":
+		res, err = t.ShowTask(ctx, a.Task)
+	case "taskCancel":
+		res, err = t.Cancel(ctx, a.Task)
+	case "comment":
+		res, err = t.Comment(ctx, a.Task, a.Body)
+	case "unblock":
+		res, err = t.Unblock(ctx, a.Task, a.Message)
+	case "actors":
+		res, err = t.Actors(ctx)
+	case "injectPanic":
+		err = t.InjectPanic(ctx, a.Target)
+		res = map[string]string{"ok": "sent"}
+	case "watch":
+		return h.watch(c, a.WatchArgs)
+	default:
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("unknown RPC command %q", cmd))
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+// watch streams events as server-sent events until the client goes away.
+func (h *handler) watch(c echo.Context, a WatchArgs) error {
+	ch, cancel, err := h.d.Tasks.Watch(c.Request().Context(), a)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, ": watching\n\n")
+	w.Flush()
+	keep := time.NewTicker(15 * time.Second)
+	defer keep.Stop()
+	for {
+		select {
+		case <-c.Request().Context().Done():
+			return nil
+		case <-keep.C:
+			_, _ = io.WriteString(w, ": keepalive\n\n")
+			w.Flush()
+		case e, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			b, _ := json.Marshal(e)
+			if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+				return nil
+			}
+			w.Flush()
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package httpapi
+
+import (
+	"time"
+
+	"lazy/store"
+)
+
+// TaskInfo is the task object of `lazy task show --json` (CONTRACT §3).
+type TaskInfo struct {
+	ID           string    `json:"id"`
+	ShortID      string    `json:"short_id"`
+	Code         string    `json:"code"`
+	Ref          string    `json:"ref"`
+	Title        string    `json:"title"`
+	Status       string    `json:"status"`
+	Role         string    `json:"role"`
+	Branch       string    `json:"branch"`
+	Parent       string    `json:"parent"`
+	Turns        int       `json:"turns"`
+	LastActivity time.Time `json:"last_activity"`
+	FailReason   string    `json:"fail_reason,omitempty"`
+	Worktree     string    `json:"worktree"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// TaskDetail is a task with its turns and ordinary comments.
+type TaskDetail struct {
+	Task     TaskInfo        `json:"task"`
+	Turns    []store.Turn    `json:"turns"`
+	Comments []store.Comment `json:"comments"`
+}
+
+// NewTaskArgs are the arguments of taskNew.
+type NewTaskArgs struct {
+	Prompt string   `json:"prompt"`
+	Code   string   `json:"code,omitempty"`
+	Role   string   `json:"role,omitempty"`
+	Parent string   `json:"parent,omitempty"`
+	Scope  []string `json:"scope,omitempty"`
+}
+
+// NewTaskResult is the reply of taskNew.
+type NewTaskResult struct {
+	Task TaskInfo   `json:"task"`
+	Turn store.Turn `json:"turn"`
+}
+
+// CommentResult is the reply of comment.
+type CommentResult struct {
+	Comment   store.Comment `json:"comment"`
+	Triggered *store.Turn   `json:"triggered,omitempty"`
+}
+
+// DaemonInfo is daemon.json and the reply of status.
+type DaemonInfo struct {
+	PID           int       `json:"pid"`
+	Root          string    `json:"root"`
+	State         string    `json:"state"`
+	DashboardPort int       `json:"dashboard_port"`
+	ProxyPort     int       `json:"proxy_port"`
+	BaseURL       string    `json:"base_url"`
+	ProxyURL      string    `json:"proxy_url"`
+	StartedAt     time.Time `json:"started_at"`
+	Version       string    `json:"version"`
+}
+
+// WatchArgs are the arguments of watch. Tasks nil means every task; an empty
+// non-nil list is refused.
+type WatchArgs struct {
+	Tasks   []string `json:"tasks"`
+	Net     bool     `json:"net"`
+	NetOnly bool     `json:"net_only"`
+}

@@ -1,0 +1,653 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"lazy/config"
+)
+
+// Options configure the proxy.
+type Options struct {
+	Config *config.Config
+	Home   string // lazy home, for default credential file paths
+	// Grants is the registry snapshot published by the grants actor.
+	Grants  *atomic.Pointer[Grants]
+	Log     *slog.Logger
+	Publish func(Traffic)
+	// Transport reaches the upstreams (default: a pooled http.Transport).
+	Transport http.RoundTripper
+	Now       func() time.Time
+}
+
+// Refusal causes, as the traffic stream and the 401 body name them.
+const (
+	CauseUnknownPlaceholder = "unknown_placeholder"
+	CauseExpiredGrant       = "expired_grant"
+	CauseProviderMissing    = "provider_credential_missing"
+	CauseProviderExpired    = "provider_credential_expired"
+	CauseEditorMissing      = "editor_credential_missing"
+	CauseNoUpstream         = "no_usable_upstream"
+)
+
+// MaxSubstituteBody is the largest body (by declared Content-Length) in
+// which the editor route replaces the placeholder.
+const MaxSubstituteBody = 64 << 10
+
+// maxReplayBody bounds a request body buffered so a fallback can resend it.
+const maxReplayBody = 32 << 20
+
+// target is one upstream with its credential setting.
+type target struct {
+	url        *url.URL
+	origin     string
+	credential string // provider | none | editor
+	primary    bool
+}
+
+// Proxy is the http.Handler of the proxy listener.
+type Proxy struct {
+	o         Options
+	primary   target
+	fallbacks []target
+	roles     map[string]target
+	editor    target
+	provider  *CredentialFile
+	kind      string
+	editorKey *CredentialFile
+	rp        *httputil.ReverseProxy
+	log       *slog.Logger
+}
+
+// New builds the proxy from config. An origin collision is refused by
+// config.Validate before this runs; New checks it again for callers that
+// built a Config by hand.
+func New(o Options) (*Proxy, error) {
+	cfg := o.Config
+	targets, err := cfg.Targets()
+	if err != nil {
+		return nil, err
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	mk := func(raw string, primary bool) (target, error) {
+		org, err := config.Origin(raw)
+		if err != nil {
+			return target{}, err
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			return target{}, err
+		}
+		return target{url: u, origin: org, credential: targets[org].Credential, primary: primary}, nil
+	}
+	p := &Proxy{o: o, roles: map[string]target{}, log: o.Log, kind: cfg.Credentials.Provider.Kind,
+		provider:  &CredentialFile{Path: cfg.ProviderCredentialFile(o.Home)},
+		editorKey: &CredentialFile{Path: cfg.EditorCredentialFile(o.Home)}}
+	if p.primary, err = mk(cfg.Proxy.Upstream, true); err != nil {
+		return nil, fmt.Errorf("proxy.upstream: %w", err)
+	}
+	for i, f := range cfg.Proxy.Fallback {
+		t, err := mk(f.Upstream, false)
+		if err != nil {
+			return nil, fmt.Errorf("proxy.fallback[%d]: %w", i, err)
+		}
+		p.fallbacks = append(p.fallbacks, t)
+	}
+	for name, r := range cfg.Models.Roles {
+		t, err := mk(r.Endpoint, true)
+		if err != nil {
+			return nil, fmt.Errorf("models.roles.%s: %w", name, err)
+		}
+		if r.Local {
+			t.credential = config.CredentialNone
+		}
+		p.roles[name] = t
+	}
+	eu, err := url.Parse(cfg.Proxy.EditorUpstream)
+	if err != nil {
+		return nil, fmt.Errorf("proxy.editor_upstream: %w", err)
+	}
+	p.editor = target{url: eu, credential: "editor", primary: true}
+	tr := o.Transport
+	if tr == nil {
+		tr = &http.Transport{
+			Proxy:                 nil,
+			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          1024,
+			MaxIdleConnsPerHost:   256,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+			DisableCompression:    true,
+		}
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      &chainTransport{p: p, base: tr},
+		FlushInterval:  -1,
+		BufferPool:     bufferPool{},
+		ErrorHandler:   p.errorHandler,
+		ModifyResponse: nil,
+		ErrorLog:       nil,
+	}
+	return p, nil
+}
+
+// plan is what ServeHTTP decided for one request; the transport and the
+// traffic record read it from the request context.
+type plan struct {
+	grant    *Grant
+	role     string
+	taskRef  string
+	chain    []target
+	editor   bool
+	session  bool   // editor host-session route: forward the credential untouched
+	editorPH string // the placeholder in the editor path
+	outPath  string // upstream path (editor route)
+	reqPath  string // the path to append to each target's base path
+	body     []byte // buffered body for replay, when there are fallbacks
+	answered atomic.Pointer[target]
+	refused  string
+}
+
+type planKey struct{}
+
+func (p *Proxy) now() time.Time { return p.o.Now() }
+
+// ServeHTTP resolves the grant, plans the targets and forwards.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := p.now()
+	rec := &statusWriter{ResponseWriter: w}
+	pl := &plan{}
+	logPath := r.URL.Path
+	defer func() {
+		tr := Traffic{Time: start.UTC(), Method: r.Method, Path: logPath, Status: rec.status, Millis: p.now().Sub(start).Milliseconds(), Refused: pl.refused}
+		if tr.Status == 0 {
+			tr.Status = 499
+		}
+		if pl.grant != nil {
+			tr.TaskRef, tr.TaskID, tr.Role = pl.grant.TaskRef, pl.grant.TaskID, pl.grant.Role
+		} else {
+			tr.TaskRef, tr.Role = pl.taskRef, pl.role
+		}
+		if t := pl.answered.Load(); t != nil {
+			tr.Upstream = t.url.Host
+		}
+		p.log.Info(tr.Line())
+		if p.o.Publish != nil {
+			p.o.Publish(tr)
+		}
+	}()
+
+	if strings.HasPrefix(r.URL.Path, "/_svc/") {
+		masked, ok := p.planEditor(rec, r, pl)
+		logPath = masked
+		if !ok {
+			return
+		}
+	} else if !p.planModel(rec, r, pl) {
+		return
+	}
+	if len(pl.chain) > 1 && r.Body != nil && r.Body != http.NoBody {
+		b, err := io.ReadAll(io.LimitReader(r.Body, maxReplayBody+1))
+		if err != nil {
+			writeAPIError(rec, http.StatusBadRequest, "invalid_request_error", "lazy proxy: could not read the request body: "+err.Error(), "")
+			return
+		}
+		if len(b) > maxReplayBody {
+			writeAPIError(rec, http.StatusRequestEntityTooLarge, "invalid_request_error", "lazy proxy: request body over 32 MiB", "")
+			return
+		}
+		pl.body = b
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.ContentLength = int64(len(b))
+	}
+	p.rp.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), planKey{}, pl)))
+}
+
+// isModelRoute reports the paths observed at the model base URL.
+func isModelRoute(r *http.Request) bool {
+	switch r.URL.Path {
+	case "/v1/messages", "/v1/messages/count_tokens", "/api/hello":
+		return true
+	}
+	return false
+}
+
+// isRefresh reports a token-refresh request.
+func isRefresh(r *http.Request) bool {
+	return r.Method == http.MethodPost && (r.URL.Path == "/v1/oauth/token" || r.URL.Path == "/oauth/token")
+}
+
+// presented is the credential the client sent: x-api-key, or a bearer token.
+func presented(h http.Header) string {
+	if v := h.Get("x-api-key"); v != "" {
+		return v
+	}
+	if v, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(v)
+	}
+	return ""
+}
+
+// looksMinted reports a value shaped like one of our placeholders.
+func looksMinted(v string) bool { return strings.Contains(v, "-svc-") || strings.HasPrefix(v, "key_svc_") }
+
+// resolve looks a presented value up in the registry.
+func (p *Proxy) resolve(v string) (*Grant, string) {
+	if v == "" {
+		return nil, ""
+	}
+	gs := p.o.Grants.Load()
+	if gs != nil {
+		if g, ok := (*gs)[v]; ok {
+			if g.ExpiresAt != nil && !p.now().Before(*g.ExpiresAt) {
+				return nil, CauseExpiredGrant
+			}
+			return &g, ""
+		}
+	}
+	if looksMinted(v) {
+		return nil, CauseUnknownPlaceholder
+	}
+	return nil, ""
+}
+
+func (p *Proxy) refuse(w http.ResponseWriter, pl *plan, cause, msg string) {
+	pl.refused = cause
+	writeAPIError(w, http.StatusUnauthorized, "authentication_error", "lazy proxy: "+msg, cause)
+}
+
+var causeText = map[string]string{
+	CauseUnknownPlaceholder: "the placeholder credential has no grant (its task ended, or the grant registry was reset); relaunch the task's agent",
+	CauseExpiredGrant:       "the placeholder's grant has expired; relaunch the task's agent",
+	CauseProviderMissing:    "the real provider credential is missing on this machine; write it to the file named by credentials.provider.file",
+	CauseProviderExpired:    "the real provider credential has expired; write a fresh one to the credential file (no relaunch needed)",
+	CauseEditorMissing:      "the editor agent's real key is missing; write it to the file named by credentials.editor.file",
+}
+
+// planModel handles the model routes and refresh.
+func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool {
+	if isRefresh(r) {
+		p.answerRefresh(w, r, pl)
+		return false
+	}
+	if !isModelRoute(r) {
+		writeAPIError(w, http.StatusNotFound, "not_found_error", "lazy proxy: "+r.Method+" "+r.URL.Path+" is not a proxied route (only /v1/messages, /v1/messages/count_tokens, /api/hello and /_svc/...)", "")
+		return false
+	}
+	g, cause := p.resolve(presented(r.Header))
+	if cause != "" {
+		p.refuse(w, pl, cause, causeText[cause])
+		return false
+	}
+	pl.grant = g
+	t := p.primary
+	if g != nil {
+		if rt, ok := p.roles[g.Role]; ok {
+			t = rt
+		}
+	} else {
+		// no grant (a host session on its own login): the headers attribute
+		// the traffic, and it goes to the primary
+		pl.role, pl.taskRef = r.Header.Get("x-svc-role"), r.Header.Get("x-svc-task-id")
+	}
+	pl.chain = []target{t}
+	if t.origin == p.primary.origin {
+		pl.chain = append(pl.chain, p.fallbacks...)
+	}
+	// a primary whose credential is resolvable but missing or expired: 401
+	if t.credential == config.CredentialProvider {
+		if _, cause := p.providerCredential(); cause != "" {
+			p.refuse(w, pl, cause, causeText[cause])
+			return false
+		}
+	}
+	return true
+}
+
+// planEditor handles /_svc/<agent>/<placeholder|->/<path>. It returns the
+// path with the placeholder masked for logs.
+func (p *Proxy) planEditor(w http.ResponseWriter, r *http.Request, pl *plan) (string, bool) {
+	agentName, token, rest, ok := ParseEditorRoute(r.URL.Path)
+	if !ok {
+		n := len(strings.Split(strings.Trim(r.URL.Path, "/"), "/"))
+		p.log.Warn("malformed editor-agent route", "segments", n)
+		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("lazy proxy: malformed editor-agent route (%d segments); want /_svc/<agent>/<placeholder>/<path>", n), "")
+		return fmt.Sprintf("/_svc/<malformed:%d segments>", n), false
+	}
+	masked := "/_svc/" + agentName + "/***" + rest
+	pl.editor, pl.outPath = true, rest
+	pl.chain = []target{p.editor}
+	if token == "-" {
+		masked = "/_svc/" + agentName + "/-" + rest
+		pl.session = true
+		pl.role, pl.taskRef = r.Header.Get("x-svc-role"), r.Header.Get("x-svc-task-id")
+		return masked, true
+	}
+	g, cause := p.resolve(token)
+	if g == nil {
+		if cause == "" {
+			cause = CauseUnknownPlaceholder
+		}
+		p.refuse(w, pl, cause, causeText[cause])
+		return masked, false
+	}
+	pl.grant, pl.editorPH = g, token
+	if _, err := p.editorKey.Load(); err != nil {
+		p.refuse(w, pl, CauseEditorMissing, causeText[CauseEditorMissing])
+		return masked, false
+	}
+	return masked, true
+}
+
+// ParseEditorRoute splits /_svc/<agent>/<token>/<rest>; rest keeps its
+// leading slash. Every part must be non-empty.
+func ParseEditorRoute(path string) (agentName, token, rest string, ok bool) {
+	s, found := strings.CutPrefix(path, "/_svc/")
+	if !found {
+		return "", "", "", false
+	}
+	agentName, s, found = strings.Cut(s, "/")
+	if !found || agentName == "" {
+		return "", "", "", false
+	}
+	token, s, found = strings.Cut(s, "/")
+	if !found || token == "" || s == "" {
+		return "", "", "", false
+	}
+	return agentName, token, "/" + s, true
+}
+
+// providerCredential reads the real provider credential now (rotation).
+func (p *Proxy) providerCredential() (Credential, string) {
+	c, err := p.provider.Load()
+	if err != nil {
+		return Credential{}, CauseProviderMissing
+	}
+	if c.Expired(p.now()) {
+		return Credential{}, CauseProviderExpired
+	}
+	return c, ""
+}
+
+// answerRefresh answers a token refresh itself: the client keeps its
+// placeholder and learns the real credential's expiry; nothing is forwarded.
+func (p *Proxy) answerRefresh(w http.ResponseWriter, r *http.Request, pl *plan) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	var req struct {
+		RefreshToken string `json:"refresh_token"`
+	}
+	_ = json.Unmarshal(body, &req)
+	if req.RefreshToken == "" {
+		if v, err := url.ParseQuery(string(body)); err == nil {
+			req.RefreshToken = v.Get("refresh_token")
+		}
+	}
+	g, cause := p.resolve(req.RefreshToken)
+	if g == nil {
+		if cause == "" {
+			cause = CauseUnknownPlaceholder
+		}
+		p.refuse(w, pl, cause, causeText[cause])
+		return
+	}
+	pl.grant = g
+	c, cause := p.providerCredential()
+	if cause != "" {
+		p.refuse(w, pl, cause, causeText[cause])
+		return
+	}
+	expires := 8 * time.Hour
+	if !c.ExpiresAt.IsZero() {
+		expires = c.ExpiresAt.Sub(p.now())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"token_type": "Bearer", "access_token": g.Placeholder, "refresh_token": g.Placeholder,
+		"expires_in": int(expires.Seconds()),
+	})
+}
+
+// rewrite strips what the client presented and the attribution headers; the
+// transport injects the target's own credential.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	pl := pr.In.Context().Value(planKey{}).(*plan)
+	out := pr.Out
+	if !pl.session {
+		out.Header.Del("x-api-key")
+		out.Header.Del("Authorization")
+	}
+	out.Header.Del("x-svc-role")
+	out.Header.Del("x-svc-task-id")
+	out.Header.Del("X-Forwarded-For")
+	pl.reqPath = out.URL.Path
+	if pl.editor {
+		pl.reqPath = pl.outPath
+	}
+	// the transport picks the target; point at the first so Rewrite is total
+	setTarget(out, pl.chain[0], pl.reqPath)
+}
+
+func setTarget(out *http.Request, t target, path string) {
+	out.URL.Scheme, out.URL.Host = t.url.Scheme, t.url.Host
+	out.URL.Path = singleJoin(t.url.Path, path)
+	out.URL.RawPath = ""
+	out.Host = t.url.Host
+}
+
+func singleJoin(a, b string) string {
+	a = strings.TrimRight(a, "/")
+	if a == "" {
+		return b
+	}
+	return a + "/" + strings.TrimLeft(b, "/")
+}
+
+// chainTransport tries the plan's targets in order: the next one on a
+// connection failure or a 5xx, always before any byte reached the client.
+type chainTransport struct {
+	p    *Proxy
+	base http.RoundTripper
+}
+
+func (c *chainTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	pl := req.Context().Value(planKey{}).(*plan)
+	var lastErr error
+	var lastResp *http.Response
+	for i, t := range pl.chain {
+		out := req.Clone(req.Context())
+		setTarget(out, t, pl.reqPath)
+		if err := c.p.inject(out, t, pl); err != nil {
+			if t.primary {
+				return nil, err
+			}
+			continue // a fallback without a usable credential is skipped
+		}
+		if pl.body != nil {
+			out.Body = io.NopCloser(bytes.NewReader(pl.body))
+			out.ContentLength = int64(len(pl.body))
+		}
+		resp, err := c.base.RoundTrip(out)
+		last := i == len(pl.chain)-1
+		if err == nil && (resp.StatusCode < 500 || last) {
+			tt := t
+			pl.answered.Store(&tt)
+			return resp, nil
+		}
+		if err == nil {
+			if lastResp != nil {
+				lastResp.Body.Close()
+			}
+			lastResp = resp
+			tt := t
+			pl.answered.Store(&tt)
+			continue
+		}
+		lastErr = err
+		if req.Context().Err() != nil {
+			return nil, err
+		}
+		c.p.log.Warn("upstream failed; trying the next", "upstream", t.url.Host, "err", err)
+	}
+	if lastResp != nil {
+		return lastResp, nil
+	}
+	if lastErr == nil {
+		lastErr = &refusal{cause: CauseNoUpstream, msg: "no upstream had a usable credential"}
+	}
+	return nil, lastErr
+}
+
+// refusal is a credential failure found while injecting.
+type refusal struct{ cause, msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+// inject puts the target's own credential on the outgoing request.
+func (p *Proxy) inject(out *http.Request, t target, pl *plan) error {
+	switch t.credential {
+	case config.CredentialProvider:
+		c, cause := p.providerCredential()
+		if cause != "" {
+			return &refusal{cause: cause, msg: causeText[cause]}
+		}
+		if p.kind == config.KindAPIKey {
+			out.Header.Set("x-api-key", c.Value)
+		} else {
+			out.Header.Set("Authorization", "Bearer "+c.Value)
+		}
+	case "editor":
+		if pl.session {
+			return nil
+		}
+		c, err := p.editorKey.Load()
+		if err != nil {
+			return &refusal{cause: CauseEditorMissing, msg: causeText[CauseEditorMissing]}
+		}
+		substitute(out, pl.editorPH, c.Value)
+	}
+	return nil
+}
+
+// substitute replaces the placeholder with the real key in every header
+// value and, when the declared body is at most MaxSubstituteBody, in the body.
+// A larger or undeclared (streaming) body is forwarded untouched, unbuffered.
+func substitute(out *http.Request, placeholder, real string) {
+	if placeholder == "" {
+		return
+	}
+	for k, vs := range out.Header {
+		for i, v := range vs {
+			if strings.Contains(v, placeholder) {
+				out.Header[k][i] = strings.ReplaceAll(v, placeholder, real)
+			}
+		}
+	}
+	if out.Body == nil || out.Body == http.NoBody || out.ContentLength < 0 || out.ContentLength > MaxSubstituteBody {
+		return
+	}
+	b, err := io.ReadAll(io.LimitReader(out.Body, MaxSubstituteBody+1))
+	out.Body.Close()
+	if err != nil {
+		out.Body = io.NopCloser(bytes.NewReader(nil))
+		return
+	}
+	b = bytes.ReplaceAll(b, []byte(placeholder), []byte(real))
+	out.Body = io.NopCloser(bytes.NewReader(b))
+	out.ContentLength = int64(len(b))
+	out.Header.Set("Content-Length", strconv.Itoa(len(b)))
+}
+
+// errorHandler maps transport failures: timeout 504, client gone 499,
+// credential refusal 401, anything else 502.
+func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	pl := r.Context().Value(planKey{}).(*plan)
+	var ref *refusal
+	if errors.As(err, &ref) {
+		p.refuse(w, pl, ref.cause, ref.msg)
+		return
+	}
+	if errors.Is(err, context.Canceled) || r.Context().Err() != nil {
+		w.WriteHeader(499)
+		return
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		writeAPIError(w, http.StatusGatewayTimeout, "timeout_error", "lazy proxy: the upstream did not answer in time", "")
+		return
+	}
+	p.log.Warn("upstream unreachable", "err", err)
+	writeAPIError(w, http.StatusBadGateway, "api_error", "lazy proxy: no upstream could be reached; check proxy.upstream and the network", "")
+}
+
+// writeAPIError answers in the provider's own error JSON shape.
+func writeAPIError(w http.ResponseWriter, status int, kind, msg, cause string) {
+	w.Header().Set("Content-Type", "application/json")
+	if cause != "" {
+		w.Header().Set("x-lazy-refused", cause)
+	}
+	w.WriteHeader(status)
+	e := map[string]string{"type": kind, "message": msg}
+	if cause != "" {
+		e["cause"] = cause
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": e})
+}
+
+// statusWriter records the status while keeping Flush and Unwrap.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// bufferPool reuses 32 KiB copy buffers across requests.
+type bufferPool struct{}
+
+var pool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *(pool.Get().(*[]byte)) }
+func (bufferPool) Put(b []byte) { pool.Put(&b) }

@@ -1,0 +1,95 @@
+// Package views renders the dashboard: html/template pages parsed once from
+// the embedded files, each page from a typed view struct, into a buffer before
+// anything is written. It decides nothing; handlers give it what to show.
+package views
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"time"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Static is the embedded /assets tree.
+func Static() fs.FS {
+	sub, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		panic(err) // the embed path is fixed at build time
+	}
+	return sub
+}
+
+// Views holds the parsed pages.
+type Views struct {
+	pages map[string]*template.Template
+}
+
+var funcs = template.FuncMap{
+	"ago": func(t time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		d := time.Since(t).Round(time.Second)
+		switch {
+		case d < time.Minute:
+			return fmt.Sprintf("%ds ago", int(d.Seconds()))
+		case d < time.Hour:
+			return fmt.Sprintf("%dm ago", int(d.Minutes()))
+		case d < 48*time.Hour:
+			return fmt.Sprintf("%dh ago", int(d.Hours()))
+		}
+		return t.Format("2006-01-02")
+	},
+	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+}
+
+// New parses every page with the shared layout.
+func New() (*Views, error) {
+	v := &Views{pages: map[string]*template.Template{}}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		base := n[len("templates/"):]
+		if base == "layout.html" {
+			continue
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n)
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", n, err)
+		}
+		v.pages[base[:len(base)-len(".html")]] = t
+	}
+	return v, nil
+}
+
+// Page is what every page shares.
+type Page struct {
+	Title   string
+	Version string
+	Notice  string
+}
+
+// Render renders page into w, fully buffered first.
+func (v *Views) Render(w io.Writer, page string, data any) error {
+	t, ok := v.pages[page]
+	if !ok {
+		return fmt.Errorf("no page %q", page)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout.html", data); err != nil {
+		return fmt.Errorf("render %s: %w", page, err)
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
