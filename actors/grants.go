@@ -1,8 +1,10 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +38,12 @@ func (g *GrantsActor) Receive(ctx actor.Context) {
 			gs = proxy.Grants{}
 		}
 		g.grants = gs
+		if _, err := os.Stat(g.path); errors.Is(err, os.ErrNotExist) {
+			// the registry exists from the start, 0600, even when empty
+			if err := gs.Save(g.path); err != nil {
+				g.log.Error("create grant registry", "err", err)
+			}
+		}
 		g.publish()
 	case *MintGrants:
 		env, err := g.mint(m)

@@ -152,7 +152,7 @@ func (a *TaskActor) reload() {
 		case store.TurnQueued:
 			a.queue = append(a.queue, job{kind: tu.Kind, turnID: tu.ID, label: fmt.Sprintf("%s turn %d", tu.Kind, tu.Number)})
 		case store.TurnRunning:
-			a.endTurn(tu, agent.Outcome{}, "", store.TurnInterrupted, "interrupted: the task actor restarted during the turn")
+			a.endTurn(tu, agent.Outcome{}, "", store.TurnInterrupted, "the task actor restarted during the turn")
 		}
 	}
 }
@@ -320,7 +320,7 @@ func (a *TaskActor) abort(cause string) {
 		a.log.Error("load aborted turn", "err", err)
 		return
 	}
-	a.endTurn(tu, r.outcome, "", store.TurnInterrupted, "interrupted: "+cause)
+	a.endTurn(tu, r.outcome, "", store.TurnInterrupted, cause)
 	if a.task != nil && !a.task.Status.Ended() {
 		a.setStatus(task.Failed, fmt.Sprintf("%s interrupted: %s; unblock the task to continue", j.label, cause))
 	}

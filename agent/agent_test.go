@@ -237,4 +237,3 @@ func TestDockerArgv(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-

@@ -454,10 +454,10 @@ func Slug(root string) string {
 
 // Paths are the files of one project's state directory.
 type Paths struct {
-	Home, Root, State                                      string
-	DaemonJSON, AuthToken, ProxyTokens, DB, Passphrase     string
-	LogDir, Log, Agents, Worktrees, FileStore, Recovery    string
-	CredentialsDir                                         string
+	Home, Root, State                                   string
+	DaemonJSON, AuthToken, ProxyTokens, DB, Passphrase  string
+	LogDir, Log, Agents, Worktrees, FileStore, Recovery string
+	CredentialsDir                                      string
 }
 
 // PathsFor lays out the state directory of the project at root.

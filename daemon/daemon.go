@@ -149,7 +149,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: sup.Grants, Log: o.Log,
-		Publish: func(t proxy.Traffic) { sup.Publish(actors.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &t}) }})
+		Publish: func(t proxy.Traffic) {
+			sup.Publish(actors.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &t})
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +309,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		tu := &running[i]
 		now := time.Now().UTC()
 		tu.Status, tu.EndedAt = store.TurnInterrupted, &now
-		tu.Error = "interrupted: the daemon stopped unexpectedly (killed or crashed) during this turn"
+		tu.Error = "the daemon stopped unexpectedly (killed or crashed) during this turn"
 		if err := d.st.SaveTurn(ctx, tu); err != nil {
 			return fmt.Errorf("reconcile turn %s: %w", tu.ID, err)
 		}

@@ -17,7 +17,9 @@ type Credential struct {
 }
 
 // Expired reports whether c has expired at now.
-func (c Credential) Expired(now time.Time) bool { return !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt) }
+func (c Credential) Expired(now time.Time) bool {
+	return !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt)
+}
 
 // CredentialFile reads a credential file and re-reads it only when its
 // modification time or size changed, so a rotated credential is used on the

@@ -251,7 +251,9 @@ func presented(h http.Header) string {
 }
 
 // looksMinted reports a value shaped like one of our placeholders.
-func looksMinted(v string) bool { return strings.Contains(v, "-svc-") || strings.HasPrefix(v, "key_svc_") }
+func looksMinted(v string) bool {
+	return strings.Contains(v, "-svc-") || strings.HasPrefix(v, "key_svc_")
+}
 
 // resolve looks a presented value up in the registry.
 func (p *Proxy) resolve(v string) (*Grant, string) {

@@ -18,11 +18,11 @@ type TasksPage struct {
 
 // TurnRow is one turn on the task page.
 type TurnRow struct {
-	Number                         int
-	Kind, Trigger, Status, Prompt  string
-	Result, Error, Output          string
-	StartedAt, EndedAt             *time.Time
-	IsFailed, IsRunning, IsQueued  bool
+	Number                        int
+	Kind, Trigger, Status, Prompt string
+	Result, Error, Output         string
+	StartedAt, EndedAt            *time.Time
+	IsFailed, IsRunning, IsQueued bool
 }
 
 // CommentRow is one ordinary comment.

@@ -52,7 +52,7 @@ func (a *app) daemonCmd() *cobra.Command {
 		Use:   "stop",
 		Short: "Stop the daemon gracefully (running turns are ended and recorded)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.stopDaemon(cmd.Context()) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return a.stopDaemon(cmd.Context()) },
 	}
 	c.AddCommand(start, status, stop)
 	return c

@@ -39,7 +39,7 @@ func (a *app) demoCmd() *cobra.Command {
 		Use:   "demo",
 		Short: "Try lazy: a throwaway project, a stub model, a scripted agent, two tasks to review",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), keep) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return a.demo(cmd.Context(), keep) },
 	}
 	c.Flags().BoolVar(&keep, "keep", false, "keep the throwaway directory after Ctrl-C")
 	return c

@@ -58,7 +58,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetVersionTemplate("lazy {{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.project, "project", "", "project directory (default: the git top level of the working directory)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print data as JSON")
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+	})
 	root.AddCommand(a.initCmd(), a.daemonCmd(), a.taskCmd(), a.commentCmd(), a.unblockCmd(), a.watchCmd(), a.actorsCmd(), a.demoCmd())
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
