@@ -245,8 +245,10 @@ func (a *TaskActor) start(ctx actor.Context, j job) {
 		Session: a.task.SessionID, Ask: tu.Kind == store.TurnAsk, Prompt: tu.Prompt, Number: tu.Number}
 	launcher := a.deps.Launcher
 	go func() {
-		defer lock.Unlock()
 		r, out, err := launcher.RunTurn(jctx, req)
+		// release before reporting: the next job takes the lock as soon as
+		// the actor hears of this one's end
+		lock.Unlock()
 		resCh <- jobResult{result: r, outcome: out, err: err}
 		root.Send(self, &jobDone{epoch: epoch})
 	}()
