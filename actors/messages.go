@@ -54,7 +54,6 @@ type Wake struct{}
 // jobDone comes back to the task actor when its running job ends.
 type jobDone struct {
 	epoch int
-	res   jobResult
 }
 
 // ActorHealth is one row of `lazy actors` and /api/actors.

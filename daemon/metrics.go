@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"lazy/store"
 	"lazy/supervisor"
@@ -26,7 +27,7 @@ type metrics struct {
 
 func newMetrics(st store.Store, sup *supervisor.Supervisor) prometheus.Gatherer {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(&metrics{st: st, sup: sup,
 		tasks:    prometheus.NewDesc("lazy_tasks", "Tasks by status.", []string{"status"}, nil),
 		turns:    prometheus.NewDesc("lazy_turns", "Agent turns by kind and state.", []string{"kind", "state"}, nil),

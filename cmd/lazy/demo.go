@@ -115,13 +115,12 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		if err != nil {
 			return err
 		}
-		blocked, failed := 0, 0
+		blocked := 0
 		for _, t := range ts {
 			switch t.Status {
 			case "blocked":
 				blocked++
 			case "failed":
-				failed++
 				return fmt.Errorf("demo task %s failed: %s (log: %s)", t.Ref, t.FailReason, logFile.Name())
 			}
 		}

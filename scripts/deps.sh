@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what the tests need, when it is missing: Debian's bubblewrap and
+# chromium, the npm package @anthropic-ai/claude-code (into a cache dir outside
+# the repo), and staticcheck. Idempotent; prints what it does.
+set -euo pipefail
+
+CLAUDE_DIR="${CLAUDE_DIR:-$HOME/.cache/lazy/claude-code}"
+CLAUDE_VERSION="${CLAUDE_VERSION:-2.1.328}"
+
+need_apt=()
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+command -v git >/dev/null 2>&1 || need_apt+=(git)
+if ((${#need_apt[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "deps: missing ${need_apt[*]}: run 'sudo apt-get install -y ${need_apt[*]}' (tests that need them skip, or fail when CI=true)" >&2
+  else
+    echo "deps: installing ${need_apt[*]} with apt-get (about a minute)..."
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    echo "deps: installed ${need_apt[*]}"
+  fi
+fi
+
+if [[ ! -x "$CLAUDE_DIR/node_modules/.bin/claude" ]]; then
+  if command -v npm >/dev/null 2>&1; then
+    echo "deps: installing @anthropic-ai/claude-code@$CLAUDE_VERSION into $CLAUDE_DIR (about 10 s)..."
+    mkdir -p "$CLAUDE_DIR"
+    (cd "$CLAUDE_DIR" && npm install --no-audit --no-fund --loglevel=error "@anthropic-ai/claude-code@$CLAUDE_VERSION" >/dev/null)
+    echo "deps: claude $("$CLAUDE_DIR/node_modules/.bin/claude" --version 2>/dev/null || echo '(version unknown)')"
+  else
+    echo "deps: npm is missing: install Node.js and npm for the real-client tests" >&2
+  fi
+fi
+
+if ! command -v staticcheck >/dev/null 2>&1 && [[ ! -x "$(go env GOPATH)/bin/staticcheck" ]]; then
+  echo "deps: installing staticcheck..."
+  go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+fi
+echo "deps: ready"
