@@ -73,7 +73,7 @@ func New(d Deps) (*echo.Echo, error) {
 	e.HideBanner, e.HidePort = true, true
 	h := &handler{d: d}
 	e.HTTPErrorHandler = h.errorHandler
-	e.Use(loopbackOnly, securityHeaders)
+	e.Use(securityHeaders, loopbackOnly)
 
 	e.GET("/", h.tasksPage)
 	e.GET("/tasks/:id", h.taskPage)

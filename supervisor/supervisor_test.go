@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -230,26 +231,51 @@ func TestGrantsMintReuseRevoke(t *testing.T) {
 	}
 }
 
+// BenchmarkSpawnIdleTaskActors spawns 10,000 idle task actors per iteration
+// (each loads its task row) and reports time and heap per actor.
 func BenchmarkSpawnIdleTaskActors(b *testing.B) {
+	const n = 10000
 	dir := b.TempDir()
 	st, err := store.OpenSQL(filepath.Join(dir, "lazy.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	sup, err := New(Options{GrantsPath: filepath.Join(dir, "g.json"), Task: &actors.TaskDeps{Store: st, Launcher: &fakeLauncher{fn: ok}, LockDir: dir}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sup.Shutdown()
-	ids := make([]string, b.N)
+	ctx := context.Background()
+	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = task.NewID(time.Now())
-	}
-	b.ResetTimer()
-	for _, id := range ids {
-		if _, err := sup.Task(id); err != nil {
+		now := time.Now().UTC()
+		ids[i] = task.NewID(now)
+		if err := st.CreateTask(ctx, &store.Task{ID: ids[i], Status: task.Blocked, CreatedAt: now, UpdatedAt: now, LastActivity: now}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	var perActorBytes float64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		sup, err := New(Options{GrantsPath: filepath.Join(dir, "g.json"), Task: &actors.TaskDeps{Store: st, Launcher: &fakeLauncher{fn: ok}, LockDir: dir}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		for _, id := range ids {
+			if _, err := sup.Ask(id, &actors.GetHealth{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perActorBytes = float64(after.HeapAlloc-before.HeapAlloc) / n
+		if got := len(sup.Health()); got != n+3 {
+			b.Fatalf("health rows: %d, want %d", got, n+3)
+		}
+		sup.Shutdown()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/actor")
+	b.ReportMetric(perActorBytes, "heap-B/actor")
 }

@@ -1,0 +1,72 @@
+package httpapi
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestReviewRoutesAre503WithoutActions(t *testing.T) {
+	e, err := New(Deps{Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ method, path string }{
+		{"GET", "/review"}, {"GET", "/review/abc"}, {"POST", "/review/abc/comment"},
+		{"POST", "/review/abc/comment/x/retry"}, {"POST", "/review/abc/comment/x/withdraw"},
+		{"POST", "/review/abc/unblock"}, {"POST", "/review/abc/accept"}, {"POST", "/review/abc/sync"},
+		{"GET", "/api/review/queue"}, {"GET", "/api/review/abc/threads"},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(r.method, r.path, nil)
+		req.Host = "127.0.0.1:26000"
+		e.ServeHTTP(rec, req)
+		if rec.Code != http.StatusServiceUnavailable {
+			t.Errorf("%s %s: got %d, want 503", r.method, r.path, rec.Code)
+		}
+	}
+}
+
+func TestLoopbackHostGuard(t *testing.T) {
+	e, _ := New(Deps{})
+	for host, want := range map[string]int{
+		"127.0.0.1:26000": http.StatusServiceUnavailable, "localhost:1": http.StatusServiceUnavailable, "[::1]:8080": http.StatusServiceUnavailable,
+		"evil.example": http.StatusForbidden, "10.0.0.1:26000": http.StatusForbidden, "127.0.0.1.evil.example": http.StatusForbidden,
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/review", nil)
+		req.Host = host
+		e.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("Host %s: got %d, want %d", host, rec.Code, want)
+		}
+		if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") {
+			t.Errorf("Host %s: no CSP header", host)
+		}
+	}
+}
+
+func TestRPCNeedsToken(t *testing.T) {
+	e, _ := New(Deps{Token: "secret-token"})
+	for _, auth := range []string{"", "Bearer wrong", "secret-token"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/rpc/ping", strings.NewReader("{}"))
+		req.Host = "127.0.0.1:1"
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		e.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnauthorized {
+			t.Errorf("auth %q: got %d, want 401", auth, rec.Code)
+		}
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("POST", "/rpc/ping", strings.NewReader("{}"))
+	req.Host = "127.0.0.1:1"
+	req.Header.Set("Authorization", "Bearer secret-token")
+	e.ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Errorf("right token: got %d", rec.Code)
+	}
+}
