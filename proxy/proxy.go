@@ -437,7 +437,9 @@ func (p *Proxy) answerRefresh(w http.ResponseWriter, r *http.Request, pl *plan) 
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pl := pr.In.Context().Value(planKey{}).(*plan)
 	out := pr.Out
-	if !pl.session {
+	if !pl.editor {
+		// model routes: what the client presented never goes upstream. The
+		// editor route substitutes the key where the client put it instead.
 		out.Header.Del("x-api-key")
 		out.Header.Del("Authorization")
 	}
