@@ -83,13 +83,12 @@ func textOf(raw json.RawMessage) string {
 		Text string `json:"text"`
 	}
 	if json.Unmarshal(raw, &blocks) == nil {
-		var b strings.Builder
-		for _, bl := range blocks {
-			if bl.Type == "text" {
-				b.WriteString(bl.Text)
+		// the real client puts reminders first and the prompt last
+		for i := len(blocks) - 1; i >= 0; i-- {
+			if blocks[i].Type == "text" {
+				return blocks[i].Text
 			}
 		}
-		return b.String()
 	}
 	return ""
 }
