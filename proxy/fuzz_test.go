@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"lazy/config"
+)
+
+func FuzzParseEditorRoute(f *testing.F) {
+	for _, s := range []string{"/_svc/cursor/key_svc_x/v1/a", "/_svc/cursor/-/x", "/_svc//x/y", "/_svc/a/b", "/_svc/a/b/", "/v1/messages", "/_svc/a/b/c/d?e"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		agentName, token, rest, ok := ParseEditorRoute(path)
+		if !ok {
+			return
+		}
+		if agentName == "" || token == "" || !strings.HasPrefix(rest, "/") || len(rest) < 2 {
+			t.Fatalf("accepted %q as (%q, %q, %q)", path, agentName, token, rest)
+		}
+		if "/_svc/"+agentName+"/"+token+rest != path {
+			t.Fatalf("parts of %q do not rebuild it", path)
+		}
+	})
+}
+
+// fuzzRig is one proxy with an editor upstream that records what it got and
+// answers a fixed body, shared by every fuzz input.
+type fuzzRig struct {
+	p        *Proxy
+	ph, real string
+	lastBody atomic.Pointer[[]byte]
+}
+
+func newFuzzRig(f *testing.F) *fuzzRig {
+	r := &fuzzRig{real: "key_REAL_" + strings.Repeat("z", 24)}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.lastBody.Store(&b)
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	f.Cleanup(up.Close)
+	home := f.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
+		f.Fatal(err)
+	}
+	for _, n := range []string{"editor", "provider"} {
+		if err := os.WriteFile(filepath.Join(home, "credentials", n), []byte(r.real), 0o600); err != nil {
+			f.Fatal(err)
+		}
+	}
+	cfg := config.Defaults()
+	cfg.Proxy.Upstream, cfg.Proxy.Credential, cfg.Proxy.EditorUpstream = up.URL, "provider", up.URL
+	r.ph = NewEditorPlaceholder()
+	g := Grants{r.ph: {Placeholder: r.ph, TaskRef: "t", TaskID: "x", EnvVar: "CURSOR_API_KEY", CreatedAt: time.Now()}}
+	ptr := &atomic.Pointer[Grants]{}
+	ptr.Store(&g)
+	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr})
+	if err != nil {
+		f.Fatal(err)
+	}
+	r.p = p
+	return r
+}
+
+// FuzzProxySubstitution sends arbitrary paths, headers and bodies through the
+// whole handler: the real credential never appears in what the client gets
+// back, and a body of at most 64 KiB never reaches the upstream with the
+// placeholder still in it.
+func FuzzProxySubstitution(f *testing.F) {
+	r := newFuzzRig(f)
+	f.Add("/_svc/cursor/PH/v1/x", "Bearer PH", []byte(`{"k":"PH"}`))
+	f.Add("/_svc/cursor/-/v1/x", "", []byte("PHPH"))
+	f.Add("/v1/messages", "PH", []byte(`{"messages":[]}`))
+	f.Add("/_svc/cursor/nope/v1", "x", []byte{})
+	f.Add("/v1/oauth/token", "", []byte(`{"refresh_token":"PH"}`))
+	f.Fuzz(func(t *testing.T, path, auth string, body []byte) {
+		path = strings.ReplaceAll(path, "PH", r.ph)
+		body = bytes.ReplaceAll(body, []byte("PH"), []byte(r.ph))
+		auth = strings.ReplaceAll(auth, "PH", r.ph)
+		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \t\r\n#") {
+			return
+		}
+		req, err := http.NewRequest(http.MethodPost, "http://proxy"+path, bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		if strings.ContainsAny(auth, "\r\n\x00") {
+			return
+		}
+		req.Header.Set("Authorization", auth)
+		req.Header.Set("x-api-key", auth)
+		r.lastBody.Store(nil)
+		rec := httptest.NewRecorder()
+		r.p.ServeHTTP(rec, req)
+		out := rec.Body.String()
+		for _, vs := range rec.Header() {
+			out += strings.Join(vs, " ")
+		}
+		if strings.Contains(out, r.real) {
+			t.Fatalf("the real credential came back to the client for %q", path)
+		}
+		if _, tok, _, ok := ParseEditorRoute(req.URL.Path); ok && tok == r.ph && len(body) <= MaxSubstituteBody {
+			if got := r.lastBody.Load(); got != nil && bytes.Contains(*got, []byte(r.ph)) {
+				t.Fatalf("a %d-byte body reached the upstream with the placeholder in it", len(body))
+			}
+		}
+	})
+}
