@@ -31,8 +31,11 @@ test: deps lint
 	@echo "test: every package"
 	$(GO) test -count=1 ./...
 
+# Go benchmarks of every package, then the proxy against its baselines, each
+# server and the load client in its own process.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) run ./cmd/lazybench run
 
 clean:
 	rm -rf bin

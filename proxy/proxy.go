@@ -193,7 +193,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if t := pl.answered.Load(); t != nil {
 			tr.Upstream = t.url.Host
 		}
-		p.log.Info(tr.Line())
+		if p.log.Enabled(r.Context(), slog.LevelInfo) {
+			p.log.Info(tr.Line())
+		}
 		if p.o.Publish != nil {
 			p.o.Publish(tr)
 		}
@@ -481,8 +483,13 @@ func (c *chainTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var lastErr error
 	var lastResp *http.Response
 	for i, t := range pl.chain {
-		out := req.Clone(req.Context())
-		setTarget(out, t, pl.reqPath)
+		// Rewrite already aimed the outgoing request (ours, made by the
+		// ReverseProxy) at the first target; later targets get a copy.
+		out := req
+		if i > 0 {
+			out = req.Clone(req.Context())
+			setTarget(out, t, pl.reqPath)
+		}
 		if err := c.p.inject(out, t, pl); err != nil {
 			if t.primary {
 				return nil, err
@@ -572,13 +579,18 @@ func substitute(out *http.Request, placeholder, real string) {
 	if out.Body == nil || out.Body == http.NoBody || out.ContentLength < 0 || out.ContentLength > MaxSubstituteBody {
 		return
 	}
-	b, err := io.ReadAll(io.LimitReader(out.Body, MaxSubstituteBody+1))
+	var buf bytes.Buffer
+	buf.Grow(int(out.ContentLength))
+	_, err := buf.ReadFrom(io.LimitReader(out.Body, MaxSubstituteBody+1))
 	out.Body.Close()
 	if err != nil {
 		out.Body = io.NopCloser(bytes.NewReader(nil))
 		return
 	}
-	b = bytes.ReplaceAll(b, []byte(placeholder), []byte(real))
+	b := buf.Bytes()
+	if bytes.Contains(b, []byte(placeholder)) {
+		b = bytes.ReplaceAll(b, []byte(placeholder), []byte(real))
+	}
 	out.Body = io.NopCloser(bytes.NewReader(b))
 	out.ContentLength = int64(len(b))
 	out.Header.Set("Content-Length", strconv.Itoa(len(b)))

@@ -1,0 +1,418 @@
+// Command lazybench measures the proxy against its baselines, each in its own
+// process on loopback: the stub upstream, a direct connection to it, a bare
+// httputil.ReverseProxy that only swaps the key (the floor of a Go proxy), and
+// lazy's proxy with a real grant lookup and credential file. The load client
+// runs as its own process too. `lazybench run` interleaves rounds and prints
+// one table: figure, lazy, baseline, ratio.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"lazy/config"
+	"lazy/proxy"
+	"lazy/stubmodel"
+)
+
+const realKey = "sk-ant-api03-BENCHREALKEY-0123456789abcdefghij"
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: lazybench run | serve-upstream | serve-bare | serve-lazy | load")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = run(os.Args[2:])
+	case "serve-upstream":
+		err = serveUpstream(os.Args[2:])
+	case "serve-bare":
+		err = serveBare(os.Args[2:])
+	case "serve-lazy":
+		err = serveLazy(os.Args[2:])
+	case "load":
+		err = load(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lazybench:", err)
+		os.Exit(1)
+	}
+}
+
+func listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err == nil {
+		fmt.Printf("ADDR %s\n", ln.Addr())
+	}
+	return ln, err
+}
+
+func serveUpstream(args []string) error {
+	fs := flag.NewFlagSet("serve-upstream", flag.ExitOnError)
+	delay := fs.Duration("event-delay", 2*time.Millisecond, "delay between SSE events")
+	_ = fs.Parse(args)
+	s := stubmodel.New()
+	s.Record = false
+	s.EventDelay = *delay
+	s.Reply = func(string) string { return "one two three four five six seven eight nine ten" }
+	ln, err := listen()
+	if err != nil {
+		return err
+	}
+	return (&http.Server{Handler: s}).Serve(ln)
+}
+
+// serveBare is the floor: a ReverseProxy that swaps the presented key.
+func serveBare(args []string) error {
+	fs := flag.NewFlagSet("serve-bare", flag.ExitOnError)
+	up := fs.String("upstream", "", "upstream URL")
+	_ = fs.Parse(args)
+	u, err := url.Parse(*up)
+	if err != nil {
+		return err
+	}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			pr.Out.Header.Set("x-api-key", realKey)
+		},
+		FlushInterval: -1,
+	}
+	ln, err := listen()
+	if err != nil {
+		return err
+	}
+	return (&http.Server{Handler: rp}).Serve(ln)
+}
+
+// serveLazy is lazy's proxy with one grant and a credential file.
+func serveLazy(args []string) error {
+	fs := flag.NewFlagSet("serve-lazy", flag.ExitOnError)
+	up := fs.String("upstream", "", "upstream URL")
+	placeholder := fs.String("placeholder", "", "the placeholder clients present")
+	_ = fs.Parse(args)
+	home, err := os.MkdirTemp("", "lazybench-home-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
+	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(realKey), 0o600); err != nil {
+		return err
+	}
+	cfg := config.Defaults()
+	cfg.Proxy.Upstream, cfg.Proxy.Credential = *up, "provider"
+	g := proxy.Grants{*placeholder: {Placeholder: *placeholder, Role: "", TaskRef: "bench", TaskID: strings.Repeat("b", 32), EnvVar: "ANTHROPIC_API_KEY", CreatedAt: time.Now()}}
+	ptr := &atomic.Pointer[proxy.Grants]{}
+	ptr.Store(&g)
+	var events atomic.Int64
+	p, err := proxy.New(proxy.Options{Config: &cfg, Home: home, Grants: ptr, Publish: func(proxy.Traffic) { events.Add(1) }})
+	if err != nil {
+		return err
+	}
+	ln, err := listen()
+	if err != nil {
+		return err
+	}
+	return (&http.Server{Handler: p}).Serve(ln)
+}
+
+// result is what one load run measured.
+type result struct {
+	Count     int     `json:"count"`
+	Errors    int     `json:"errors"`
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+	RPS       float64 `json:"rps"`
+	TTFBp50us float64 `json:"ttfb_p50_us"`
+	GapP50us  float64 `json:"gap_p50_us"`
+}
+
+func pct(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	i := int(float64(len(ds)-1) * p)
+	return float64(ds[i].Nanoseconds()) / 1e3
+}
+
+var benchBody = func() []byte {
+	pad := strings.Repeat("lorem ipsum dolor sit amet ", 110) // about 3 KB, like the real client's body
+	b, _ := json.Marshal(map[string]any{"model": "m", "max_tokens": 64, "messages": []map[string]string{{"role": "user", "content": pad}}})
+	return b
+}()
+
+func load(args []string) error {
+	fs := flag.NewFlagSet("load", flag.ExitOnError)
+	target := fs.String("url", "", "base URL")
+	key := fs.String("key", "", "x-api-key to present")
+	clients := fs.Int("clients", 1, "concurrent clients")
+	dur := fs.Duration("duration", 3*time.Second, "how long")
+	sse := fs.Bool("sse", false, "streaming requests: measure time to first byte and gaps between events")
+	_ = fs.Parse(args)
+	tr := &http.Transport{MaxIdleConns: *clients * 2, MaxIdleConnsPerHost: *clients * 2, DisableCompression: true}
+	hc := &http.Client{Transport: tr}
+	body := benchBody
+	if *sse {
+		body = []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"go"}]}`)
+	}
+	var mu sync.Mutex
+	var lat, ttfb, gaps []time.Duration
+	var errs int
+	ctx, cancel := context.WithTimeout(context.Background(), *dur)
+	defer cancel()
+	// warm up the connections
+	for i := 0; i < *clients; i++ {
+		req, _ := http.NewRequest("POST", *target+"/v1/messages", bytes.NewReader(body))
+		req.Header.Set("x-api-key", *key)
+		if resp, err := hc.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := 0; c < *clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var myLat, myTTFB, myGaps []time.Duration
+			myErr := 0
+			for ctx.Err() == nil {
+				req, _ := http.NewRequest("POST", *target+"/v1/messages", bytes.NewReader(body))
+				req.Header.Set("x-api-key", *key)
+				req.Header.Set("Content-Type", "application/json")
+				t0 := time.Now()
+				resp, err := hc.Do(req)
+				if err != nil {
+					myErr++
+					continue
+				}
+				if *sse {
+					r := bufio.NewReader(resp.Body)
+					first := true
+					last := time.Now()
+					for {
+						line, err := r.ReadString('\n')
+						if err != nil {
+							break
+						}
+						if strings.HasPrefix(line, "event: ") {
+							now := time.Now()
+							if first {
+								myTTFB = append(myTTFB, now.Sub(t0))
+								first = false
+							} else {
+								myGaps = append(myGaps, now.Sub(last))
+							}
+							last = now
+						}
+					}
+				} else {
+					_, _ = io.Copy(io.Discard, resp.Body)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					myErr++
+					continue
+				}
+				myLat = append(myLat, time.Since(t0))
+			}
+			mu.Lock()
+			lat, ttfb, gaps = append(lat, myLat...), append(ttfb, myTTFB...), append(gaps, myGaps...)
+			errs += myErr
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	res := result{Count: len(lat), Errors: errs, P50us: pct(lat, .5), P99us: pct(lat, .99), RPS: float64(len(lat)) / el.Seconds(),
+		TTFBp50us: pct(ttfb, .5), GapP50us: pct(gaps, .5)}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// server is a child process serving on ADDR.
+type server struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+func spawn(self string, args ...string) (*server, error) {
+	cmd := exec.Command(self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() {
+		return nil, fmt.Errorf("%v printed no address", args)
+	}
+	addr, ok := strings.CutPrefix(sc.Text(), "ADDR ")
+	if !ok {
+		return nil, fmt.Errorf("%v: unexpected %q", args, sc.Text())
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return &server{cmd: cmd, addr: "http://" + addr}, nil
+}
+
+func (s *server) stop() { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait() }
+
+// rssMB reads a process's peak and current resident set.
+func rssMB(pid int) (hwm, now float64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmHWM:":
+			hwm = kb / 1024
+		case "VmRSS:":
+			now = kb / 1024
+		}
+	}
+	return hwm, now
+}
+
+func runLoad(self, url, key string, clients int, dur time.Duration, sse bool) (result, error) {
+	args := []string{"load", "--url", url, "--key", key, "--clients", strconv.Itoa(clients), "--duration", dur.String()}
+	if sse {
+		args = append(args, "--sse")
+	}
+	out, err := exec.Command(self, args...).Output()
+	if err != nil {
+		return result{}, fmt.Errorf("load %v: %w", args, err)
+	}
+	var r result
+	if err := json.Unmarshal(out, &r); err != nil {
+		return r, err
+	}
+	if r.Errors > 0 {
+		return r, fmt.Errorf("load against %s: %d errors", url, r.Errors)
+	}
+	return r, nil
+}
+
+func median(xs []float64) float64 {
+	sort.Float64s(xs)
+	if len(xs) == 0 {
+		return 0
+	}
+	return xs[len(xs)/2]
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	rounds := fs.Int("rounds", 3, "interleaved rounds")
+	dur := fs.Duration("duration", 2*time.Second, "per measurement")
+	_ = fs.Parse(args)
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	placeholder := proxy.NewPlaceholder("api_key", realKey)
+	up, err := spawn(self, "serve-upstream")
+	if err != nil {
+		return err
+	}
+	defer up.stop()
+	bare, err := spawn(self, "serve-bare", "--upstream", up.addr)
+	if err != nil {
+		return err
+	}
+	defer bare.stop()
+	lz, err := spawn(self, "serve-lazy", "--upstream", up.addr, "--placeholder", placeholder)
+	if err != nil {
+		return err
+	}
+	defer lz.stop()
+	targets := []struct {
+		name, url, key string
+	}{{"direct", up.addr, realKey}, {"bare", bare.addr, "ignored"}, {"lazy", lz.addr, placeholder}}
+	type key struct{ target, figure string }
+	samples := map[key][]float64{}
+	add := func(t, f string, v float64) { samples[key{t, f}] = append(samples[key{t, f}], v) }
+	fmt.Fprintf(os.Stderr, "lazybench: %d rounds x 3 targets x 3 loads of %s, interleaved\n", *rounds, *dur)
+	for r := 1; r <= *rounds; r++ {
+		for _, t := range targets {
+			fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s\n", r, *rounds, t.name)
+			one, err := runLoad(self, t.url, t.key, 1, *dur, false)
+			if err != nil {
+				return err
+			}
+			add(t.name, "p50_1", one.P50us)
+			add(t.name, "p99_1", one.P99us)
+			many, err := runLoad(self, t.url, t.key, 64, *dur, false)
+			if err != nil {
+				return err
+			}
+			add(t.name, "p50_64", many.P50us)
+			add(t.name, "p99_64", many.P99us)
+			add(t.name, "rps_64", many.RPS)
+			sse, err := runLoad(self, t.url, t.key, 4, *dur, true)
+			if err != nil {
+				return err
+			}
+			add(t.name, "ttfb", sse.TTFBp50us)
+			add(t.name, "gap", sse.GapP50us)
+		}
+	}
+	m := func(t, f string) float64 { return median(samples[key{t, f}]) }
+	lzHWM, _ := rssMB(lz.cmd.Process.Pid)
+	bareHWM, _ := rssMB(bare.cmd.Process.Pid)
+
+	fmt.Printf("\n%-44s %12s %12s %8s %12s\n", "figure (median of rounds)", "lazy", "bare proxy", "ratio", "direct")
+	row := func(name string, lazy, base, direct float64, unit string) {
+		ratio := "-"
+		if base != 0 {
+			ratio = fmt.Sprintf("%.2f", lazy/base)
+		}
+		fmt.Printf("%-44s %10.0f%-2s %10.0f%-2s %8s %10.0f%-2s\n", name, lazy, unit, base, unit, ratio, direct, unit)
+	}
+	row("p50 latency, 1 client", m("lazy", "p50_1"), m("bare", "p50_1"), m("direct", "p50_1"), "us")
+	row("added p50 over direct, 1 client", m("lazy", "p50_1")-m("direct", "p50_1"), m("bare", "p50_1")-m("direct", "p50_1"), 0, "us")
+	row("p99 latency, 1 client", m("lazy", "p99_1"), m("bare", "p99_1"), m("direct", "p99_1"), "us")
+	row("p50 latency, 64 clients", m("lazy", "p50_64"), m("bare", "p50_64"), m("direct", "p50_64"), "us")
+	row("p99 latency, 64 clients", m("lazy", "p99_64"), m("bare", "p99_64"), m("direct", "p99_64"), "us")
+	row("throughput, 64 clients", m("lazy", "rps_64"), m("bare", "rps_64"), m("direct", "rps_64"), "/s")
+	row("peak RSS of the proxy process", lzHWM, bareHWM, 0, "MB")
+	row("SSE time to first event", m("lazy", "ttfb"), m("bare", "ttfb"), m("direct", "ttfb"), "us")
+	row("SSE added time to first event", m("lazy", "ttfb")-m("direct", "ttfb"), m("bare", "ttfb")-m("direct", "ttfb"), 0, "us")
+	row("SSE gap between events (upstream: 2ms)", m("lazy", "gap"), m("bare", "gap"), m("direct", "gap"), "us")
+	row("SSE added per-event delay", m("lazy", "gap")-m("direct", "gap"), m("bare", "gap")-m("direct", "gap"), 0, "us")
+	return nil
+}
