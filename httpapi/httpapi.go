@@ -44,8 +44,10 @@ type Deps struct {
 	Tasks Tasks
 	// Review is nil until review actions are injected: every review route
 	// then answers 503.
-	Review   any
-	Views    *views.Views
+	Review any
+	Views  *views.Views
+	// Storage serves the storage.<op> RPC (the remote store's server side).
+	Storage  store.Store
 	Log      *slog.Logger
 	Token    string // RPC bearer token; "" disables the RPC (dev server)
 	Gatherer prometheus.Gatherer
@@ -150,6 +152,8 @@ func Status(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, actors.ErrEnded), errors.Is(err, gitx.ErrLocked), errors.Is(err, store.ErrConflict):
 		return http.StatusConflict
+	case errors.Is(err, store.ErrBadStorageCall):
+		return http.StatusBadRequest
 	}
 	return http.StatusInternalServerError
 }

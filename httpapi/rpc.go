@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"lazy/store"
 )
 
 // rpcArgs is the union of every command's arguments; each command reads
@@ -23,8 +25,9 @@ type rpcArgs struct {
 	WatchArgs
 }
 
-// maxRPCBody bounds an RPC request body.
-const maxRPCBody = 1 << 20
+// maxRPCBody bounds an RPC request body (a storage write may carry a turn's
+// captured output, up to 2 MiB, so the bound is generous).
+const maxRPCBody = 64 << 20
 
 func (h *handler) rpc(c echo.Context) error {
 	if h.d.Token == "" {
@@ -40,7 +43,17 @@ func (h *handler) rpc(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, "read request body: "+err.Error())
 	}
 	if len(raw) > maxRPCBody {
-		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "RPC body over 1 MiB")
+		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "RPC body over 64 MiB")
+	}
+	if op, ok := strings.CutPrefix(c.Param("cmd"), "storage."); ok {
+		if h.d.Storage == nil {
+			return echo.NewHTTPError(http.StatusNotFound, "this process serves no storage RPC")
+		}
+		res, err := store.Serve(c.Request().Context(), h.d.Storage, op, raw)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, res)
 	}
 	var a rpcArgs
 	if len(strings.TrimSpace(string(raw))) > 0 {

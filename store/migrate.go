@@ -97,6 +97,18 @@ var migrations = []migration{
 	{15, "review_comments.withdrawn_at", []string{
 		`ALTER TABLE review_comments ADD COLUMN withdrawn_at DATETIME`,
 	}},
+	{16, "approvals.kind: protected-path approvals and out-of-scope allowances", []string{
+		`CREATE TABLE approvals_v16 (
+			task_id TEXT NOT NULL REFERENCES tasks(id),
+			path TEXT NOT NULL,
+			kind TEXT NOT NULL DEFAULT 'protected',
+			approved_at DATETIME NOT NULL,
+			PRIMARY KEY (task_id, path, kind)
+		)`,
+		`INSERT INTO approvals_v16(task_id, path, kind, approved_at) SELECT task_id, path, 'protected', approved_at FROM approvals`,
+		`DROP TABLE approvals`,
+		`ALTER TABLE approvals_v16 RENAME TO approvals`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

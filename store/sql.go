@@ -163,6 +163,22 @@ func (s *SQL) ListReviewComments(ctx context.Context, taskID string) ([]review.R
 	return cs, mapErr("list review comments", err)
 }
 
+// GetReviewComment loads one review comment.
+func (s *SQL) GetReviewComment(ctx context.Context, id string) (*review.ReviewComment, error) {
+	var c review.ReviewComment
+	if err := s.db.WithContext(ctx).First(&c, "id = ?", id).Error; err != nil {
+		return nil, mapErr("get review comment "+id, err)
+	}
+	return &c, nil
+}
+
+// AsksInState lists asks in one state, oldest first.
+func (s *SQL) AsksInState(ctx context.Context, state review.AskState) ([]review.ReviewComment, error) {
+	var cs []review.ReviewComment
+	err := s.db.WithContext(ctx).Where("intent = ? AND actor = ? AND ask_state = ?", review.Ask, review.Human, state).Order("created_at, id").Find(&cs).Error
+	return cs, mapErr("list asks", err)
+}
+
 // AddApproval records an approval (idempotent).
 func (s *SQL) AddApproval(ctx context.Context, a *Approval) error {
 	return mapErr("add approval", s.db.WithContext(ctx).Save(a).Error)
@@ -171,6 +187,6 @@ func (s *SQL) AddApproval(ctx context.Context, a *Approval) error {
 // ListApprovals lists a task's approvals.
 func (s *SQL) ListApprovals(ctx context.Context, taskID string) ([]Approval, error) {
 	var as []Approval
-	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("path").Find(&as).Error
+	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("kind, path").Find(&as).Error
 	return as, mapErr("list approvals", err)
 }

@@ -90,10 +90,17 @@ type Comment struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// Approval records that the reviewer approved a protected path for a task.
+// Approval kinds.
+const (
+	ApprovalProtected = "protected" // approved with the passphrase
+	ApprovalScope     = "scope"     // an out-of-scope change the reviewer allowed
+)
+
+// Approval records a reviewer's decision on one path of a task.
 type Approval struct {
 	TaskID     string    `json:"task_id" gorm:"primaryKey;size:32"`
 	Path       string    `json:"path" gorm:"primaryKey"`
+	Kind       string    `json:"kind" gorm:"primaryKey"`
 	ApprovedAt time.Time `json:"approved_at"`
 }
 
@@ -114,9 +121,15 @@ type Store interface {
 	AddComment(ctx context.Context, c *Comment) error
 	ListComments(ctx context.Context, taskID string) ([]Comment, error)
 
+	// AddReviewComment saves a new review comment; it is durable on return.
 	AddReviewComment(ctx context.Context, c *review.ReviewComment) error
+	// SaveReviewComment writes a comment's state fields only (ask_state,
+	// ask_error, delivery_state, delivered_turn, withdrawn_at): words never change.
 	SaveReviewComment(ctx context.Context, c *review.ReviewComment) error
+	GetReviewComment(ctx context.Context, id string) (*review.ReviewComment, error)
 	ListReviewComments(ctx context.Context, taskID string) ([]review.ReviewComment, error)
+	// AsksInState lists reviewer asks in one ask state across tasks, oldest first.
+	AsksInState(ctx context.Context, state review.AskState) ([]review.ReviewComment, error)
 
 	AddApproval(ctx context.Context, a *Approval) error
 	ListApprovals(ctx context.Context, taskID string) ([]Approval, error)

@@ -1,0 +1,114 @@
+package review
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Refusal causes of an accept (CONTRACT §8).
+const (
+	ReasonPassphraseRequired = "passphrase_required"
+	ReasonOutOfScope         = "out_of_scope"
+	ReasonBehindParent       = "behind_parent"
+	ReasonMergeInProgress    = "merge_in_progress"
+	ReasonNoCommits          = "no_commits"
+)
+
+// In-page actions a remedy can offer.
+const (
+	ActionPassphrase = "passphrase"
+	ActionSync       = "sync"
+)
+
+// Remedy is what to do about a refused accept. It travels in the RPC error
+// body next to the message and is parsed client-side.
+type Remedy struct {
+	Reason   string   `json:"reason"`
+	Next     string   `json:"next"`
+	Command  string   `json:"command,omitempty"`
+	UIAction string   `json:"uiAction,omitempty"`
+	Files    []string `json:"files,omitempty"`
+}
+
+var knownReasons = map[string]bool{ReasonPassphraseRequired: true, ReasonOutOfScope: true, ReasonBehindParent: true, ReasonMergeInProgress: true, ReasonNoCommits: true}
+
+// Usable reports whether a remedy should be shown: a known reason and a
+// non-blank next step. Anything else degrades to no remedy (no panel).
+func (r *Remedy) Usable() bool {
+	return r != nil && knownReasons[r.Reason] && strings.TrimSpace(r.Next) != ""
+}
+
+// ParseRemedy reads a remedy from an error body; an unusable one is nil.
+func ParseRemedy(raw []byte) *Remedy {
+	if len(raw) == 0 {
+		return nil
+	}
+	var r Remedy
+	if json.Unmarshal(raw, &r) != nil || !r.Usable() {
+		return nil
+	}
+	return &r
+}
+
+// Refusal is a refused accept: the daemon's message and its remedy.
+type Refusal struct {
+	Message string
+	Remedy  *Remedy
+}
+
+func (r *Refusal) Error() string { return r.Message }
+
+// HTTPStatus: a refused accept is a conflict with the task's state.
+func (r *Refusal) HTTPStatus() int { return 409 }
+
+// RemedyBody is the remedy for the RPC error body.
+func (r *Refusal) RemedyBody() any {
+	if r.Remedy == nil {
+		return nil
+	}
+	return r.Remedy
+}
+
+// ShellQuote quotes s for a POSIX shell when it needs it.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func acceptCommand(ref, reason string, approve []string) string {
+	parts := []string{"lazy", "accept", ShellQuote(ref), "--reason", ShellQuote(reason)}
+	for _, f := range approve {
+		parts = append(parts, "--approve-file", ShellQuote(f))
+	}
+	return strings.Join(parts, " ")
+}
+
+// Refuse builds the refusal for a cause: the message shown verbatim and the
+// remedy with its exact, copy-pasteable command.
+func Refuse(cause, ref, parent, reason string, files []string) *Refusal {
+	if strings.TrimSpace(reason) == "" {
+		reason = "reviewed"
+	}
+	q := ShellQuote(ref)
+	switch cause {
+	case ReasonNoCommits:
+		return &Refusal{Message: fmt.Sprintf("Task %s has no commits on its branch; there is nothing to merge.", ref),
+			Remedy: &Remedy{Reason: cause, Next: "Unblock the task and ask the agent to commit its work, then accept again.", Command: "lazy unblock " + q + " -m " + ShellQuote("Commit your changes.")}}
+	case ReasonMergeInProgress:
+		return &Refusal{Message: fmt.Sprintf("Task %s has a half-finished merge in its worktree.", ref),
+			Remedy: &Remedy{Reason: cause, Next: "Finish the merge: ask the agent to resolve the conflicts and commit (unblock), then accept again.", Command: "lazy unblock " + q + " -m " + ShellQuote("Resolve the merge conflicts and commit the merge.")}}
+	case ReasonBehindParent:
+		return &Refusal{Message: fmt.Sprintf("Task %s is behind its parent branch %s.", ref, parent),
+			Remedy: &Remedy{Reason: cause, Next: fmt.Sprintf("Sync with %s (merge it into the task branch), then accept again.", parent), Command: "lazy sync " + q, UIAction: ActionSync}}
+	case ReasonOutOfScope:
+		return &Refusal{Message: fmt.Sprintf("Task %s changed files outside its scope: %s.", ref, strings.Join(files, ", ")),
+			Remedy: &Remedy{Reason: cause, Next: "Decide on the out-of-scope files: allow them, or revert them on the task branch; then accept again.", Command: "lazy accept " + q + " --reason " + ShellQuote(reason) + " --allow-out-of-scope", Files: files}}
+	case ReasonPassphraseRequired:
+		return &Refusal{Message: fmt.Sprintf("Task %s changed protected files: %s. Accepting needs the approval passphrase.", ref, strings.Join(files, ", ")),
+			Remedy: &Remedy{Reason: cause, Next: "Enter the approval passphrase to approve these files and accept.", Command: acceptCommand(ref, reason, files), UIAction: ActionPassphrase, Files: files}}
+	}
+	return &Refusal{Message: cause}
+}

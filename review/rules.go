@@ -1,0 +1,161 @@
+package review
+
+import (
+	"fmt"
+	"strings"
+
+	"lazy/task"
+)
+
+// Verdict is a rule's answer: allowed or not, and the words that explain it.
+// The daemon's refusal, the page's explanation and the notice after a POST
+// all show Reason as it is.
+type Verdict struct {
+	OK     bool
+	NoOp   bool // allowed, but there is nothing to do (a retry of an ask in flight)
+	Reason string
+}
+
+func allow() Verdict                     { return Verdict{OK: true} }
+func refuse(r string) Verdict            { return Verdict{Reason: r} }
+func refusef(f string, a ...any) Verdict { return Verdict{Reason: fmt.Sprintf(f, a...)} }
+
+// Askable is the one rule of when the agent can answer a question: only while
+// the task is blocked or in conflict. It drives the daemon's gate, the warning
+// above the comment box and the status bar.
+func Askable(status task.Status) Verdict {
+	if status == task.Blocked || status == task.Conflict {
+		return allow()
+	}
+	switch status {
+	case task.Running:
+		return refuse("The agent is working on a turn right now and cannot answer questions; your question is saved — re-send it once the task is blocked again, or add it as a comment for the next unblock.")
+	case task.Failed:
+		return refuse("The task's last turn failed, so there is no agent waiting to answer; your question is saved — unblock the task, then re-send it when it is blocked.")
+	case task.Accepted, task.Cancelled:
+		return refusef("The task has ended (%s); nobody will answer. Start a new task to continue.", status)
+	}
+	return refusef("The agent can answer only while the task is blocked or in conflict; it is %s.", status)
+}
+
+// IsOwn reports a reviewer's own message.
+func (c *ReviewComment) IsOwn() bool { return c.Actor == Human }
+
+// IsWithdrawn reports a withdrawn message.
+func (c *ReviewComment) IsWithdrawn() bool { return c.WithdrawnAt != nil }
+
+// IsQueued reports a comment waiting for the next unblock.
+func (c *ReviewComment) IsQueued() bool {
+	return c.IsOwn() && c.Intent == Comment && c.DeliveryState == PendingDelivery && !c.IsWithdrawn()
+}
+
+// InFlight reports an ask the agent has not answered yet and is working on.
+func (c *ReviewComment) InFlight() bool {
+	return c.IsOwn() && c.Intent == Ask && c.AskState == AskPending && !c.IsWithdrawn()
+}
+
+// AwaitingAnswer reports a question that has no answer yet (in flight or failed).
+func (c *ReviewComment) AwaitingAnswer() bool {
+	return c.IsOwn() && c.Intent == Ask && (c.AskState == AskPending || c.AskState == AskFailed) && !c.IsWithdrawn()
+}
+
+// CanWithdraw is the one rule of withdrawal: only the reviewer's own message
+// that the agent has not seen — a queued comment or a failed ask.
+func CanWithdraw(c *ReviewComment, taskID string) Verdict {
+	switch {
+	case c == nil || c.TaskID != taskID:
+		return refuse("That message is not on this task; nothing was withdrawn.")
+	case !c.IsOwn():
+		return refuse("The agent wrote this reply; only your own messages can be withdrawn.")
+	case c.IsWithdrawn():
+		return refuse("Already withdrawn.")
+	case c.Intent == Comment && c.DeliveryState == Delivered:
+		return refusef("Delivered to the agent with turn %d, so it can no longer be withdrawn; add a new comment to change course.", c.DeliveredTurn)
+	case c.Intent == Ask && c.AskState == AskPending:
+		return refuse("The agent is answering this question right now, so it can no longer be withdrawn.")
+	case c.Intent == Ask && c.AskState == AskAnswered:
+		return refuse("The agent already answered this question, so it can no longer be withdrawn.")
+	}
+	return allow()
+}
+
+// CanRetry is the one rule of re-sending: only the reviewer's own question
+// that failed. A retry of a question in flight does nothing.
+func CanRetry(c *ReviewComment, taskID string) Verdict {
+	switch {
+	case c == nil || c.TaskID != taskID:
+		return refuse("That message is not on this task; nothing was re-sent.")
+	case !c.IsOwn():
+		return refuse("Only your own questions can be re-sent; this is the agent's reply.")
+	case c.Intent != Ask:
+		return refuse("This is a comment, not a question: it reaches the agent with the next unblock, not by re-sending.")
+	case c.IsWithdrawn():
+		return refuse("You withdrew this question; post it again to ask it.")
+	case c.AskState == AskAnswered:
+		return refuse("The agent already answered this question.")
+	case c.AskState == AskPending:
+		return Verdict{OK: true, NoOp: true, Reason: "The question is already with the agent; its answer will appear in the thread."}
+	}
+	return allow()
+}
+
+// AnchorLabel renders "path, line 12 (new)".
+func AnchorLabel(file string, line int, side Side) string {
+	return fmt.Sprintf("%s, line %d (%s)", file, line, side)
+}
+
+// RenderAskPrompt is the read-only ask turn's prompt.
+func RenderAskPrompt(c *ReviewComment) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The reviewer has a question about %s:\n", AnchorLabel(c.File, c.Line, c.Side))
+	if c.LineText != "" {
+		fmt.Fprintf(&b, "    %s\n", c.LineText)
+	}
+	fmt.Fprintf(&b, "\nQuestion:\n%s\n\nAnswer the question. This is a read-only turn: do not change any files.", c.Body)
+	return b.String()
+}
+
+// RenderUnblockPrompt is the one work turn that carries every queued comment:
+// each with its anchor, the line's text and any ask conversation already held
+// on its thread, then the reviewer's overall message. With nothing queued it
+// is the message alone, unwrapped. thread returns the messages of a thread in
+// order.
+func RenderUnblockPrompt(queued []ReviewComment, thread func(threadID string) []ReviewComment, message string) string {
+	if len(queued) == 0 {
+		return message
+	}
+	var b strings.Builder
+	b.WriteString("The reviewer left comments on your changes. Address each of them in this turn.\n")
+	for i := range queued {
+		c := &queued[i]
+		fmt.Fprintf(&b, "\n%d. %s\n", i+1, AnchorLabel(c.File, c.Line, c.Side))
+		if c.LineText != "" {
+			fmt.Fprintf(&b, "   Line: %s\n", c.LineText)
+		}
+		var convo []string
+		for _, m := range thread(c.ThreadID) {
+			if m.ID == c.ID || m.IsWithdrawn() {
+				continue
+			}
+			switch {
+			case m.IsOwn() && m.Intent == Ask:
+				convo = append(convo, "   Reviewer asked: "+indent(m.Body))
+			case !m.IsOwn():
+				convo = append(convo, "   You answered: "+indent(m.Body))
+			}
+		}
+		if len(convo) > 0 {
+			b.WriteString("   Earlier on this line:\n")
+			for _, l := range convo {
+				b.WriteString("  " + l + "\n")
+			}
+		}
+		fmt.Fprintf(&b, "   Comment: %s\n", indent(c.Body))
+	}
+	if strings.TrimSpace(message) != "" {
+		fmt.Fprintf(&b, "\nReviewer's message:\n%s\n", message)
+	}
+	return b.String()
+}
+
+func indent(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n      ") }

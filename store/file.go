@@ -1,0 +1,460 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"lazy/review"
+)
+
+// File is the file store: one JSON-lines file per task under its directory.
+// Every write appends one record and fsyncs before returning; the newest
+// record of an id wins on load. A torn last line (a crash mid-append) is
+// dropped and cut off on open. All records are also kept in memory.
+type File struct {
+	dir string
+	mu  sync.Mutex
+	t   map[string]*fileTask
+}
+
+var _ Store = (*File)(nil)
+
+type fileTask struct {
+	task      Task
+	turns     []Turn // by Number
+	comments  []Comment
+	reviews   []review.ReviewComment // by CreatedAt
+	approvals []Approval
+}
+
+type record struct {
+	Kind string          `json:"k"` // task | turn | comment | review | approval
+	V    json.RawMessage `json:"v"`
+}
+
+// OpenFile opens (creating if needed) the file store in dir.
+func OpenFile(dir string) (*File, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create file store %s: %w", dir, err)
+	}
+	f := &File{dir: dir, t: map[string]*fileTask{}}
+	names, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if err := f.load(n); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+func (f *File) load(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	good := 0
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	var ft *fileTask
+	for sc.Scan() {
+		line := sc.Bytes()
+		end := good + len(line) + 1
+		if end > len(b) { // no newline: the last append was cut short
+			break
+		}
+		var r record
+		if json.Unmarshal(line, &r) != nil {
+			break
+		}
+		if ft == nil && r.Kind != "task" {
+			return fmt.Errorf("file store %s: first record is %q, not the task; the file is damaged, move it aside", path, r.Kind)
+		}
+		if ft == nil {
+			ft = &fileTask{}
+		}
+		if err := ft.apply(r); err != nil {
+			return fmt.Errorf("file store %s: %w", path, err)
+		}
+		good = end
+	}
+	if good < len(b) {
+		if err := os.Truncate(path, int64(good)); err != nil {
+			return fmt.Errorf("cut the torn tail of %s: %w", path, err)
+		}
+	}
+	if ft != nil {
+		f.t[ft.task.ID] = ft
+	}
+	return nil
+}
+
+func (ft *fileTask) apply(r record) error {
+	switch r.Kind {
+	case "task":
+		return json.Unmarshal(r.V, &ft.task)
+	case "turn":
+		var t Turn
+		if err := json.Unmarshal(r.V, &t); err != nil {
+			return err
+		}
+		for i := range ft.turns {
+			if ft.turns[i].ID == t.ID {
+				ft.turns[i] = t
+				return nil
+			}
+		}
+		ft.turns = append(ft.turns, t)
+	case "comment":
+		var c Comment
+		if err := json.Unmarshal(r.V, &c); err != nil {
+			return err
+		}
+		ft.comments = append(ft.comments, c)
+	case "review":
+		var c review.ReviewComment
+		if err := json.Unmarshal(r.V, &c); err != nil {
+			return err
+		}
+		for i := range ft.reviews {
+			if ft.reviews[i].ID == c.ID {
+				ft.reviews[i] = c
+				return nil
+			}
+		}
+		ft.reviews = append(ft.reviews, c)
+	case "approval":
+		var a Approval
+		if err := json.Unmarshal(r.V, &a); err != nil {
+			return err
+		}
+		for i := range ft.approvals {
+			if ft.approvals[i].Path == a.Path && ft.approvals[i].Kind == a.Kind {
+				ft.approvals[i] = a
+				return nil
+			}
+		}
+		ft.approvals = append(ft.approvals, a)
+	default:
+		return fmt.Errorf("unknown record kind %q", r.Kind)
+	}
+	return nil
+}
+
+// write appends one record to the task's file, fsyncs, then applies it.
+func (f *File) write(taskID, kind string, v any, ft *fileTask) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	line, err := json.Marshal(record{Kind: kind, V: raw})
+	if err != nil {
+		return err
+	}
+	fh, err := os.OpenFile(filepath.Join(f.dir, taskID+".jsonl"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("open task file: %w", err)
+	}
+	if _, err := fh.Write(append(line, '\n')); err != nil {
+		fh.Close()
+		return fmt.Errorf("append %s record: %w", kind, err)
+	}
+	if err := fh.Sync(); err != nil {
+		fh.Close()
+		return fmt.Errorf("sync %s record: %w", kind, err)
+	}
+	if err := fh.Close(); err != nil {
+		return err
+	}
+	return ft.apply(record{Kind: kind, V: raw})
+}
+
+func (f *File) get(id string) (*fileTask, error) {
+	ft, ok := f.t[id]
+	if !ok {
+		return nil, fmt.Errorf("task %s: %w", id, ErrNotFound)
+	}
+	return ft, nil
+}
+
+// CreateTask saves a new task; a taken id or code is ErrConflict.
+func (f *File) CreateTask(_ context.Context, t *Task) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.t[t.ID]; ok {
+		return fmt.Errorf("create task: %w", ErrConflict)
+	}
+	if t.Code != nil {
+		for _, o := range f.t {
+			if o.task.Code != nil && *o.task.Code == *t.Code {
+				return fmt.Errorf("create task: code %s: %w", *t.Code, ErrConflict)
+			}
+		}
+	}
+	if strings.ContainsAny(t.ID, "/\\.") || t.ID == "" {
+		return fmt.Errorf("create task: bad id %q", t.ID)
+	}
+	ft := &fileTask{}
+	if err := f.write(t.ID, "task", t, ft); err != nil {
+		return err
+	}
+	f.t[t.ID] = ft
+	return nil
+}
+
+// GetTask loads one task.
+func (f *File) GetTask(_ context.Context, id string) (*Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(id)
+	if err != nil {
+		return nil, err
+	}
+	t := ft.task
+	return &t, nil
+}
+
+// ListTasks lists tasks, oldest first.
+func (f *File) ListTasks(context.Context) ([]Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Task, 0, len(f.t))
+	for _, ft := range f.t {
+		out = append(out, ft.task)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// SaveTask writes the task.
+func (f *File) SaveTask(_ context.Context, t *Task) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(t.ID)
+	if err != nil {
+		return err
+	}
+	return f.write(t.ID, "task", t, ft)
+}
+
+// CreateTurn numbers and saves a turn.
+func (f *File) CreateTurn(_ context.Context, t *Turn) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(t.TaskID)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, x := range ft.turns {
+		if x.Number > n {
+			n = x.Number
+		}
+	}
+	t.Number = n + 1
+	return f.write(t.TaskID, "turn", t, ft)
+}
+
+// SaveTurn writes a turn.
+func (f *File) SaveTurn(_ context.Context, t *Turn) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(t.TaskID)
+	if err != nil {
+		return err
+	}
+	return f.write(t.TaskID, "turn", t, ft)
+}
+
+// ListTurns lists a task's turns in order.
+func (f *File) ListTurns(_ context.Context, taskID string) ([]Turn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(taskID)
+	if err != nil {
+		return nil, err
+	}
+	out := append([]Turn(nil), ft.turns...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
+	return out, nil
+}
+
+// TurnsInState lists turns in one state, oldest first.
+func (f *File) TurnsInState(_ context.Context, state string) ([]Turn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Turn
+	for _, ft := range f.t {
+		for _, t := range ft.turns {
+			if t.Status == state {
+				out = append(out, t)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].QueuedAt.Equal(out[j].QueuedAt) {
+			return out[i].QueuedAt.Before(out[j].QueuedAt)
+		}
+		return out[i].Number < out[j].Number
+	})
+	return out, nil
+}
+
+// AddComment saves an ordinary comment.
+func (f *File) AddComment(_ context.Context, c *Comment) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(c.TaskID)
+	if err != nil {
+		return err
+	}
+	return f.write(c.TaskID, "comment", c, ft)
+}
+
+// ListComments lists a task's ordinary comments.
+func (f *File) ListComments(_ context.Context, taskID string) ([]Comment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(taskID)
+	if err != nil {
+		return nil, err
+	}
+	return append([]Comment(nil), ft.comments...), nil
+}
+
+func (ft *fileTask) review(id string) *review.ReviewComment {
+	for i := range ft.reviews {
+		if ft.reviews[i].ID == id {
+			return &ft.reviews[i]
+		}
+	}
+	return nil
+}
+
+// AddReviewComment saves a new review comment durably.
+func (f *File) AddReviewComment(_ context.Context, c *review.ReviewComment) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(c.TaskID)
+	if err != nil {
+		return err
+	}
+	for _, o := range f.t {
+		if o.review(c.ID) != nil {
+			return fmt.Errorf("add review comment: %w", ErrConflict)
+		}
+	}
+	return f.write(c.TaskID, "review", c, ft)
+}
+
+// SaveReviewComment writes the state fields onto the stored words.
+func (f *File) SaveReviewComment(_ context.Context, c *review.ReviewComment) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ft := range f.t {
+		if old := ft.review(c.ID); old != nil {
+			next := *old
+			next.AskState, next.AskError, next.DeliveryState, next.DeliveredTurn, next.WithdrawnAt = c.AskState, c.AskError, c.DeliveryState, c.DeliveredTurn, c.WithdrawnAt
+			return f.write(old.TaskID, "review", &next, ft)
+		}
+	}
+	return fmt.Errorf("save review comment %s: %w", c.ID, ErrNotFound)
+}
+
+// GetReviewComment loads one review comment.
+func (f *File) GetReviewComment(_ context.Context, id string) (*review.ReviewComment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ft := range f.t {
+		if c := ft.review(id); c != nil {
+			cc := *c
+			return &cc, nil
+		}
+	}
+	return nil, fmt.Errorf("review comment %s: %w", id, ErrNotFound)
+}
+
+// ListReviewComments lists a task's review comments, oldest first.
+func (f *File) ListReviewComments(_ context.Context, taskID string) ([]review.ReviewComment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(taskID)
+	if err != nil {
+		return nil, err
+	}
+	out := append([]review.ReviewComment(nil), ft.reviews...)
+	sortReviews(out)
+	return out, nil
+}
+
+func sortReviews(cs []review.ReviewComment) {
+	sort.SliceStable(cs, func(i, j int) bool {
+		if !cs[i].CreatedAt.Equal(cs[j].CreatedAt) {
+			return cs[i].CreatedAt.Before(cs[j].CreatedAt)
+		}
+		return cs[i].ID < cs[j].ID
+	})
+}
+
+// AsksInState lists reviewer asks in one state across tasks, oldest first.
+func (f *File) AsksInState(_ context.Context, state review.AskState) ([]review.ReviewComment, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []review.ReviewComment
+	for _, ft := range f.t {
+		for _, c := range ft.reviews {
+			if c.Intent == review.Ask && c.Actor == review.Human && c.AskState == state {
+				out = append(out, c)
+			}
+		}
+	}
+	sortReviews(out)
+	return out, nil
+}
+
+// AddApproval records an approval (idempotent).
+func (f *File) AddApproval(_ context.Context, a *Approval) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(a.TaskID)
+	if err != nil {
+		return err
+	}
+	return f.write(a.TaskID, "approval", a, ft)
+}
+
+// ListApprovals lists a task's approvals.
+func (f *File) ListApprovals(_ context.Context, taskID string) ([]Approval, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(taskID)
+	if err != nil {
+		return nil, err
+	}
+	out := append([]Approval(nil), ft.approvals...)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Path < out[j].Path
+	})
+	return out, nil
+}
+
+// Close releases nothing: every write is already on disk.
+func (f *File) Close() error { return nil }

@@ -1,0 +1,225 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"lazy/review"
+)
+
+// Caller is the RPC the remote store rides on (client.Client in practice).
+type Caller interface {
+	Call(ctx context.Context, cmd string, args, out any) error
+}
+
+// Remote is the store of a running daemon, reached over its storage RPC
+// (`storage.<op>`). The dev web server reads through it; it never opens a
+// store file itself.
+type Remote struct{ c Caller }
+
+var _ Store = (*Remote)(nil)
+
+// NewRemote returns a store that calls the daemon through c.
+func NewRemote(c Caller) *Remote { return &Remote{c: c} }
+
+// StorageArgs is the argument object of every storage.<op> command.
+type StorageArgs struct {
+	ID       string                `json:"id,omitempty"`
+	TaskID   string                `json:"task_id,omitempty"`
+	State    string                `json:"state,omitempty"`
+	Task     *Task                 `json:"task,omitempty"`
+	Turn     *Turn                 `json:"turn,omitempty"`
+	Comment  *Comment              `json:"comment,omitempty"`
+	Review   *review.ReviewComment `json:"review,omitempty"`
+	Approval *Approval             `json:"approval,omitempty"`
+}
+
+// call maps the daemon's 404 and 409 back to ErrNotFound and ErrConflict.
+func (r *Remote) call(ctx context.Context, op string, a StorageArgs, out any) error {
+	err := r.c.Call(ctx, "storage."+op, a, out)
+	if err == nil {
+		return nil
+	}
+	var se interface{ HTTPStatus() int }
+	if errors.As(err, &se) {
+		switch se.HTTPStatus() {
+		case http.StatusNotFound:
+			return fmt.Errorf("%s: %w (%v)", op, ErrNotFound, err)
+		case http.StatusConflict:
+			return fmt.Errorf("%s: %w (%v)", op, ErrConflict, err)
+		}
+	}
+	return fmt.Errorf("storage.%s: %w", op, err)
+}
+
+func (r *Remote) CreateTask(ctx context.Context, t *Task) error {
+	return r.call(ctx, "createTask", StorageArgs{Task: t}, nil)
+}
+
+func (r *Remote) GetTask(ctx context.Context, id string) (*Task, error) {
+	var t Task
+	return &t, r.call(ctx, "getTask", StorageArgs{ID: id}, &t)
+}
+
+func (r *Remote) ListTasks(ctx context.Context) ([]Task, error) {
+	var ts []Task
+	return ts, r.call(ctx, "listTasks", StorageArgs{}, &ts)
+}
+
+func (r *Remote) SaveTask(ctx context.Context, t *Task) error {
+	return r.call(ctx, "saveTask", StorageArgs{Task: t}, nil)
+}
+
+func (r *Remote) CreateTurn(ctx context.Context, t *Turn) error {
+	return r.call(ctx, "createTurn", StorageArgs{Turn: t}, t)
+}
+
+func (r *Remote) SaveTurn(ctx context.Context, t *Turn) error {
+	return r.call(ctx, "saveTurn", StorageArgs{Turn: t}, nil)
+}
+
+func (r *Remote) ListTurns(ctx context.Context, taskID string) ([]Turn, error) {
+	var ts []Turn
+	return ts, r.call(ctx, "listTurns", StorageArgs{TaskID: taskID}, &ts)
+}
+
+func (r *Remote) TurnsInState(ctx context.Context, state string) ([]Turn, error) {
+	var ts []Turn
+	return ts, r.call(ctx, "turnsInState", StorageArgs{State: state}, &ts)
+}
+
+func (r *Remote) AddComment(ctx context.Context, c *Comment) error {
+	return r.call(ctx, "addComment", StorageArgs{Comment: c}, nil)
+}
+
+func (r *Remote) ListComments(ctx context.Context, taskID string) ([]Comment, error) {
+	var cs []Comment
+	return cs, r.call(ctx, "listComments", StorageArgs{TaskID: taskID}, &cs)
+}
+
+func (r *Remote) AddReviewComment(ctx context.Context, c *review.ReviewComment) error {
+	return r.call(ctx, "addReviewComment", StorageArgs{Review: c}, nil)
+}
+
+func (r *Remote) SaveReviewComment(ctx context.Context, c *review.ReviewComment) error {
+	return r.call(ctx, "saveReviewComment", StorageArgs{Review: c}, nil)
+}
+
+func (r *Remote) GetReviewComment(ctx context.Context, id string) (*review.ReviewComment, error) {
+	var c review.ReviewComment
+	return &c, r.call(ctx, "getReviewComment", StorageArgs{ID: id}, &c)
+}
+
+func (r *Remote) ListReviewComments(ctx context.Context, taskID string) ([]review.ReviewComment, error) {
+	var cs []review.ReviewComment
+	return cs, r.call(ctx, "listReviewComments", StorageArgs{TaskID: taskID}, &cs)
+}
+
+func (r *Remote) AsksInState(ctx context.Context, state review.AskState) ([]review.ReviewComment, error) {
+	var cs []review.ReviewComment
+	return cs, r.call(ctx, "asksInState", StorageArgs{State: string(state)}, &cs)
+}
+
+func (r *Remote) AddApproval(ctx context.Context, a *Approval) error {
+	return r.call(ctx, "addApproval", StorageArgs{Approval: a}, nil)
+}
+
+func (r *Remote) ListApprovals(ctx context.Context, taskID string) ([]Approval, error) {
+	var as []Approval
+	return as, r.call(ctx, "listApprovals", StorageArgs{TaskID: taskID}, &as)
+}
+
+// Close has nothing to release.
+func (r *Remote) Close() error { return nil }
+
+// ErrBadStorageCall is a storage RPC with missing or unknown arguments.
+var ErrBadStorageCall = errors.New("bad storage call")
+
+// Serve runs one storage.<op> against st: the daemon's side of Remote.
+func Serve(ctx context.Context, st Store, op string, raw []byte) (any, error) {
+	var a StorageArgs
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return nil, fmt.Errorf("%w: storage.%s arguments: %v", ErrBadStorageCall, op, err)
+		}
+	}
+	need := func(ok bool, what string) error {
+		if !ok {
+			return fmt.Errorf("%w: storage.%s needs %s", ErrBadStorageCall, op, what)
+		}
+		return nil
+	}
+	ok := map[string]string{"ok": "true"}
+	switch op {
+	case "createTask":
+		if err := need(a.Task != nil, "task"); err != nil {
+			return nil, err
+		}
+		return ok, st.CreateTask(ctx, a.Task)
+	case "getTask":
+		return st.GetTask(ctx, a.ID)
+	case "listTasks":
+		return nonNil(st.ListTasks(ctx))
+	case "saveTask":
+		if err := need(a.Task != nil, "task"); err != nil {
+			return nil, err
+		}
+		return ok, st.SaveTask(ctx, a.Task)
+	case "createTurn":
+		if err := need(a.Turn != nil, "turn"); err != nil {
+			return nil, err
+		}
+		err := st.CreateTurn(ctx, a.Turn)
+		return a.Turn, err
+	case "saveTurn":
+		if err := need(a.Turn != nil, "turn"); err != nil {
+			return nil, err
+		}
+		return ok, st.SaveTurn(ctx, a.Turn)
+	case "listTurns":
+		return nonNil(st.ListTurns(ctx, a.TaskID))
+	case "turnsInState":
+		return nonNil(st.TurnsInState(ctx, a.State))
+	case "addComment":
+		if err := need(a.Comment != nil, "comment"); err != nil {
+			return nil, err
+		}
+		return ok, st.AddComment(ctx, a.Comment)
+	case "listComments":
+		return nonNil(st.ListComments(ctx, a.TaskID))
+	case "addReviewComment":
+		if err := need(a.Review != nil, "review"); err != nil {
+			return nil, err
+		}
+		return ok, st.AddReviewComment(ctx, a.Review)
+	case "saveReviewComment":
+		if err := need(a.Review != nil, "review"); err != nil {
+			return nil, err
+		}
+		return ok, st.SaveReviewComment(ctx, a.Review)
+	case "getReviewComment":
+		return st.GetReviewComment(ctx, a.ID)
+	case "listReviewComments":
+		return nonNil(st.ListReviewComments(ctx, a.TaskID))
+	case "asksInState":
+		return nonNil(st.AsksInState(ctx, review.AskState(a.State)))
+	case "addApproval":
+		if err := need(a.Approval != nil, "approval"); err != nil {
+			return nil, err
+		}
+		return ok, st.AddApproval(ctx, a.Approval)
+	case "listApprovals":
+		return nonNil(st.ListApprovals(ctx, a.TaskID))
+	}
+	return nil, fmt.Errorf("%w: unknown storage op %q", ErrBadStorageCall, op)
+}
+
+func nonNil[T any](xs []T, err error) (any, error) {
+	if xs == nil {
+		xs = []T{}
+	}
+	return xs, err
+}

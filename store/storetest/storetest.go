@@ -1,0 +1,226 @@
+// Package storetest is the one contract every store.Store implementation
+// passes: sql, file and remote run the same tests.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"lazy/review"
+	"lazy/store"
+	"lazy/task"
+)
+
+// Opener opens (or reopens) the store kept in dir.
+type Opener func(t *testing.T, dir string) store.Store
+
+var ctx = context.Background()
+
+// NewTask returns an unsaved task row.
+func NewTask(code string) *store.Task {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	t := &store.Task{ID: task.NewID(now), Title: "t", Prompt: "p", Status: task.Blocked, Branch: "lazy/x", Parent: "main", CreatedAt: now, UpdatedAt: now, LastActivity: now}
+	if code != "" {
+		t.Code = &code
+	}
+	return t
+}
+
+func newComment(taskID, thread string, intent review.Intent, at time.Time) *review.ReviewComment {
+	c := &review.ReviewComment{ID: task.NewID(at), TaskID: taskID, ThreadID: thread, File: "a.go", Line: 3, Side: review.New, LineText: "x := 1",
+		Intent: intent, Body: "body " + thread, Actor: review.Human, CreatedAt: at.UTC().Truncate(time.Millisecond)}
+	if intent == review.Ask {
+		c.AskState = review.AskPending
+	} else {
+		c.DeliveryState = review.PendingDelivery
+	}
+	return c
+}
+
+// Run runs the whole contract.
+func Run(t *testing.T, open Opener) {
+	t.Run("Tasks", func(t *testing.T) { testTasks(t, open) })
+	t.Run("Turns", func(t *testing.T) { testTurns(t, open) })
+	t.Run("ReviewComments", func(t *testing.T) { testReviewComments(t, open) })
+	t.Run("Approvals", func(t *testing.T) { testApprovals(t, open) })
+	t.Run("Durable", func(t *testing.T) { testDurable(t, open) })
+	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testTasks(t *testing.T, open Opener) {
+	s := open(t, t.TempDir())
+	a := NewTask("alpha")
+	must(t, s.CreateTask(ctx, a))
+	if err := s.CreateTask(ctx, NewTask("alpha")); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("duplicate code: got %v, want ErrConflict", err)
+	}
+	for i := 1; i <= 2; i++ {
+		b := NewTask("")
+		b.CreatedAt = a.CreatedAt.Add(time.Duration(i) * time.Millisecond)
+		must(t, s.CreateTask(ctx, b))
+	}
+	if _, err := s.GetTask(ctx, "0190ffff000070008000000000000000"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("missing task: got %v, want ErrNotFound", err)
+	}
+	got, err := s.GetTask(ctx, a.ID)
+	must(t, err)
+	if got.CodeString() != "alpha" || got.Status != task.Blocked || !got.CreatedAt.Equal(a.CreatedAt) {
+		t.Errorf("round trip: %+v", got)
+	}
+	got.Status, got.SessionID, got.Turns = task.Running, "S1", 2
+	must(t, s.SaveTask(ctx, got))
+	again, _ := s.GetTask(ctx, a.ID)
+	if again.Status != task.Running || again.SessionID != "S1" || again.Turns != 2 {
+		t.Errorf("save: %+v", again)
+	}
+	all, err := s.ListTasks(ctx)
+	must(t, err)
+	if len(all) != 3 || all[0].ID != a.ID {
+		t.Errorf("list: %d tasks, first %s", len(all), all[0].ID)
+	}
+}
+
+func testTurns(t *testing.T, open Opener) {
+	s := open(t, t.TempDir())
+	a := NewTask("")
+	must(t, s.CreateTask(ctx, a))
+	for i := 1; i <= 3; i++ {
+		tu := &store.Turn{ID: task.NewID(time.Now()), TaskID: a.ID, Kind: store.TurnWork, Status: store.TurnQueued, Prompt: fmt.Sprint(i), QueuedAt: time.Now().UTC()}
+		must(t, s.CreateTurn(ctx, tu))
+		if tu.Number != i {
+			t.Errorf("number: got %d, want %d", tu.Number, i)
+		}
+	}
+	turns, err := s.ListTurns(ctx, a.ID)
+	must(t, err)
+	if len(turns) != 3 || turns[2].Prompt != "3" {
+		t.Fatalf("list turns: %+v", turns)
+	}
+	turns[0].Status, turns[0].Result = store.TurnDone, "ok"
+	must(t, s.SaveTurn(ctx, &turns[0]))
+	q, err := s.TurnsInState(ctx, store.TurnQueued)
+	must(t, err)
+	if len(q) != 2 || q[0].Number != 2 {
+		t.Errorf("queued: %+v", q)
+	}
+	must(t, s.AddComment(ctx, &store.Comment{ID: task.NewID(time.Now()), TaskID: a.ID, Body: "hi", CreatedAt: time.Now().UTC()}))
+	cs, err := s.ListComments(ctx, a.ID)
+	must(t, err)
+	if len(cs) != 1 || cs[0].Body != "hi" {
+		t.Errorf("comments: %+v", cs)
+	}
+}
+
+func testReviewComments(t *testing.T, open Opener) {
+	s := open(t, t.TempDir())
+	a := NewTask("")
+	must(t, s.CreateTask(ctx, a))
+	base := time.Now()
+	c1 := newComment(a.ID, "t1", review.Comment, base)
+	a1 := newComment(a.ID, "t2", review.Ask, base.Add(time.Millisecond))
+	must(t, s.AddReviewComment(ctx, c1))
+	must(t, s.AddReviewComment(ctx, a1))
+	if err := s.AddReviewComment(ctx, c1); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("same id twice: got %v, want ErrConflict", err)
+	}
+	// only state fields change; words are immutable
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	edited := *c1
+	edited.Body, edited.File, edited.WithdrawnAt = "EDITED", "b.go", &now
+	must(t, s.SaveReviewComment(ctx, &edited))
+	got, err := s.GetReviewComment(ctx, c1.ID)
+	must(t, err)
+	if got.Body != c1.Body || got.File != "a.go" || got.WithdrawnAt == nil || !got.WithdrawnAt.Equal(now) {
+		t.Errorf("save must change state only: %+v", got)
+	}
+	a1.AskState, a1.AskError = review.AskFailed, "busy"
+	must(t, s.SaveReviewComment(ctx, a1))
+	if _, err := s.GetReviewComment(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("missing comment: %v", err)
+	}
+	ghost := newComment(a.ID, "t9", review.Ask, base)
+	if err := s.SaveReviewComment(ctx, ghost); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("saving an unknown comment: got %v, want ErrNotFound", err)
+	}
+	list, err := s.ListReviewComments(ctx, a.ID)
+	must(t, err)
+	if len(list) != 2 || list[0].ID != c1.ID || list[1].AskState != review.AskFailed || list[1].AskError != "busy" || list[0].LineText != "x := 1" {
+		t.Errorf("list: %+v", list)
+	}
+	failed, err := s.AsksInState(ctx, review.AskFailed)
+	must(t, err)
+	if len(failed) != 1 || failed[0].ID != a1.ID {
+		t.Errorf("asks failed: %+v", failed)
+	}
+	if pend, _ := s.AsksInState(ctx, review.AskPending); len(pend) != 0 {
+		t.Errorf("asks pending: %+v", pend)
+	}
+}
+
+func testApprovals(t *testing.T, open Opener) {
+	s := open(t, t.TempDir())
+	a := NewTask("")
+	must(t, s.CreateTask(ctx, a))
+	now := time.Now().UTC()
+	must(t, s.AddApproval(ctx, &store.Approval{TaskID: a.ID, Path: ".github/ci.yml", Kind: store.ApprovalProtected, ApprovedAt: now}))
+	must(t, s.AddApproval(ctx, &store.Approval{TaskID: a.ID, Path: ".github/ci.yml", Kind: store.ApprovalProtected, ApprovedAt: now}))
+	must(t, s.AddApproval(ctx, &store.Approval{TaskID: a.ID, Path: ".github/ci.yml", Kind: store.ApprovalScope, ApprovedAt: now}))
+	as, err := s.ListApprovals(ctx, a.ID)
+	must(t, err)
+	if len(as) != 2 {
+		t.Errorf("approvals: %+v", as)
+	}
+}
+
+func testDurable(t *testing.T, open Opener) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	a := NewTask("keep")
+	must(t, s.CreateTask(ctx, a))
+	c := newComment(a.ID, "t1", review.Comment, time.Now())
+	must(t, s.AddReviewComment(ctx, c))
+	must(t, s.Close())
+	s2 := open(t, dir)
+	got, err := s2.ListReviewComments(ctx, a.ID)
+	must(t, err)
+	if len(got) != 1 || got[0].Body != c.Body {
+		t.Fatalf("after reopen: %+v", got)
+	}
+}
+
+func testConcurrent(t *testing.T, open Opener) {
+	s := open(t, t.TempDir())
+	a := NewTask("")
+	must(t, s.CreateTask(ctx, a))
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if err := s.AddReviewComment(ctx, newComment(a.ID, fmt.Sprint("t", i), review.Comment, time.Now())); err != nil {
+				errs <- err
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	got, _ := s.ListReviewComments(ctx, a.ID)
+	if len(got) != 50 {
+		t.Errorf("got %d comments, want 50", len(got))
+	}
+}
