@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"lazy/proxy"
+	"lazy/review"
 	"lazy/store"
 )
 
@@ -51,8 +52,71 @@ type InjectPanic struct{ Reason string }
 // Reply: *Done.
 type Wake struct{}
 
+// PostReviewComment saves a reviewer's ask or comment: durably first, then
+// (an ask on an askable task) an Ask job is queued, or (not askable) the ask
+// is recorded failed with the rule's reason. Reply: *review.ReviewComment.
+type PostReviewComment struct{ Comment review.ReviewComment }
+
+// RetryAsk re-sends a failed question. Reply: *ActionDone or error.
+type RetryAsk struct{ ID string }
+
+// WithdrawComment withdraws a reviewer's own unseen message. Reply: *ActionDone or error.
+type WithdrawComment struct{ ID string }
+
+// ActionDone is the reply of retry and withdraw: the record and a notice.
+type ActionDone struct {
+	Comment review.ReviewComment
+	Notice  string
+}
+
+// Unblock queues the work turn that carries every queued comment and the
+// reviewer's message. Reply: *WorkQueued or error.
+type Unblock struct{ Message string }
+
+// Sync merges the parent branch into the task branch. With Wait the reply
+// (*SyncDone) comes when the merge is done; without, *SyncQueued at once.
+type Sync struct{ Wait bool }
+
+// SyncQueued is the immediate reply of Sync.
+type SyncQueued struct{ Position int }
+
+// SyncDone is the reply of a waited Sync.
+type SyncDone struct {
+	Status    string
+	Conflicts []string
+}
+
+// Accept checks the task and merges it into its parent. Reply: *AcceptDone or
+// a *review.Refusal (with its remedy) or another error.
+type Accept struct {
+	Reason, Passphrase string
+	AllowOutOfScope    bool
+}
+
+// AcceptDone is the reply of a successful accept.
+type AcceptDone struct{ Task store.Task }
+
+// Approve records protected-path approvals after checking the passphrase.
+// Reply: *Done or error.
+type Approve struct {
+	Files      []string
+	Passphrase string
+}
+
+// ViolationDecision records the reviewer's decision on out-of-scope files:
+// "allow" keeps them, "revert" puts them back on the task branch. Reply: *Done.
+type ViolationDecision struct {
+	Decision string
+	Files    []string
+}
+
 // jobDone comes back to the task actor when its running job ends.
 type jobDone struct {
+	epoch int
+}
+
+// launched comes back when the running turn's agent process has started.
+type launched struct {
 	epoch int
 }
 

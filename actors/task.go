@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"lazy/agent"
 	"lazy/gitx"
+	"lazy/review"
 	"lazy/store"
 	"lazy/task"
 )
@@ -30,33 +33,74 @@ type TaskDeps struct {
 	LockDir  string
 	Log      *slog.Logger
 	Now      func() time.Time
+	// Root is the project's git top level (accept merges there).
+	Root string
+	// RecoveryDir keeps an unblock's message until its turn launched.
+	RecoveryDir string
+	// Protect lists globs of paths whose changes need the passphrase.
+	Protect []string
+	// CheckPassphrase verifies the approval passphrase.
+	CheckPassphrase func(pass string) error
+	// AskTimeout is reported in the reason of an ask that timed out.
+	AskTimeout time.Duration
 }
 
 // ErrEnded refuses work on a task that has ended.
 var ErrEnded = errors.New("task has ended")
 
+// BusyError refuses an operation that needs the task idle.
+type BusyError struct{ What string }
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("the agent is busy (%s); try again when it is done", e.What)
+}
+
+// HTTPStatus: busy is a conflict with the task's state.
+func (e *BusyError) HTTPStatus() int { return 409 }
+
+// Job kinds.
+const (
+	jobWork   = "work"
+	jobAsk    = "ask"
+	jobSync   = "sync"
+	jobAccept = "accept"
+	jobDecide = "decide"
+)
+
 type job struct {
-	kind   string // work
-	turnID string
-	label  string
+	kind      string
+	turnID    string // work: the queued turn
+	commentID string // ask: the question
+	label     string
+	queuedAt  time.Time
+	sender    *actor.PID // who waits for the result (sync, accept, decide)
+	accept    *Accept
+	decide    *ViolationDecision
+
+	// set when the job starts
+	turn      *store.Turn // the work or ask turn row
+	delivered []string    // comments rendered into an unblock prompt
+	launched  bool
 }
 
 type jobResult struct {
 	result  agent.Result
 	outcome agent.Outcome
 	err     error
+	reply   any // sync, accept, decide: what the waiter gets
 }
 
-// TaskActor owns one task. Its FIFO runs one job at a time in a goroutine
-// whose end comes back as a message, so the mailbox answers health and other
-// queries at once while a turn runs.
+// TaskActor owns one task. Its FIFO runs one job at a time — work turns,
+// asks, syncs, accepts — in a goroutine whose end comes back as a message, so
+// the mailbox answers queries at once while a job runs, and an ask is "in
+// flight" exactly while its job waits or runs.
 type TaskActor struct {
 	id   string
 	deps *TaskDeps
 	log  *slog.Logger
 
 	task    *store.Task
-	queue   []job
+	queue   []*job
 	running *job
 	since   time.Time
 	epoch   int
@@ -79,6 +123,8 @@ func (a *TaskActor) now() time.Time {
 	return time.Now().UTC()
 }
 
+func (a *TaskActor) bg() context.Context { return context.Background() }
+
 // Receive handles one message.
 func (a *TaskActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -86,28 +132,47 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		a.reload()
 		a.next(ctx)
 	case *actor.Restarting:
-		a.abort("the task actor restarted after a failure")
+		a.abort(ctx, "the task actor restarted after a failure")
 	case *actor.Stopping:
-		a.abort("the daemon stopped")
-	case *actor.Stopped:
+		a.abort(ctx, "the daemon stopped")
 	case *StartWork:
-		turn, err := a.startWork(m.Trigger, m.Prompt)
-		if err != nil {
-			ctx.Respond(err)
-			return
-		}
-		ctx.Respond(&WorkQueued{Turn: *turn})
+		a.respond(ctx, a.queueWork(m.Trigger, m.Prompt, ""))
+		a.next(ctx)
+	case *Unblock:
+		a.respond(ctx, a.unblock(m.Message))
 		a.next(ctx)
 	case *AddComment:
-		res, err := a.addComment(m.Body)
-		if err != nil {
+		a.respond(ctx, a.addComment(m.Body))
+		a.next(ctx)
+	case *PostReviewComment:
+		a.respond(ctx, a.postReviewComment(m.Comment))
+		a.next(ctx)
+	case *RetryAsk:
+		a.respond(ctx, a.retryAsk(m.ID))
+		a.next(ctx)
+	case *WithdrawComment:
+		a.respond(ctx, a.withdraw(m.ID))
+	case *Sync:
+		if err := a.requireLive(); err != nil {
 			ctx.Respond(err)
 			return
 		}
-		ctx.Respond(res)
+		j := &job{kind: jobSync, label: "sync with " + a.task.Parent, queuedAt: a.now()}
+		if m.Wait {
+			j.sender = ctx.Sender()
+		} else {
+			ctx.Respond(&SyncQueued{Position: len(a.queue) + a.busyCount()})
+		}
+		a.queue = append(a.queue, j)
 		a.next(ctx)
+	case *Accept:
+		a.startExclusive(ctx, &job{kind: jobAccept, label: "accept", accept: m})
+	case *ViolationDecision:
+		a.startExclusive(ctx, &job{kind: jobDecide, label: m.Decision + " out-of-scope files", decide: m})
+	case *Approve:
+		a.respond(ctx, a.approve(m))
 	case *CancelTask:
-		if err := a.cancelTask(); err != nil {
+		if err := a.cancelTask(ctx); err != nil {
 			ctx.Respond(err)
 			return
 		}
@@ -120,20 +185,41 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		ctx.Respond(a.health())
 	case *InjectPanic:
 		panic(fmt.Sprintf("injected: %s", m.Reason))
+	case *launched:
+		if m.epoch == a.epoch && a.running != nil {
+			a.onLaunched(a.running)
+		}
 	case *jobDone:
 		if m.epoch != a.epoch || a.running == nil {
 			return
 		}
-		a.finish(<-a.resCh)
+		j := a.running
+		r := <-a.resCh
+		a.running, a.cancel = nil, nil
+		a.finish(ctx, j, r)
 		a.next(ctx)
 	}
 }
 
-// reload rebuilds state from the store: the task row and its queued turns,
-// in order. A turn still marked running here was cut off by a restart.
+// respond replies with v, or with err when v's error part is set.
+func (a *TaskActor) respond(ctx actor.Context, v any) {
+	if ctx.Sender() != nil {
+		ctx.Respond(v)
+	}
+}
+
+func (a *TaskActor) busyCount() int {
+	if a.running != nil {
+		return 1
+	}
+	return 0
+}
+
+// reload rebuilds state from the store: the task row, its queued turns and
+// pending asks in the order they were queued. A turn still marked running
+// was cut off by a restart.
 func (a *TaskActor) reload() {
-	bg := context.Background()
-	t, err := a.deps.Store.GetTask(bg, a.id)
+	t, err := a.deps.Store.GetTask(a.bg(), a.id)
 	if err != nil {
 		a.log.Error("load task", "err", err)
 		a.task = nil
@@ -141,7 +227,10 @@ func (a *TaskActor) reload() {
 	}
 	a.task = t
 	a.queue = nil
-	turns, err := a.deps.Store.ListTurns(bg, a.id)
+	if t.Status.Ended() {
+		return
+	}
+	turns, err := a.deps.Store.ListTurns(a.bg(), a.id)
 	if err != nil {
 		a.log.Error("load turns", "err", err)
 		return
@@ -150,11 +239,22 @@ func (a *TaskActor) reload() {
 		tu := &turns[i]
 		switch tu.Status {
 		case store.TurnQueued:
-			a.queue = append(a.queue, job{kind: tu.Kind, turnID: tu.ID, label: fmt.Sprintf("%s turn %d", tu.Kind, tu.Number)})
+			a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: fmt.Sprintf("work turn %d", tu.Number), queuedAt: tu.QueuedAt})
 		case store.TurnRunning:
 			a.endTurn(tu, agent.Outcome{}, "", store.TurnInterrupted, "the task actor restarted during the turn")
 		}
 	}
+	cs, err := a.deps.Store.ListReviewComments(a.bg(), a.id)
+	if err != nil {
+		a.log.Error("load review comments", "err", err)
+		return
+	}
+	for i := range cs {
+		if cs[i].InFlight() {
+			a.queue = append(a.queue, &job{kind: jobAsk, commentID: cs[i].ID, label: "ask " + task.ShortID(cs[i].ID), queuedAt: cs[i].CreatedAt})
+		}
+	}
+	sort.SliceStable(a.queue, func(i, j int) bool { return a.queue[i].queuedAt.Before(a.queue[j].queuedAt) })
 }
 
 func (a *TaskActor) requireLive() error {
@@ -167,37 +267,202 @@ func (a *TaskActor) requireLive() error {
 	return nil
 }
 
-func (a *TaskActor) startWork(trigger, prompt string) (*store.Turn, error) {
+// queueWork saves a queued work turn and appends it to the FIFO.
+func (a *TaskActor) queueWork(trigger, prompt, id string) any {
 	if err := a.requireLive(); err != nil {
-		return nil, err
+		return err
 	}
 	now := a.now()
-	tu := &store.Turn{ID: task.NewID(now), TaskID: a.id, Kind: store.TurnWork, Trigger: trigger, Prompt: prompt, Status: store.TurnQueued, QueuedAt: now}
-	if err := a.deps.Store.CreateTurn(context.Background(), tu); err != nil {
-		return nil, fmt.Errorf("queue work turn: %w", err)
+	if id == "" {
+		id = task.NewID(now)
 	}
-	a.queue = append(a.queue, job{kind: store.TurnWork, turnID: tu.ID, label: fmt.Sprintf("work turn %d", tu.Number)})
-	return tu, nil
+	tu := &store.Turn{ID: id, TaskID: a.id, Kind: store.TurnWork, Trigger: trigger, Prompt: prompt, Status: store.TurnQueued, QueuedAt: now}
+	if err := a.deps.Store.CreateTurn(a.bg(), tu); err != nil {
+		return fmt.Errorf("queue work turn: %w", err)
+	}
+	a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: fmt.Sprintf("work turn %d", tu.Number), queuedAt: now})
+	return &WorkQueued{Turn: *tu}
 }
 
-func (a *TaskActor) addComment(body string) (*CommentAdded, error) {
+func (a *TaskActor) recoveryPath(turnID string) string {
+	return filepath.Join(a.deps.RecoveryDir, "unblock-"+turnID+".txt")
+}
+
+// unblock writes the reviewer's message to the recovery dir before anything
+// else, then queues the work turn behind every ask already queued.
+func (a *TaskActor) unblock(message string) any {
+	if err := a.requireLive(); err != nil {
+		return err
+	}
+	id := task.NewID(a.now())
+	if a.deps.RecoveryDir != "" {
+		if err := os.MkdirAll(a.deps.RecoveryDir, 0o755); err != nil {
+			return fmt.Errorf("save your unblock message to %s first: %w; nothing was queued", a.deps.RecoveryDir, err)
+		}
+		body := fmt.Sprintf("task: %s\nturn: %s\n\n%s\n", a.task.Ref(), id, message)
+		if err := os.WriteFile(a.recoveryPath(id), []byte(body), 0o644); err != nil {
+			_ = os.Remove(a.recoveryPath(id))
+			return fmt.Errorf("save your unblock message to %s first: %w; nothing was queued (free some disk space and unblock again)", a.deps.RecoveryDir, err)
+		}
+	}
+	res := a.queueWork("unblock", message, id)
+	if err, ok := res.(error); ok {
+		_ = os.Remove(a.recoveryPath(id))
+		return err
+	}
+	return res
+}
+
+func (a *TaskActor) addComment(body string) any {
 	if a.task == nil {
-		return nil, fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
+		return fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
 	}
 	c := store.Comment{ID: task.NewID(a.now()), TaskID: a.id, Body: body, CreatedAt: a.now()}
-	if err := a.deps.Store.AddComment(context.Background(), &c); err != nil {
-		return nil, fmt.Errorf("save comment: %w", err)
+	if err := a.deps.Store.AddComment(a.bg(), &c); err != nil {
+		return fmt.Errorf("save comment: %w", err)
 	}
 	res := &CommentAdded{Comment: c}
-	// The auto-react loop: a plain comment on a blocked, idle task is a work turn.
+	// The auto-react loop: a plain comment on a blocked, idle task is a work
+	// turn. Review comments never come through here.
 	if a.task.Status == task.Blocked && a.running == nil && len(a.queue) == 0 {
-		tu, err := a.startWork("comment", body)
-		if err != nil {
-			return nil, err
+		r := a.queueWork("comment", body, "")
+		if err, ok := r.(error); ok {
+			return err
 		}
-		res.Triggered = tu
+		tu := r.(*WorkQueued).Turn
+		res.Triggered = &tu
 	}
-	return res, nil
+	return res
+}
+
+// postReviewComment persists first, then decides what the message starts.
+func (a *TaskActor) postReviewComment(c review.ReviewComment) any {
+	if a.task == nil {
+		return fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
+	}
+	now := a.now()
+	c.ID, c.TaskID, c.Actor, c.CreatedAt = task.NewID(now), a.id, review.Human, now
+	c.AskState, c.AskError, c.DeliveryState, c.DeliveredTurn, c.WithdrawnAt = "", "", "", 0, nil
+	if c.ThreadID == "" {
+		c.ThreadID = c.ID
+	}
+	switch c.Intent {
+	case review.Ask:
+		c.AskState = review.AskPending
+	case review.Comment:
+		c.DeliveryState = review.PendingDelivery
+	default:
+		return &review.RuleError{Reason: fmt.Sprintf("intent %q is neither ask nor comment", c.Intent)}
+	}
+	if err := a.deps.Store.AddReviewComment(a.bg(), &c); err != nil {
+		return fmt.Errorf("save the review comment: %w", err)
+	}
+	if c.Intent == review.Ask {
+		if v := review.Askable(a.task.Status); !v.OK {
+			c.AskState, c.AskError = review.AskFailed, v.Reason
+			if err := a.deps.Store.SaveReviewComment(a.bg(), &c); err != nil {
+				a.log.Error("record the refused ask", "err", err)
+			}
+		} else {
+			a.queue = append(a.queue, &job{kind: jobAsk, commentID: c.ID, label: "ask " + task.ShortID(c.ID), queuedAt: now})
+		}
+	}
+	return &c
+}
+
+func (a *TaskActor) loadComment(id string) (*review.ReviewComment, error) {
+	c, err := a.deps.Store.GetReviewComment(a.bg(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return c, err
+}
+
+func (a *TaskActor) retryAsk(id string) any {
+	if a.task == nil {
+		return fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
+	}
+	c, err := a.loadComment(id)
+	if err != nil {
+		return err
+	}
+	v := review.CanRetry(c, a.id)
+	if !v.OK {
+		return v.Err()
+	}
+	if v.NoOp {
+		return &ActionDone{Comment: *c, Notice: v.Reason}
+	}
+	if ask := review.Askable(a.task.Status); !ask.OK {
+		c.AskError = ask.Reason
+		if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+			return err
+		}
+		return &ActionDone{Comment: *c, Notice: "Not re-sent: " + ask.Reason}
+	}
+	c.AskState, c.AskError = review.AskPending, ""
+	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+		return err
+	}
+	a.queue = append(a.queue, &job{kind: jobAsk, commentID: c.ID, label: "ask " + task.ShortID(c.ID), queuedAt: a.now()})
+	return &ActionDone{Comment: *c, Notice: "Re-sent to the agent; the answer will appear in the thread."}
+}
+
+func (a *TaskActor) withdraw(id string) any {
+	c, err := a.loadComment(id)
+	if err != nil {
+		return err
+	}
+	if v := review.CanWithdraw(c, a.id); !v.OK {
+		return v.Err()
+	}
+	now := a.now()
+	c.WithdrawnAt = &now
+	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+		return err
+	}
+	return &ActionDone{Comment: *c, Notice: "Withdrawn: it stays in the thread, struck through, and will not reach the agent."}
+}
+
+func (a *TaskActor) approve(m *Approve) any {
+	if err := a.requireLive(); err != nil {
+		return err
+	}
+	if len(m.Files) == 0 {
+		return &review.RuleError{Reason: "name the files to approve: --file PATH"}
+	}
+	if err := a.deps.CheckPassphrase(m.Passphrase); err != nil {
+		return &review.Refusal{Message: err.Error(), Status: 403}
+	}
+	for _, f := range m.Files {
+		if err := a.deps.Store.AddApproval(a.bg(), &store.Approval{TaskID: a.id, Path: f, Kind: store.ApprovalProtected, ApprovedAt: a.now()}); err != nil {
+			return err
+		}
+	}
+	return &Done{}
+}
+
+// startExclusive runs accept and violation decisions only on an idle task.
+func (a *TaskActor) startExclusive(ctx actor.Context, j *job) {
+	if err := a.requireLive(); err != nil {
+		ctx.Respond(err)
+		return
+	}
+	if a.running != nil {
+		ctx.Respond(&BusyError{What: a.running.label})
+		return
+	}
+	if len(a.queue) > 0 {
+		ctx.Respond(&BusyError{What: a.queue[0].label + " is queued"})
+		return
+	}
+	if a.task.Status == task.Running {
+		ctx.Respond(&BusyError{What: "a work turn"})
+		return
+	}
+	j.sender, j.queuedAt = ctx.Sender(), a.now()
+	a.queue = append(a.queue, j)
+	a.next(ctx)
 }
 
 // next starts the head of the queue when nothing runs.
@@ -209,53 +474,159 @@ func (a *TaskActor) next(ctx actor.Context) {
 	}
 }
 
-func (a *TaskActor) start(ctx actor.Context, j job) {
-	bg := context.Background()
-	tu, err := a.loadTurn(j.turnID)
-	if err != nil {
-		a.log.Error("load queued turn", "turn", j.turnID, "err", err)
-		return
-	}
-	lock, err := gitx.TryLock(filepath.Join(a.deps.LockDir, a.id+".lock"), j.label)
-	if err != nil {
-		a.endTurn(tu, agent.Outcome{}, "", store.TurnFailed, err.Error())
-		a.setStatus(task.Failed, fmt.Sprintf("%s could not start: %v", j.label, err))
-		return
-	}
-	now := a.now()
-	tu.Status, tu.StartedAt = store.TurnRunning, &now
-	if err := a.deps.Store.SaveTurn(bg, tu); err != nil {
-		lock.Unlock()
-		a.log.Error("mark turn running", "err", err)
-		return
-	}
-	if tu.Kind == store.TurnWork {
-		a.task.Turns++
-	}
-	a.setStatus(task.Running, "")
-	a.publish(Event{Kind: "turn_start", Turn: tu.Number, Detail: tu.Kind + " turn (" + tu.Trigger + ")"})
+func (a *TaskActor) lockPath() string { return filepath.Join(a.deps.LockDir, a.id+".lock") }
 
+// start prepares a job in the actor and runs its slow part in a goroutine.
+func (a *TaskActor) start(ctx actor.Context, j *job) {
+	var run func(ctx context.Context, onStart func(int)) jobResult
+	switch j.kind {
+	case jobWork:
+		run = a.prepareWork(j)
+	case jobAsk:
+		run = a.prepareAsk(j)
+	case jobSync, jobAccept, jobDecide:
+		run = a.prepareGit(ctx, j)
+	}
+	if run == nil {
+		return // refused or failed while preparing; already recorded
+	}
 	jctx, cancel := context.WithCancel(context.Background())
 	a.epoch++
-	a.running, a.since, a.cancel = &j, now, cancel
+	a.running, a.since, a.cancel = j, a.now(), cancel
 	a.resCh = make(chan jobResult, 1)
 	epoch, resCh := a.epoch, a.resCh
 	self, root := ctx.Self(), ctx.ActorSystem().Root
-	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree,
-		Session: a.task.SessionID, Ask: tu.Kind == store.TurnAsk, Prompt: tu.Prompt, Number: tu.Number}
-	launcher := a.deps.Launcher
+	lockPath, lockWhat := a.lockPath(), j.label
 	go func() {
-		r, out, err := launcher.RunTurn(jctx, req)
-		// release before reporting: the next job takes the lock as soon as
-		// the actor hears of this one's end
-		lock.Unlock()
-		resCh <- jobResult{result: r, outcome: out, err: err}
+		var r jobResult
+		lock, err := gitx.TryLock(lockPath, lockWhat)
+		if err != nil {
+			r.err = err
+		} else {
+			r = run(jctx, func(int) { root.Send(self, &launched{epoch: epoch}) })
+			// release before reporting: the next job takes the lock as soon
+			// as the actor hears of this one's end
+			lock.Unlock()
+		}
+		resCh <- r
 		root.Send(self, &jobDone{epoch: epoch})
 	}()
 }
 
+// prepareWork marks a work turn running; an unblock renders every queued
+// comment into its prompt now, so comments posted while it waited ride along.
+func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int)) jobResult {
+	tu, err := a.loadTurn(j.turnID)
+	if err != nil {
+		a.log.Error("load queued turn", "turn", j.turnID, "err", err)
+		return nil
+	}
+	if tu.Trigger == "unblock" {
+		all, err := a.deps.Store.ListReviewComments(a.bg(), a.id)
+		if err != nil {
+			a.endTurn(tu, agent.Outcome{}, "", store.TurnFailed, "could not read the queued comments: "+err.Error())
+			a.setStatus(task.Failed, "unblock failed: "+err.Error())
+			return nil
+		}
+		queued := review.Queued(all)
+		byThread := map[string][]review.ReviewComment{}
+		for _, c := range all {
+			byThread[c.ThreadID] = append(byThread[c.ThreadID], c)
+		}
+		tu.Prompt = review.RenderUnblockPrompt(queued, func(id string) []review.ReviewComment { return byThread[id] }, tu.Prompt)
+		for _, c := range queued {
+			j.delivered = append(j.delivered, c.ID)
+		}
+	}
+	now := a.now()
+	tu.Status, tu.StartedAt = store.TurnRunning, &now
+	if err := a.deps.Store.SaveTurn(a.bg(), tu); err != nil {
+		a.log.Error("mark turn running", "err", err)
+		return nil
+	}
+	j.turn = tu
+	a.task.Turns++
+	a.setStatus(task.Running, "")
+	a.publish(Event{Kind: "turn_start", Turn: tu.Number, Detail: "work turn (" + tu.Trigger + ")"})
+	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree,
+		Session: a.task.SessionID, Prompt: tu.Prompt, Number: tu.Number}
+	launcher := a.deps.Launcher
+	return func(ctx context.Context, onStart func(int)) jobResult {
+		req.OnStart = onStart
+		r, out, err := launcher.RunTurn(ctx, req)
+		return jobResult{result: r, outcome: out, err: err}
+	}
+}
+
+// onLaunched marks an unblock's comments delivered once its agent runs, and
+// removes the recovery copy of the message.
+func (a *TaskActor) onLaunched(j *job) {
+	if j.launched || j.turn == nil {
+		return
+	}
+	j.launched = true
+	for _, id := range j.delivered {
+		c, err := a.deps.Store.GetReviewComment(a.bg(), id)
+		if err != nil {
+			a.log.Error("load delivered comment", "comment", id, "err", err)
+			continue
+		}
+		c.DeliveryState, c.DeliveredTurn = review.Delivered, j.turn.Number
+		if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+			a.log.Error("mark comment delivered", "comment", id, "err", err)
+		}
+	}
+	if j.turn.Trigger == "unblock" {
+		if err := os.Remove(a.recoveryPath(j.turn.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.log.Warn("remove recovery file", "err", err)
+		}
+	}
+}
+
+// failAsk records a failed question with an actionable reason.
+func (a *TaskActor) failAsk(c *review.ReviewComment, reason string) {
+	c.AskState, c.AskError = review.AskFailed, reason
+	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+		a.log.Error("record failed ask", "err", err)
+	}
+	a.publish(Event{Kind: "ask_end", Status: string(review.AskFailed), Detail: reason})
+}
+
+// prepareAsk checks an ask can run now and starts its read-only turn.
+func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int)) jobResult {
+	c, err := a.loadComment(j.commentID)
+	if err != nil || c == nil || !c.InFlight() {
+		return nil // withdrawn, answered or gone meanwhile
+	}
+	if v := review.Askable(a.task.Status); !v.OK {
+		a.failAsk(c, v.Reason)
+		return nil
+	}
+	if a.task.SessionID == "" {
+		a.failAsk(c, "The agent has no session to resume yet: its first turn has not finished. Re-send when the task is blocked.")
+		return nil
+	}
+	now := a.now()
+	tu := &store.Turn{ID: task.NewID(now), TaskID: a.id, Kind: store.TurnAsk, Trigger: "ask", Prompt: review.RenderAskPrompt(c),
+		Status: store.TurnRunning, QueuedAt: c.CreatedAt, StartedAt: &now}
+	if err := a.deps.Store.CreateTurn(a.bg(), tu); err != nil {
+		a.failAsk(c, "could not record the ask turn: "+err.Error())
+		return nil
+	}
+	j.turn = tu
+	a.publish(Event{Kind: "turn_start", Turn: tu.Number, Detail: "ask turn"})
+	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree,
+		Session: a.task.SessionID, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
+	launcher := a.deps.Launcher
+	return func(ctx context.Context, onStart func(int)) jobResult {
+		req.OnStart = onStart
+		r, out, err := launcher.RunTurn(ctx, req)
+		return jobResult{result: r, outcome: out, err: err}
+	}
+}
+
 func (a *TaskActor) loadTurn(id string) (*store.Turn, error) {
-	turns, err := a.deps.Store.ListTurns(context.Background(), a.id)
+	turns, err := a.deps.Store.ListTurns(a.bg(), a.id)
 	if err != nil {
 		return nil, err
 	}
@@ -267,19 +638,32 @@ func (a *TaskActor) loadTurn(id string) (*store.Turn, error) {
 	return nil, fmt.Errorf("turn %s: %w", id, store.ErrNotFound)
 }
 
-// finish records the end of the running job.
-func (a *TaskActor) finish(r jobResult) {
-	j := a.running
-	a.running, a.cancel = nil, nil
-	tu, err := a.loadTurn(j.turnID)
-	if err != nil {
-		a.log.Error("load finished turn", "err", err)
-		return
+// finish records the end of a job in the actor.
+func (a *TaskActor) finish(ctx actor.Context, j *job, r jobResult) {
+	switch j.kind {
+	case jobWork:
+		a.finishWork(j, r)
+	case jobAsk:
+		a.finishAsk(j, r)
+	default:
+		a.finishGit(ctx, j, r)
 	}
+}
+
+func (a *TaskActor) finishWork(j *job, r jobResult) {
+	tu := j.turn
 	if r.err != nil {
+		var le *gitx.LockedError
+		if errors.As(r.err, &le) || !j.launched {
+			r.err = fmt.Errorf("the turn could not launch: %w", r.err)
+		}
 		a.lastErr = r.err.Error()
 		a.endTurn(tu, r.outcome, r.result.Text, store.TurnFailed, r.err.Error())
-		a.setStatus(task.Failed, fmt.Sprintf("%s failed: %v", j.label, r.err))
+		reason := fmt.Sprintf("%s failed: %v", j.label, r.err)
+		if !j.launched && len(j.delivered) > 0 {
+			reason += fmt.Sprintf("; its %d comments stay queued for the next unblock", len(j.delivered))
+		}
+		a.setStatus(task.Failed, reason)
 		return
 	}
 	if r.result.SessionID != "" {
@@ -290,20 +674,76 @@ func (a *TaskActor) finish(r jobResult) {
 	a.setStatus(task.Blocked, "")
 }
 
+// askFailure words why an ask failed and what to do.
+func (a *TaskActor) askFailure(err error) string {
+	var le *gitx.LockedError
+	switch {
+	case errors.As(err, &le):
+		return fmt.Sprintf("The worktree is busy (409 from the ask launcher): %s holds its lock. Re-send when it is free.", le.Holder.What)
+	case errors.Is(err, agent.ErrTimeout):
+		return fmt.Sprintf("The agent did not answer within %s and was stopped. Re-send to try again, or raise agent.ask_timeout.", a.deps.AskTimeout)
+	case errors.Is(err, agent.ErrUnavailable):
+		return "The agent could not be started: " + err.Error() + ". Fix that, then re-send."
+	}
+	return "The agent failed while answering: " + err.Error() + ". Re-send to try again."
+}
+
+func (a *TaskActor) finishAsk(j *job, r jobResult) {
+	c, err := a.loadComment(j.commentID)
+	if err != nil || c == nil {
+		a.log.Error("load asked comment", "comment", j.commentID, "err", err)
+		return
+	}
+	if r.err != nil {
+		reason := a.askFailure(r.err)
+		a.lastErr = reason
+		if j.turn != nil {
+			a.endTurn(j.turn, r.outcome, r.result.Text, store.TurnFailed, r.err.Error())
+		}
+		a.failAsk(c, reason)
+		return
+	}
+	now := a.now()
+	reply := review.ReviewComment{ID: task.NewID(now), TaskID: a.id, ThreadID: c.ThreadID, File: c.File, Line: c.Line, Side: c.Side,
+		LineText: c.LineText, Intent: review.Ask, Body: r.result.Text, Actor: review.Agent, CreatedAt: now}
+	if err := a.deps.Store.AddReviewComment(a.bg(), &reply); err != nil {
+		a.failAsk(c, "the answer could not be saved: "+err.Error())
+		return
+	}
+	c.AskState, c.AskError = review.AskAnswered, ""
+	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+		a.log.Error("mark ask answered", "err", err)
+	}
+	if r.result.SessionID != "" {
+		a.task.SessionID = r.result.SessionID
+	}
+	a.endTurn(j.turn, r.outcome, r.result.Text, store.TurnDone, "")
+	a.task.LastActivity = now
+	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+		a.log.Error("save task", "err", err)
+	}
+	a.publish(Event{Kind: "ask_end", Status: string(review.AskAnswered)})
+}
+
 func (a *TaskActor) endTurn(tu *store.Turn, out agent.Outcome, result, state, errText string) {
+	if tu == nil {
+		return
+	}
 	now := a.now()
 	tu.Status, tu.EndedAt, tu.Error, tu.Result = state, &now, errText, result
 	if out.Stdout != nil || out.Stderr != nil {
 		tu.Output, tu.ExitCode = out.Combined(), out.ExitCode
 	}
-	if err := a.deps.Store.SaveTurn(context.Background(), tu); err != nil {
+	if err := a.deps.Store.SaveTurn(a.bg(), tu); err != nil {
 		a.log.Error("record turn end", "turn", tu.Number, "err", err)
 	}
 	a.publish(Event{Kind: "turn_end", Turn: tu.Number, Status: state, Detail: errText})
 }
 
-// abort kills the running job (restart or stop) and records it as interrupted.
-func (a *TaskActor) abort(cause string) {
+// abort kills the running job (restart or stop). A work or ask turn is
+// recorded interrupted; an interrupted ask stays pending and runs again
+// after the restart; a waiter of sync or accept gets the cause.
+func (a *TaskActor) abort(ctx actor.Context, cause string) {
 	if a.running == nil {
 		return
 	}
@@ -317,31 +757,46 @@ func (a *TaskActor) abort(cause string) {
 	}
 	a.running, a.cancel = nil, nil
 	a.epoch++
-	tu, err := a.loadTurn(j.turnID)
-	if err != nil {
-		a.log.Error("load aborted turn", "err", err)
-		return
+	if j.turn != nil {
+		a.endTurn(j.turn, r.outcome, "", store.TurnInterrupted, cause)
 	}
-	a.endTurn(tu, r.outcome, "", store.TurnInterrupted, cause)
-	if a.task != nil && !a.task.Status.Ended() {
+	if j.sender != nil {
+		ctx.Send(j.sender, fmt.Errorf("%s was interrupted: %s", j.label, cause))
+	}
+	if j.kind == jobWork && a.task != nil && !a.task.Status.Ended() {
 		a.setStatus(task.Failed, fmt.Sprintf("%s interrupted: %s; unblock the task to continue", j.label, cause))
 	}
 }
 
-func (a *TaskActor) cancelTask() error {
+func (a *TaskActor) cancelTask(ctx actor.Context) error {
 	if err := a.requireLive(); err != nil {
 		return err
 	}
-	a.abort("the task was cancelled")
+	a.abort(ctx, "the task was cancelled")
 	for _, j := range a.queue {
-		if tu, err := a.loadTurn(j.turnID); err == nil {
-			a.endTurn(tu, agent.Outcome{}, "", store.TurnFailed, "the task was cancelled before this turn ran")
+		switch j.kind {
+		case jobWork:
+			if tu, err := a.loadTurn(j.turnID); err == nil {
+				a.endTurn(tu, agent.Outcome{}, "", store.TurnFailed, "the task was cancelled before this turn ran")
+			}
+		case jobAsk:
+			if c, err := a.loadComment(j.commentID); err == nil && c != nil {
+				a.failAsk(c, "The task was cancelled before the agent answered.")
+			}
+		}
+		if j.sender != nil {
+			ctx.Send(j.sender, fmt.Errorf("%s: the task was cancelled", j.label))
 		}
 	}
 	a.queue = nil
+	return a.endTask(task.Cancelled)
+}
+
+// endTask moves the task to an end state and revokes its grants.
+func (a *TaskActor) endTask(s task.Status) error {
 	now := a.now()
 	a.task.EndedAt = &now
-	a.setStatus(task.Cancelled, "")
+	a.setStatus(s, "")
 	if a.deps.Revoke != nil {
 		if err := a.deps.Revoke(a.id); err != nil {
 			return fmt.Errorf("revoke grants: %w", err)
@@ -357,7 +812,7 @@ func (a *TaskActor) setStatus(s task.Status, reason string) {
 	changed := a.task.Status != s
 	a.task.Status, a.task.FailReason = s, reason
 	a.task.LastActivity, a.task.UpdatedAt = a.now(), a.now()
-	if err := a.deps.Store.SaveTask(context.Background(), a.task); err != nil {
+	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
 		a.log.Error("save task", "err", err)
 	}
 	if changed {

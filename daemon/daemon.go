@@ -25,9 +25,11 @@ import (
 
 	"lazy/actors"
 	"lazy/agent"
+	"lazy/approval"
 	"lazy/config"
 	"lazy/httpapi"
 	"lazy/proxy"
+	"lazy/review"
 	"lazy/store"
 	"lazy/supervisor"
 	"lazy/task"
@@ -51,6 +53,7 @@ type Daemon struct {
 	st      store.Store
 	sup     *supervisor.Supervisor
 	svc     *Service
+	review  *Review
 	dash    *http.Server
 	prx     *http.Server
 	info    httpapi.DaemonInfo
@@ -128,7 +131,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	launcher.Command = agentCommand(cfg, o.SelfExe)
 
 	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log,
-		Task: &actors.TaskDeps{Store: st, Launcher: launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log}})
+		Task: &actors.TaskDeps{Store: st, Launcher: launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
+			Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(),
+			CheckPassphrase: func(pass string) error { return approval.Check(paths.Passphrase, pass) }}})
 	if err != nil {
 		return nil, err
 	}
@@ -137,13 +142,14 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return d.mint(creds, taskID, ref, role)
 	}
 	d.svc = &Service{cfg: cfg, paths: paths, st: st, sup: sup, creds: creds}
+	d.review = &Review{svc: d.svc}
 
 	d.info = httpapi.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
 		BaseURL: "http://127.0.0.1:" + strconv.Itoa(dashPort), ProxyURL: proxyURL, StartedAt: time.Now().UTC(), Version: version.String()}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	d.stopFn = cancel
-	web, err := httpapi.New(httpapi.Deps{Tasks: d.svc, Log: o.Log, Token: token, Gatherer: newMetrics(st, sup),
+	web, err := httpapi.New(httpapi.Deps{Tasks: d.svc, Review: d.review, Storage: st, Log: o.Log, Token: token, Gatherer: newMetrics(st, sup),
 		Info: func() httpapi.DaemonInfo { return d.info }, Stop: cancel, LogPath: paths.Log})
 	if err != nil {
 		return nil, err
@@ -196,6 +202,9 @@ func (d *Daemon) Info() httpapi.DaemonInfo { return d.info }
 
 // Service exposes the task operations (for in-process callers like the demo).
 func (d *Daemon) Service() *Service { return d.svc }
+
+// Review exposes the review actions (for in-process callers like the demo).
+func (d *Daemon) Review() *Review { return d.review }
 
 // Supervisor exposes the actor tree.
 func (d *Daemon) Supervisor() *supervisor.Supervisor { return d.sup }
@@ -330,19 +339,31 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// wake spawns the actors of tasks with queued turns so their queues resume.
+// wake spawns the actors of tasks with queued turns or pending asks so their
+// queues resume (an ask cut off by a dead daemon runs again).
 func (d *Daemon) wake(ctx context.Context) error {
 	queued, err := d.st.TurnsInState(ctx, store.TurnQueued)
 	if err != nil {
 		return fmt.Errorf("find queued turns: %w", err)
 	}
-	seen := map[string]bool{}
+	asks, err := d.st.AsksInState(ctx, review.AskPending)
+	if err != nil {
+		return fmt.Errorf("find pending asks: %w", err)
+	}
+	ids := make([]string, 0, len(queued)+len(asks))
 	for _, tu := range queued {
-		if seen[tu.TaskID] {
+		ids = append(ids, tu.TaskID)
+	}
+	for _, c := range asks {
+		ids = append(ids, c.TaskID)
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
 			continue
 		}
-		seen[tu.TaskID] = true
-		if err := d.sup.Send(tu.TaskID, &actors.Wake{}); err != nil {
+		seen[id] = true
+		if err := d.sup.Send(id, &actors.Wake{}); err != nil {
 			return err
 		}
 	}

@@ -200,7 +200,8 @@ func (s *Service) Comment(ctx context.Context, ref, body string) (*httpapi.Comme
 	return &httpapi.CommentResult{Comment: ca.Comment, Triggered: ca.Triggered}, nil
 }
 
-// Unblock queues a work turn carrying the reviewer's message.
+// Unblock queues the work turn carrying every queued review comment and the
+// reviewer's message: the page's unblock and `lazy unblock` are one path.
 func (s *Service) Unblock(ctx context.Context, ref, message string) (*store.Turn, error) {
 	t, err := s.Resolve(ctx, ref)
 	if err != nil {
@@ -209,7 +210,7 @@ func (s *Service) Unblock(ctx context.Context, ref, message string) (*store.Turn
 	if strings.TrimSpace(message) == "" {
 		message = "Continue."
 	}
-	res, err := s.sup.Ask(t.ID, &actors.StartWork{Trigger: "unblock", Prompt: message})
+	res, err := s.sup.Ask(t.ID, &actors.Unblock{Message: message})
 	if err != nil {
 		return nil, err
 	}

@@ -160,7 +160,7 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflicted }
 // Merge merges rev into the branch checked out at dir. Conflicts leave the
 // merge half-finished and return a *ConflictError naming the files.
 func Merge(ctx context.Context, dir, rev, message string) error {
-	_, err := Run(ctx, dir, "-c", "user.name=lazy", "-c", "user.email=lazy@localhost",
+	_, err := Run(ctx, dir, "-c", "user.name=lazy", "-c", "user.email=lazy@localhost", "-c", "commit.gpgsign=false",
 		"merge", "--no-ff", "--no-edit", "-m", message, rev)
 	if err == nil {
 		return nil
@@ -170,4 +170,70 @@ func Merge(ctx context.Context, dir, rev, message string) error {
 		return &ConflictError{Files: strings.Split(out, "\n")}
 	}
 	return fmt.Errorf("merge %s: %w", rev, err)
+}
+
+// WorktreeOf returns the checkout where branch is checked out, if any.
+func WorktreeOf(ctx context.Context, root, branch string) (string, bool, error) {
+	out, err := Run(ctx, root, "worktree", "list", "--porcelain")
+	if err != nil {
+		return "", false, fmt.Errorf("list worktrees: %w", err)
+	}
+	var path string
+	for _, l := range strings.Split(out, "\n") {
+		if p, ok := strings.CutPrefix(l, "worktree "); ok {
+			path = p
+		}
+		if b, ok := strings.CutPrefix(l, "branch "); ok && b == "refs/heads/"+branch {
+			return path, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// FastForward moves parent to branch's head. Where parent is checked out the
+// checkout is fast-forwarded (its working tree follows); elsewhere only the
+// ref moves, guarded by its old value.
+func FastForward(ctx context.Context, root, parent, branch string) error {
+	head, err := RevParse(ctx, root, branch)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", branch, err)
+	}
+	if dir, ok, err := WorktreeOf(ctx, root, parent); err != nil {
+		return err
+	} else if ok {
+		if _, err := Run(ctx, dir, "merge", "--ff-only", "-q", head); err != nil {
+			return fmt.Errorf("fast-forward %s in %s: %w (commit or stash the local changes there, then accept again)", parent, dir, err)
+		}
+		return nil
+	}
+	old, err := RevParse(ctx, root, parent)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", parent, err)
+	}
+	if _, err := Run(ctx, root, "update-ref", "refs/heads/"+parent, head, old); err != nil {
+		return fmt.Errorf("move %s to %s: %w", parent, branch, err)
+	}
+	return nil
+}
+
+// RevertPaths puts paths of the worktree back to their state at the merge base
+// with parent (deleting the ones that did not exist there) and commits.
+func RevertPaths(ctx context.Context, dir, parent string, paths []string, message string) error {
+	base, err := Run(ctx, dir, "merge-base", parent, "HEAD")
+	if err != nil {
+		return fmt.Errorf("find the merge base with %s: %w", parent, err)
+	}
+	for _, p := range paths {
+		if _, err := Run(ctx, dir, "cat-file", "-e", base+":"+p); err == nil {
+			if _, err := Run(ctx, dir, "checkout", base, "--", p); err != nil {
+				return fmt.Errorf("revert %s: %w", p, err)
+			}
+		} else if _, err := Run(ctx, dir, "rm", "-q", "-f", "--ignore-unmatch", "--", p); err != nil {
+			return fmt.Errorf("remove %s: %w", p, err)
+		}
+	}
+	if _, err := Run(ctx, dir, "-c", "user.name=lazy", "-c", "user.email=lazy@localhost", "-c", "commit.gpgsign=false", "commit", "-q", "-m", message); err != nil {
+		return fmt.Errorf("commit the revert: %w", err)
+	}
+	return nil
 }

@@ -44,7 +44,7 @@ type Deps struct {
 	Tasks Tasks
 	// Review is nil until review actions are injected: every review route
 	// then answers 503.
-	Review any
+	Review ReviewActions
 	Views  *views.Views
 	// Storage serves the storage.<op> RPC (the remote store's server side).
 	Storage  store.Store

@@ -17,12 +17,19 @@ import (
 // rpcArgs is the union of every command's arguments; each command reads
 // what it needs.
 type rpcArgs struct {
-	Task    string `json:"task"`
-	Message string `json:"message"`
-	Body    string `json:"body"`
-	Target  string `json:"target"`
+	Task       string   `json:"task"`
+	Message    string   `json:"message"`
+	Target     string   `json:"target"`
+	ID         string   `json:"id"`
+	Feedback   string   `json:"feedback"`
+	Decision   string   `json:"decision"`
+	Files      []string `json:"files"`
+	Wait       bool     `json:"wait"`
+	Passphrase string   `json:"passphrase"`
 	NewTaskArgs
 	WatchArgs
+	PostCommentArgs
+	AcceptArgs
 }
 
 // maxRPCBody bounds an RPC request body (a storage write may carry a turn's
@@ -88,6 +95,12 @@ func (h *handler) rpc(c echo.Context) error {
 		res, err = t.Cancel(ctx, a.Task)
 	case "comment":
 		res, err = t.Comment(ctx, a.Task, a.Body)
+	case "reviewQueue", "reviewDiff", "reviewComments", "reviewPostComment", "reviewRetryAsk", "reviewWithdrawComment",
+		"reviewUnblock", "reviewAccept", "reviewViolationDecision", "sync", "approve":
+		if h.d.Review == nil {
+			return echo.NewHTTPError(http.StatusServiceUnavailable, "review actions are not available in this process")
+		}
+		res, err = h.reviewRPC(c, cmd, &a)
 	case "unblock":
 		res, err = t.Unblock(ctx, a.Task, a.Message)
 	case "actors":
@@ -104,6 +117,48 @@ func (h *handler) rpc(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, res)
+}
+
+func (h *handler) reviewRPC(c echo.Context, cmd string, a *rpcArgs) (any, error) {
+	ctx, r := c.Request().Context(), h.d.Review
+	ok := map[string]string{"ok": "true"}
+	switch cmd {
+	case "reviewQueue":
+		q, err := r.Queue(ctx)
+		if q == nil {
+			q = []QueueItem{}
+		}
+		return q, err
+	case "reviewDiff":
+		return r.Diff(ctx, a.Task)
+	case "reviewComments":
+		return r.Comments(ctx, a.Task)
+	case "reviewPostComment":
+		return r.PostComment(ctx, a.Task, a.PostCommentArgs)
+	case "reviewRetryAsk":
+		return r.RetryAsk(ctx, a.Task, a.ID)
+	case "reviewWithdrawComment":
+		return r.Withdraw(ctx, a.Task, a.ID)
+	case "reviewUnblock":
+		msg := a.Feedback
+		if msg == "" {
+			msg = a.Message
+		}
+		return r.Unblock(ctx, a.Task, msg)
+	case "reviewAccept":
+		args := a.AcceptArgs
+		if args.Passphrase == "" {
+			args.Passphrase = a.Passphrase
+		}
+		return r.Accept(ctx, a.Task, args)
+	case "reviewViolationDecision":
+		return ok, r.ViolationDecision(ctx, a.Task, a.Decision, a.Files)
+	case "sync":
+		return r.Sync(ctx, a.Task, a.Wait)
+	case "approve":
+		return ok, r.Approve(ctx, a.Task, a.Files, a.Passphrase)
+	}
+	return nil, fmt.Errorf("unknown review command %q", cmd)
 }
 
 // watch streams events as server-sent events until the client goes away.

@@ -55,12 +55,19 @@ func ParseRemedy(raw []byte) *Remedy {
 type Refusal struct {
 	Message string
 	Remedy  *Remedy
+	Status  int // HTTP status; 409 when zero
 }
 
 func (r *Refusal) Error() string { return r.Message }
 
-// HTTPStatus: a refused accept is a conflict with the task's state.
-func (r *Refusal) HTTPStatus() int { return 409 }
+// HTTPStatus: a refused accept is a conflict with the task's state (403 for
+// a wrong passphrase).
+func (r *Refusal) HTTPStatus() int {
+	if r.Status != 0 {
+		return r.Status
+	}
+	return 409
+}
 
 // RemedyBody is the remedy for the RPC error body.
 func (r *Refusal) RemedyBody() any {

@@ -163,3 +163,27 @@ func FuzzShellQuote(f *testing.F) {
 		}
 	})
 }
+
+func TestMatchGlob(t *testing.T) {
+	for _, tc := range []struct {
+		pat, p string
+		want   bool
+	}{
+		{".github/**", ".github/workflows/ci.yml", true},
+		{".github/**", ".github", true},
+		{".lazy/config.toml", ".lazy/config.toml", true},
+		{"src/*.go", "src/a.go", true},
+		{"src/*.go", "src/x/a.go", false},
+		{"**/*.md", "docs/a/b.md", true},
+		{"**/*.md", "README.md", true},
+		{"docs/**/x", "docs/x", true},
+		{"a/b", "a/b/c", false},
+	} {
+		if got := MatchGlob(tc.pat, tc.p); got != tc.want {
+			t.Errorf("MatchGlob(%q, %q) = %v", tc.pat, tc.p, got)
+		}
+	}
+	if got := OutOfScope([]string{"src/**"}, []string{"src/a.go", "README.md", "x.go"}, map[string]bool{"x.go": true}); len(got) != 1 || got[0] != "README.md" {
+		t.Errorf("OutOfScope: %v", got)
+	}
+}

@@ -203,11 +203,25 @@ func (s *Supervisor) Ask(id string, msg any) (any, error) {
 	return s.request(pid, msg)
 }
 
+// AskWithin is Ask with its own timeout, for replies that come when a job
+// is done (sync, accept).
+func (s *Supervisor) AskWithin(id string, msg any, timeout time.Duration) (any, error) {
+	pid, err := s.Task(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.requestWithin(pid, msg, timeout)
+}
+
 func (s *Supervisor) request(pid *actor.PID, msg any) (any, error) {
-	res, err := s.root.RequestFuture(pid, msg, s.timeout).Result()
+	return s.requestWithin(pid, msg, s.timeout)
+}
+
+func (s *Supervisor) requestWithin(pid *actor.PID, msg any, timeout time.Duration) (any, error) {
+	res, err := s.root.RequestFuture(pid, msg, timeout).Result()
 	if err != nil {
 		if errors.Is(err, actor.ErrTimeout) {
-			return nil, fmt.Errorf("%s: %w (after %s)", pid.Id, ErrUnresponsive, s.timeout)
+			return nil, fmt.Errorf("%s: %w (after %s)", pid.Id, ErrUnresponsive, timeout)
 		}
 		return nil, fmt.Errorf("%s: %w", pid.Id, err)
 	}

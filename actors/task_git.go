@@ -1,0 +1,218 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"lazy/approval"
+	"lazy/gitx"
+	"lazy/review"
+	"lazy/store"
+	"lazy/task"
+)
+
+// prepareGit captures what a sync, accept or decision needs and returns its
+// slow part; the goroutine reads only the values captured here.
+func (a *TaskActor) prepareGit(ctx actor.Context, j *job) func(context.Context, func(int)) jobResult {
+	t := *a.task
+	deps := a.deps
+	switch j.kind {
+	case jobSync:
+		return func(ctx context.Context, _ func(int)) jobResult { return runSync(ctx, &t) }
+	case jobAccept:
+		args := *j.accept
+		return func(ctx context.Context, _ func(int)) jobResult { return runAccept(ctx, deps, &t, args) }
+	case jobDecide:
+		args := *j.decide
+		return func(ctx context.Context, _ func(int)) jobResult { return runDecide(ctx, deps, &t, args) }
+	}
+	return nil
+}
+
+func runSync(ctx context.Context, t *store.Task) jobResult {
+	if on, err := gitx.MergeInProgress(ctx, t.Worktree); err != nil {
+		return jobResult{err: err}
+	} else if on {
+		return jobResult{err: &review.RuleError{Reason: "A merge is already half-finished in the task's worktree; unblock the agent to resolve it first."}}
+	}
+	err := gitx.Merge(ctx, t.Worktree, t.Parent, fmt.Sprintf("Merge %s into %s", t.Parent, t.Branch))
+	var ce *gitx.ConflictError
+	if errors.As(err, &ce) {
+		return jobResult{reply: &SyncDone{Status: string(task.Conflict), Conflicts: ce.Files}}
+	}
+	if err != nil {
+		return jobResult{err: err}
+	}
+	return jobResult{reply: &SyncDone{Status: string(task.Blocked)}}
+}
+
+func scopeOf(t *store.Task) []string {
+	var scope []string
+	if t.Scope != "" {
+		_ = json.Unmarshal([]byte(t.Scope), &scope)
+	}
+	return scope
+}
+
+// outOfScope lists changed paths outside the task's scope not yet allowed.
+func outOfScope(ctx context.Context, deps *TaskDeps, t *store.Task, changed []string) ([]string, map[string]bool, error) {
+	as, err := deps.Store.ListApprovals(ctx, t.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	allowed, approved := map[string]bool{}, map[string]bool{}
+	for _, ap := range as {
+		if ap.Kind == store.ApprovalScope {
+			allowed[ap.Path] = true
+		} else {
+			approved[ap.Path] = true
+		}
+	}
+	return review.OutOfScope(scopeOf(t), changed, allowed), approved, nil
+}
+
+// runAccept checks, in order: no commits, a half-finished merge, behind the
+// parent, out-of-scope files, protected files without approval; then merges.
+func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) jobResult {
+	refuse := func(cause string, files []string) jobResult {
+		return jobResult{err: review.Refuse(cause, t.Ref(), t.Parent, args.Reason, files)}
+	}
+	root := deps.Root
+	ahead, behind, err := gitx.AheadBehind(ctx, root, t.Parent, t.Branch)
+	if err != nil {
+		return jobResult{err: err}
+	}
+	if ahead == 0 {
+		return refuse(review.ReasonNoCommits, nil)
+	}
+	if on, err := gitx.MergeInProgress(ctx, t.Worktree); err != nil {
+		return jobResult{err: err}
+	} else if on {
+		return refuse(review.ReasonMergeInProgress, nil)
+	}
+	if behind > 0 {
+		return refuse(review.ReasonBehindParent, nil)
+	}
+	changed, err := gitx.ChangedPaths(ctx, root, t.Parent, t.Branch)
+	if err != nil {
+		return jobResult{err: err}
+	}
+	oos, approved, err := outOfScope(ctx, deps, t, changed)
+	if err != nil {
+		return jobResult{err: err}
+	}
+	if len(oos) > 0 && args.AllowOutOfScope {
+		for _, f := range oos {
+			if err := deps.Store.AddApproval(ctx, &store.Approval{TaskID: t.ID, Path: f, Kind: store.ApprovalScope, ApprovedAt: nowUTC()}); err != nil {
+				return jobResult{err: err}
+			}
+		}
+		oos = nil
+	}
+	if len(oos) > 0 {
+		return refuse(review.ReasonOutOfScope, oos)
+	}
+	need := review.NeedApproval(deps.Protect, changed, approved)
+	if len(need) > 0 {
+		if args.Passphrase == "" {
+			return refuse(review.ReasonPassphraseRequired, need)
+		}
+		if err := deps.CheckPassphrase(args.Passphrase); err != nil {
+			r := review.Refuse(review.ReasonPassphraseRequired, t.Ref(), t.Parent, args.Reason, need)
+			r.Message = err.Error()
+			if errors.Is(err, approval.ErrWrong) {
+				r.Status = 403
+			}
+			return jobResult{err: r}
+		}
+		for _, f := range need {
+			if err := deps.Store.AddApproval(ctx, &store.Approval{TaskID: t.ID, Path: f, Kind: store.ApprovalProtected, ApprovedAt: nowUTC()}); err != nil {
+				return jobResult{err: err}
+			}
+		}
+	}
+	if err := gitx.FastForward(ctx, root, t.Parent, t.Branch); err != nil {
+		return jobResult{err: err}
+	}
+	return jobResult{reply: &AcceptDone{}}
+}
+
+// runDecide records "allow" or reverts the files on the task branch.
+func runDecide(ctx context.Context, deps *TaskDeps, t *store.Task, args ViolationDecision) jobResult {
+	if len(args.Files) == 0 {
+		return jobResult{err: &review.RuleError{Reason: "name the out-of-scope files the decision is about"}}
+	}
+	changed, err := gitx.ChangedPaths(ctx, deps.Root, t.Parent, t.Branch)
+	if err != nil {
+		return jobResult{err: err}
+	}
+	oos, _, err := outOfScope(ctx, deps, t, changed)
+	if err != nil {
+		return jobResult{err: err}
+	}
+	isOOS := map[string]bool{}
+	for _, f := range oos {
+		isOOS[f] = true
+	}
+	for _, f := range args.Files {
+		if !isOOS[f] {
+			return jobResult{err: &review.RuleError{Reason: fmt.Sprintf("%s is not an undecided out-of-scope change of this task", f)}}
+		}
+	}
+	switch args.Decision {
+	case "allow":
+		for _, f := range args.Files {
+			if err := deps.Store.AddApproval(ctx, &store.Approval{TaskID: t.ID, Path: f, Kind: store.ApprovalScope, ApprovedAt: nowUTC()}); err != nil {
+				return jobResult{err: err}
+			}
+		}
+	case "revert":
+		if err := gitx.RevertPaths(ctx, t.Worktree, t.Parent, args.Files, "Revert out-of-scope changes"); err != nil {
+			return jobResult{err: err}
+		}
+	default:
+		return jobResult{err: &review.RuleError{Reason: fmt.Sprintf("decision %q is neither allow nor revert", args.Decision)}}
+	}
+	return jobResult{reply: &Done{}}
+}
+
+// finishGit applies a sync, accept or decision result and answers its waiter.
+func (a *TaskActor) finishGit(ctx actor.Context, j *job, r jobResult) {
+	reply := r.reply
+	if r.err != nil {
+		reply = r.err
+		a.lastErr = r.err.Error()
+	}
+	switch j.kind {
+	case jobSync:
+		if sd, ok := r.reply.(*SyncDone); ok {
+			if sd.Status == string(task.Conflict) {
+				a.setStatus(task.Conflict, fmt.Sprintf("syncing with %s hit conflicts in %v; ask the agent about them or unblock it to resolve them", a.task.Parent, sd.Conflicts))
+			} else if a.task.Status == task.Conflict || a.task.Status == task.Blocked {
+				a.setStatus(task.Blocked, "")
+			}
+		}
+	case jobAccept:
+		if _, ok := r.reply.(*AcceptDone); ok {
+			if err := a.endTask(task.Accepted); err != nil {
+				reply = err
+			} else {
+				if err := gitx.RemoveWorktree(context.Background(), a.deps.Root, a.task.Worktree); err != nil {
+					a.log.Warn("remove the worktree of an accepted task", "err", err)
+				}
+				reply = &AcceptDone{Task: *a.task}
+				defer ctx.Stop(ctx.Self())
+			}
+		}
+	}
+	if j.sender != nil {
+		ctx.Send(j.sender, reply)
+	}
+}
+
+func nowUTC() time.Time { return time.Now().UTC() }

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"lazy/approval"
+	"lazy/client"
+	"lazy/httpapi"
+	"lazy/review"
+)
+
+// readSecret reads a passphrase from the terminal without echo, or one line
+// of standard input when it is not a terminal.
+func (a *app) readSecret(prompt string) (string, error) {
+	fd := int(os.Stdin.Fd())
+	if term.IsTerminal(fd) {
+		fmt.Fprint(a.errOut, prompt)
+		b, err := term.ReadPassword(fd)
+		fmt.Fprintln(a.errOut)
+		if err != nil {
+			return "", fmt.Errorf("read the passphrase: %w", err)
+		}
+		return string(b), nil
+	}
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return "", errors.New("no passphrase on standard input: run this at a terminal, or pipe the passphrase in")
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+// refusal prints a refused accept's remedy under the daemon's message.
+func (a *app) refusal(err error) error {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	if r := review.ParseRemedy(ce.Remedy); r != nil {
+		fmt.Fprintf(a.errOut, "next: %s\n", r.Next)
+		if len(r.Files) > 0 {
+			fmt.Fprintf(a.errOut, "files: %s\n", strings.Join(r.Files, ", "))
+		}
+		if r.Command != "" {
+			fmt.Fprintf(a.errOut, "run: %s\n", r.Command)
+		}
+	}
+	return err
+}
+
+func (a *app) acceptCmd() *cobra.Command {
+	var args httpapi.AcceptArgs
+	var approve []string
+	c := &cobra.Command{
+		Use:   "accept TASK --reason TEXT [--approve-file PATH]...",
+		Short: "Merge a task into its parent (refusals say what to do next)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if len(approve) > 0 {
+				if err := a.approve(cmd.Context(), cl, argv[0], approve); err != nil {
+					return err
+				}
+			}
+			var t httpapi.TaskInfo
+			if err := cl.Call(cmd.Context(), "reviewAccept", map[string]any{"task": argv[0], "reason": args.Reason, "allow_out_of_scope": args.AllowOutOfScope}, &t); err != nil {
+				return a.refusal(err)
+			}
+			if a.json {
+				return printJSON(a.out, t)
+			}
+			fmt.Fprintf(a.out, "%s: accepted into %s\n", t.Ref, t.Parent)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&args.Reason, "reason", "", "why you accept (required)")
+	c.Flags().StringArrayVar(&approve, "approve-file", nil, "approve this protected file first (asks for the passphrase; repeatable)")
+	c.Flags().BoolVar(&args.AllowOutOfScope, "allow-out-of-scope", false, "allow the task's changes outside its --scope")
+	_ = c.MarkFlagRequired("reason")
+	return c
+}
+
+func (a *app) approve(ctx context.Context, cl *client.Client, task string, files []string) error {
+	pass, err := a.readSecret("approval passphrase: ")
+	if err != nil {
+		return err
+	}
+	return cl.Call(ctx, "approve", map[string]any{"task": task, "files": files, "passphrase": pass}, nil)
+}
+
+func (a *app) approveCmd() *cobra.Command {
+	var files []string
+	c := &cobra.Command{
+		Use:   "approve TASK --file PATH...",
+		Short: "Approve protected files of a task (asks for the approval passphrase)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := a.approve(cmd.Context(), cl, argv[0], files); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out, "approved %s\n", strings.Join(files, ", "))
+			return nil
+		},
+	}
+	c.Flags().StringArrayVar(&files, "file", nil, "a protected file to approve (repeatable, required)")
+	_ = c.MarkFlagRequired("file")
+	return c
+}
+
+func (a *app) syncCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "sync TASK",
+		Short: "Merge the parent branch into the task branch",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.errOut, "syncing (waits behind questions the agent is answering)...")
+			var r httpapi.SyncResult
+			if err := cl.Call(cmd.Context(), "sync", map[string]any{"task": argv[0], "wait": true}, &r); err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, r)
+			}
+			if len(r.Conflicts) > 0 {
+				fmt.Fprintf(a.out, "conflicts in %s: the task is now in conflict; ask the agent or unblock it to resolve them\n", strings.Join(r.Conflicts, ", "))
+				return nil
+			}
+			fmt.Fprintln(a.out, "synced: the task branch has its parent's latest commits")
+			return nil
+		},
+	}
+}
+
+func (a *app) passphraseCmd() *cobra.Command {
+	c := &cobra.Command{Use: "passphrase", Short: "Manage the approval passphrase of protected files"}
+	c.AddCommand(&cobra.Command{
+		Use:   "set",
+		Short: "Set the approval passphrase (stored as a slow hash in the state dir)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := a.paths(cmd.Context())
+			if err != nil {
+				return err
+			}
+			pass, err := a.readSecret("new approval passphrase: ")
+			if err != nil {
+				return err
+			}
+			if term.IsTerminal(int(os.Stdin.Fd())) {
+				again, err := a.readSecret("again: ")
+				if err != nil {
+					return err
+				}
+				if again != pass {
+					return errors.New("the two passphrases differ; nothing was changed")
+				}
+			}
+			if err := os.MkdirAll(p.State, 0o700); err != nil {
+				return err
+			}
+			if err := approval.Save(p.Passphrase, pass); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out, "passphrase set (hash in %s)\n", p.Passphrase)
+			return nil
+		},
+	})
+	return c
+}

@@ -1,0 +1,283 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"lazy/actors"
+	"lazy/gitx"
+	"lazy/httpapi"
+	"lazy/review"
+	"lazy/store"
+	"lazy/task"
+)
+
+// Review is the daemon's review actions: queue, diff, threads, and every
+// write, each a message to the task's actor.
+type Review struct {
+	svc   *Service
+	mu    sync.Mutex
+	diffs map[string]cachedDiff
+}
+
+var _ httpapi.ReviewActions = (*Review)(nil)
+
+type cachedDiff struct {
+	key  time.Time // the task's UpdatedAt when computed
+	at   time.Time
+	diff *gitx.Diff
+}
+
+// diffTTL bounds how long a cached diff is trusted without a task change.
+const diffTTL = 15 * time.Second
+
+// maxCommentBody bounds a review comment's text.
+const maxCommentBody = 64 << 10
+
+// diff returns the task's diff against its parent, recomputed when the task
+// changed (a turn ended, a sync, a revert) or the cache is old.
+func (r *Review) diff(ctx context.Context, t *store.Task) (*gitx.Diff, error) {
+	r.mu.Lock()
+	c, ok := r.diffs[t.ID]
+	r.mu.Unlock()
+	if ok && c.key.Equal(t.UpdatedAt) && time.Since(c.at) < diffTTL {
+		return c.diff, nil
+	}
+	d, err := gitx.DiffBranch(ctx, r.svc.paths.Root, t.Parent, t.Branch)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.diffs == nil {
+		r.diffs = map[string]cachedDiff{}
+	}
+	r.diffs[t.ID] = cachedDiff{key: t.UpdatedAt, at: time.Now(), diff: d}
+	r.mu.Unlock()
+	return d, nil
+}
+
+// Queue lists blocked tasks with their counts.
+func (r *Review) Queue(ctx context.Context) ([]httpapi.QueueItem, error) {
+	all, err := r.svc.st.ListTasks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []httpapi.QueueItem{}
+	for i := range all {
+		t := &all[i]
+		if t.Status != task.Blocked {
+			continue
+		}
+		cs, err := r.svc.st.ListReviewComments(ctx, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		n := review.Count(cs)
+		out = append(out, httpapi.QueueItem{
+			Task:   httpapi.QueueTask{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Title: t.Title},
+			Status: string(t.Status), LiveSession: t.SessionID != "",
+			AwaitingAnswer: n.AwaitingAnswer, PendingAsks: n.PendingAsks, QueuedComments: n.Queued,
+		})
+	}
+	return out, nil
+}
+
+// Diff is the task's anchored diff.
+func (r *Review) Diff(ctx context.Context, ref string) (*httpapi.DiffResult, error) {
+	t, err := r.svc.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.diff(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	files := d.Files
+	if files == nil {
+		files = []gitx.File{}
+	}
+	return &httpapi.DiffResult{Task: Info(t), Files: files}, nil
+}
+
+// Comments is the threads payload with the status bar.
+func (r *Review) Comments(ctx context.Context, ref string) (*review.Payload, error) {
+	t, err := r.svc.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := r.svc.st.ListReviewComments(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.diff(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	inDiff := func(file string, side review.Side, line int) bool {
+		_, ok := d.Find(file, string(side), line)
+		return ok
+	}
+	ask := review.Askable(t.Status)
+	bar := review.StatusBar{Status: string(t.Status), Turns: t.Turns, LastActivity: t.LastActivity, CanAnswer: ask.OK}
+	if !ask.OK {
+		bar.Why = ask.Reason
+	}
+	p := review.BuildPayload(cs, inDiff, bar)
+	return &p, nil
+}
+
+// PostComment validates the anchor against the diff, captures the line's
+// text, and hands the message to the task actor, which saves it first.
+func (r *Review) PostComment(ctx context.Context, ref string, a httpapi.PostCommentArgs) (*review.ReviewComment, error) {
+	t, err := r.svc.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(a.Body) == "" {
+		return nil, usage("the comment is empty: write what you want to ask or say")
+	}
+	if len(a.Body) > maxCommentBody {
+		return nil, usage("the comment is %d bytes; keep it under %d", len(a.Body), maxCommentBody)
+	}
+	intent := review.Intent(a.Intent)
+	if intent != review.Ask && intent != review.Comment {
+		return nil, usage("intent must be \"ask\" or \"comment\", not %q", a.Intent)
+	}
+	c := review.ReviewComment{Intent: intent, Body: a.Body}
+	if a.ThreadID != "" {
+		cs, err := r.svc.st.ListReviewComments(ctx, t.ID)
+		if err != nil {
+			return nil, err
+		}
+		found := false
+		for _, m := range cs {
+			if m.ThreadID == a.ThreadID {
+				c.ThreadID, c.File, c.Line, c.Side, c.LineText = m.ThreadID, m.File, m.Line, m.Side, m.LineText
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, usage("thread %q is not on task %s", a.ThreadID, t.Ref())
+		}
+	} else {
+		side := review.Side(a.Side)
+		if side != review.Old && side != review.New {
+			return nil, usage("side must be \"old\" or \"new\", not %q", a.Side)
+		}
+		if a.File == "" || a.Line < 1 {
+			return nil, usage("a comment needs its anchor: file and a line number of at least 1")
+		}
+		d, err := r.diff(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		l, ok := d.Find(a.File, a.Side, a.Line)
+		if !ok {
+			return nil, usage("%s is not a line of the current diff of %s; reload the review page", review.AnchorLabel(a.File, a.Line, side), t.Ref())
+		}
+		c.File, c.Line, c.Side, c.LineText = a.File, a.Line, side, l.Text
+	}
+	res, err := r.svc.sup.Ask(t.ID, &actors.PostReviewComment{Comment: c})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*review.ReviewComment), nil
+}
+
+func (r *Review) action(ctx context.Context, ref string, msg any) (*httpapi.ActionResult, error) {
+	t, err := r.svc.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.svc.sup.Ask(t.ID, msg)
+	if err != nil {
+		return nil, err
+	}
+	d := res.(*actors.ActionDone)
+	return &httpapi.ActionResult{Comment: d.Comment, Notice: d.Notice}, nil
+}
+
+// RetryAsk re-sends a failed question.
+func (r *Review) RetryAsk(ctx context.Context, ref, id string) (*httpapi.ActionResult, error) {
+	return r.action(ctx, ref, &actors.RetryAsk{ID: id})
+}
+
+// Withdraw retracts an own message the agent has not seen.
+func (r *Review) Withdraw(ctx context.Context, ref, id string) (*httpapi.ActionResult, error) {
+	return r.action(ctx, ref, &actors.WithdrawComment{ID: id})
+}
+
+// Unblock queues the work turn carrying every queued comment.
+func (r *Review) Unblock(ctx context.Context, ref, feedback string) (*store.Turn, error) {
+	t, err := r.svc.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(feedback) == "" {
+		feedback = "Continue."
+	}
+	res, err := r.svc.sup.Ask(t.ID, &actors.Unblock{Message: feedback})
+	if err != nil {
+		return nil, err
+	}
+	tu := res.(*actors.WorkQueued).Turn
+	return &tu, nil
+}
+
+// Accept merges the task into its parent or returns the refusal with its remedy.
+func (r *Review) Accept(ctx context.Context, ref string, a httpapi.AcceptArgs) (*httpapi.TaskInfo, error) {
+	t, err := r.svc.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.svc.sup.AskWithin(t.ID, &actors.Accept{Reason: a.Reason, Passphrase: a.Passphrase, AllowOutOfScope: a.AllowOutOfScope}, 5*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	done := res.(*actors.AcceptDone)
+	info := Info(&done.Task)
+	return &info, nil
+}
+
+// Sync merges the parent into the task branch; wait follows it to the end.
+func (r *Review) Sync(ctx context.Context, ref string, wait bool) (*httpapi.SyncResult, error) {
+	t, err := r.svc.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.svc.sup.AskWithin(t.ID, &actors.Sync{Wait: wait}, 30*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	switch v := res.(type) {
+	case *actors.SyncQueued:
+		return &httpapi.SyncResult{Queued: true}, nil
+	case *actors.SyncDone:
+		return &httpapi.SyncResult{Status: v.Status, Conflicts: v.Conflicts}, nil
+	}
+	return nil, fmt.Errorf("sync answered %T", res)
+}
+
+// ViolationDecision allows or reverts out-of-scope files.
+func (r *Review) ViolationDecision(ctx context.Context, ref, decision string, files []string) error {
+	t, err := r.svc.Resolve(ctx, ref)
+	if err != nil {
+		return err
+	}
+	_, err = r.svc.sup.AskWithin(t.ID, &actors.ViolationDecision{Decision: decision, Files: files}, 5*time.Minute)
+	return err
+}
+
+// Approve records protected-path approvals after checking the passphrase.
+func (r *Review) Approve(ctx context.Context, ref string, files []string, passphrase string) error {
+	t, err := r.svc.Resolve(ctx, ref)
+	if err != nil {
+		return err
+	}
+	_, err = r.svc.sup.Ask(t.ID, &actors.Approve{Files: files, Passphrase: passphrase})
+	return err
+}

@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"context"
+
+	"lazy/gitx"
+	"lazy/review"
+	"lazy/store"
+)
+
+// ReviewActions is everything the review routes and the review RPC need of
+// the daemon. The daemon implements it directly; the dev web server through
+// the daemon's RPC. The web layer never touches git, locks or storage writes.
+type ReviewActions interface {
+	Queue(ctx context.Context) ([]QueueItem, error)
+	Diff(ctx context.Context, ref string) (*DiffResult, error)
+	Comments(ctx context.Context, ref string) (*review.Payload, error)
+	PostComment(ctx context.Context, ref string, a PostCommentArgs) (*review.ReviewComment, error)
+	RetryAsk(ctx context.Context, ref, id string) (*ActionResult, error)
+	Withdraw(ctx context.Context, ref, id string) (*ActionResult, error)
+	Unblock(ctx context.Context, ref, feedback string) (*store.Turn, error)
+	Accept(ctx context.Context, ref string, a AcceptArgs) (*TaskInfo, error)
+	Sync(ctx context.Context, ref string, wait bool) (*SyncResult, error)
+	ViolationDecision(ctx context.Context, ref, decision string, files []string) error
+	Approve(ctx context.Context, ref string, files []string, passphrase string) error
+}
+
+// QueueTask is the task part of a queue item.
+type QueueTask struct {
+	ID      string `json:"id"`
+	ShortID string `json:"short_id"`
+	Code    string `json:"code"`
+	Title   string `json:"title"`
+}
+
+// QueueItem is one entry of the review queue (CONTRACT §7).
+type QueueItem struct {
+	Task           QueueTask `json:"task"`
+	Status         string    `json:"status"`
+	LiveSession    bool      `json:"live_session"`
+	AwaitingAnswer int       `json:"awaiting_answer"`
+	PendingAsks    int       `json:"pending_asks"`
+	QueuedComments int       `json:"queued_comments"`
+}
+
+// PostCommentArgs is the comment POST body (CONTRACT §7).
+type PostCommentArgs struct {
+	Body     string `json:"body"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Side     string `json:"side"`
+	Intent   string `json:"intent"`
+	ThreadID string `json:"thread_id,omitempty"`
+}
+
+// DiffResult is a task's anchored diff against its parent.
+type DiffResult struct {
+	Task  TaskInfo    `json:"task"`
+	Files []gitx.File `json:"files"`
+}
+
+// ActionResult is the reply of retry and withdraw.
+type ActionResult struct {
+	Comment review.ReviewComment `json:"comment"`
+	Notice  string               `json:"notice"`
+}
+
+// AcceptArgs are the accept form's fields.
+type AcceptArgs struct {
+	Reason          string `json:"reason"`
+	Passphrase      string `json:"passphrase,omitempty"`
+	AllowOutOfScope bool   `json:"allow_out_of_scope,omitempty"`
+}
+
+// SyncResult is what a sync did (or that it was queued).
+type SyncResult struct {
+	Queued    bool     `json:"queued"`
+	Status    string   `json:"status,omitempty"`
+	Conflicts []string `json:"conflicts,omitempty"`
+}
