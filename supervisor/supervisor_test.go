@@ -37,6 +37,7 @@ func (f *fakeLauncher) seen() []string {
 }
 
 type harness struct {
+	dir    string
 	sup    *Supervisor
 	st     *store.SQL
 	events <-chan actors.Event
@@ -53,7 +54,8 @@ func newHarness(t *testing.T, l *fakeLauncher) *harness {
 	t.Cleanup(func() { _ = st.Close() })
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	sup, err := New(Options{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Log: log, Timeout: 5 * time.Second,
-		Task: &actors.TaskDeps{Store: st, Launcher: l, LockDir: filepath.Join(dir, "locks"), Log: log}})
+		Task: &actors.TaskDeps{Store: st, Launcher: l, LockDir: filepath.Join(dir, "locks"), Log: log,
+			RecoveryDir: filepath.Join(dir, "recovery"), AskTimeout: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func newHarness(t *testing.T, l *fakeLauncher) *harness {
 	if err := st.CreateTask(context.Background(), tk); err != nil {
 		t.Fatal(err)
 	}
-	return &harness{sup: sup, st: st, events: ch, taskID: tk.ID}
+	return &harness{sup: sup, st: st, events: ch, taskID: tk.ID, dir: dir}
 }
 
 type testWriter struct{ t *testing.T }
