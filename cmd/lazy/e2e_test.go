@@ -418,3 +418,7 @@ func TestVersionAndUsage(t *testing.T) {
 		t.Errorf("completion bash: %v", err)
 	}
 }
+
+type execCmd = exec.Cmd
+
+func newExec(name string, args ...string) *execCmd { return exec.Command(name, args...) }

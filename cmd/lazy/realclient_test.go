@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lazy/gitx/gitxtest"
+	"lazy/httpapi"
+	"lazy/review"
 )
 
 // claudePath finds the real client installed by `make test` (scripts/deps.sh).
@@ -243,5 +247,49 @@ func TestDockerRunnerArgv(t *testing.T) {
 	}
 	if !strings.Contains(ti.FailReason, "no engine in tests") {
 		t.Errorf("the failure must carry the runner's message: %s", ti.FailReason)
+	}
+}
+
+// TestRealClientAsk: with the claude CLI as the agent, an ask resumes the
+// task's session in plan mode and the answer lands in the thread.
+func TestRealClientAsk(t *testing.T) {
+	claude := claudePath(t)
+	p := newProject(t, "process")
+	p.useClaude(t, claude, "api_key")
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "cl", "-m", "remember the word PINEAPPLE")
+	ti := p.waitStatus("cl", "blocked")
+	// the stub model makes no edits, so the test commits a line to anchor on
+	gitxtest.Commit(t, ti.Worktree, "a line to discuss", map[string]string{"notes.txt": "first line\n"})
+	p.stub.Reset()
+	a := p.post("cl", httpapi.PostCommentArgs{Body: "What word did I ask you to remember?", File: "notes.txt", Line: 1, Side: "new", Intent: "ask"})
+	pl := p.waitThreads("cl", "the real client's answer", func(pl review.Payload) bool {
+		return find(pl, a.ID).AskState == review.AskAnswered || find(pl, a.ID).AskState == review.AskFailed
+	})
+	if got := find(pl, a.ID); got.AskState != review.AskAnswered {
+		t.Fatalf("ask: %s %q", got.AskState, got.AskError)
+	}
+	var reply review.ReviewComment
+	for _, th := range pl.Threads {
+		if th.ID == a.ThreadID && len(th.Messages) == 2 {
+			reply = th.Messages[1]
+		}
+	}
+	if reply.Actor != review.Agent || !strings.Contains(reply.Body, "stub answer to:") || !strings.Contains(reply.Body, "notes.txt") {
+		t.Fatalf("the answer in the thread: %+v", reply)
+	}
+	// the ask resumed the session: the upstream saw the first turn's prompt in the conversation
+	resumed := false
+	for _, r := range p.stub.Requests() {
+		if r.Path == "/v1/messages" && strings.Contains(string(r.Body), "PINEAPPLE") && strings.Contains(string(r.Body), "What word did I ask you") {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Error("the ask did not carry the earlier conversation: the session was not resumed")
+	}
+	out := p.lazy(0, "task", "show", "cl")
+	if !strings.Contains(out, "turn 2: ask (ask) done") {
+		t.Errorf("task show:\n%s", out)
 	}
 }

@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"lazy/client"
+	"lazy/gitx/gitxtest"
+	"lazy/httpapi"
+	"lazy/proxy"
+	"lazy/review"
+	"lazy/scriptagent"
+)
+
+func (p *project) rpc() *client.Client {
+	p.t.Helper()
+	c, _, err := client.Discover(p.paths)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return c
+}
+
+func (p *project) post(ref string, a httpapi.PostCommentArgs) review.ReviewComment {
+	p.t.Helper()
+	var c review.ReviewComment
+	args := map[string]any{"task": ref, "body": a.Body, "file": a.File, "line": a.Line, "side": a.Side, "intent": a.Intent, "thread_id": a.ThreadID}
+	if err := p.rpc().Call(context.Background(), "reviewPostComment", args, &c); err != nil {
+		p.t.Fatalf("post %q: %v", a.Body, err)
+	}
+	return c
+}
+
+func (p *project) threads(ref string) review.Payload {
+	p.t.Helper()
+	var pl review.Payload
+	if err := p.rpc().Call(context.Background(), "reviewComments", map[string]string{"task": ref}, &pl); err != nil {
+		p.t.Fatal(err)
+	}
+	return pl
+}
+
+// waitThreads polls the threads payload until cond holds.
+func (p *project) waitThreads(ref string, what string, cond func(review.Payload) bool) review.Payload {
+	p.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		pl := p.threads(ref)
+		if cond(pl) {
+			return pl
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("timed out waiting for %s: %+v", what, pl)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func find(pl review.Payload, id string) review.ReviewComment {
+	for _, th := range pl.Threads {
+		for _, m := range th.Messages {
+			if m.ID == id {
+				return m
+			}
+		}
+	}
+	return review.ReviewComment{}
+}
+
+// fourLines is a task whose first turn commits a four-line file.
+const fourLines = "write a\n@write a.go one\\ntwo\\nthree\\nfour\\n\n@commit add a.go\n@answer wrote a.go"
+
+func TestReviewSequenceWithScriptedAgent(t *testing.T) {
+	p := newProject(t, "process")
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "seq", "-m", fourLines)
+	p.waitStatus("seq", "blocked")
+	c1 := p.post("seq", httpapi.PostCommentArgs{Body: "C1: rename one\n@write a.go ONE\\ntwo\\nthree\\nfour\\n\n@commit rename", File: "a.go", Line: 1, Side: "new", Intent: "comment"})
+	a1 := p.post("seq", httpapi.PostCommentArgs{Body: "A1: why two?", File: "a.go", Line: 2, Side: "new", Intent: "ask"})
+	c2 := p.post("seq", httpapi.PostCommentArgs{Body: "C2: keep three", File: "a.go", Line: 3, Side: "new", Intent: "comment"})
+	a2 := p.post("seq", httpapi.PostCommentArgs{Body: "A2: and four?", File: "a.go", Line: 4, Side: "new", Intent: "ask"})
+	if c1.LineText != "one" || a2.LineText != "four" || c1.DeliveryState != review.PendingDelivery || a1.AskState != review.AskPending {
+		t.Fatalf("saved records: %+v / %+v", c1, a2)
+	}
+	var turn struct{ Number int }
+	if err := p.rpc().Call(context.Background(), "reviewUnblock", map[string]string{"task": "seq", "feedback": "Overall: ship it"}, &turn); err != nil {
+		t.Fatal(err)
+	}
+	p.waitThreads("seq", "delivery", func(pl review.Payload) bool {
+		return find(pl, c1.ID).DeliveryState == review.Delivered && find(pl, a2.ID).AskState == review.AskAnswered
+	})
+	p.waitStatus("seq", "blocked")
+	turns, err := scriptagent.ReadTurns(filepath.Join(p.paths.Agents, "seq", "home"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(turns) != 4 {
+		t.Fatalf("the agent recorded %d turns, want 4 (first work turn + A1 + A2 + one unblock work turn)", len(turns))
+	}
+	after := turns[1:]
+	if after[0].Mode != "plan" || !strings.Contains(after[0].Prompt, "A1: why two?") || !strings.Contains(after[0].Prompt, "a.go, line 2 (new)") {
+		t.Errorf("turn 2 must be A1, read-only: %+v", after[0])
+	}
+	if after[1].Mode != "plan" || !strings.Contains(after[1].Prompt, "A2: and four?") {
+		t.Errorf("turn 3 must be A2, read-only: %+v", after[1])
+	}
+	w := after[2]
+	if w.Mode == "plan" || !strings.Contains(w.Prompt, "C1: rename one") || !strings.Contains(w.Prompt, "C2: keep three") ||
+		!strings.Contains(w.Prompt, "Line: one") || !strings.Contains(w.Prompt, "Overall: ship it") || strings.Contains(w.Prompt, "A1: why two?") {
+		t.Errorf("turn 4 must be the work turn with C1, C2 and the message:\n%s", w.Prompt)
+	}
+	for _, tr := range after {
+		if !tr.Resumed || tr.Session != turns[0].Session {
+			t.Errorf("every later turn resumes the first session: %+v", tr)
+		}
+	}
+	pl := p.threads("seq")
+	for _, c := range []review.ReviewComment{c1, c2} {
+		if got := find(pl, c.ID); got.DeliveredTurn != turn.Number || got.DeliveryState != review.Delivered {
+			t.Errorf("%s: %s turn %d, want delivered with turn %d", c.Body, got.DeliveryState, got.DeliveredTurn, turn.Number)
+		}
+	}
+	if pl.Pending != 0 || pl.PendingDelivery != 0 || len(pl.Queued) != 0 {
+		t.Errorf("counts after delivery: %+v", pl)
+	}
+	// the work turn really ran: the comment's directive changed the file
+	if out := gitxtest.Git(t, p.root, "show", "lazy/seq:a.go"); !strings.HasPrefix(out, "ONE") {
+		t.Errorf("a.go on the branch: %q", out)
+	}
+	// the ask's answer is on its thread, same anchor
+	for _, th := range pl.Threads {
+		if th.ID == a1.ThreadID && (len(th.Messages) != 2 || th.Messages[1].Actor != review.Agent || th.Line != 2 || th.Orphan) {
+			t.Errorf("A1's thread: %+v", th)
+		}
+	}
+	// a review comment never feeds the auto-react loop
+	before := len(turns)
+	p.post("seq", httpapi.PostCommentArgs{Body: "just a note", File: "a.go", Line: 1, Side: "new", Intent: "comment"})
+	time.Sleep(500 * time.Millisecond)
+	turns, _ = scriptagent.ReadTurns(filepath.Join(p.paths.Agents, "seq", "home"))
+	if len(turns) != before || p.show("seq").Status != "blocked" {
+		t.Error("a review comment started a turn")
+	}
+}
+
+func TestAskOnRunningTaskAndBadAnchors(t *testing.T) {
+	p := newProject(t, "process")
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "busy", "-m", fourLines+"\n@sleep 3s")
+	for p.show("busy").Turns != 1 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	// the diff is empty while the first turn runs: an anchor outside it is refused
+	err := p.rpc().Call(context.Background(), "reviewPostComment", map[string]any{"task": "busy", "body": "x", "file": "nope.go", "line": 1, "side": "new", "intent": "ask"}, nil)
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Status != 400 || !strings.Contains(ce.Message, "not a line of the current diff") {
+		t.Fatalf("bad anchor: %v", err)
+	}
+	for _, bad := range []map[string]any{
+		{"task": "busy", "body": "", "file": "a.go", "line": 1, "side": "new", "intent": "ask"},
+		{"task": "busy", "body": "x", "file": "a.go", "line": 1, "side": "left", "intent": "ask"},
+		{"task": "busy", "body": "x", "file": "a.go", "line": 1, "side": "new", "intent": "shout"},
+		{"task": "nosuch", "body": "x", "file": "a.go", "line": 1, "side": "new", "intent": "ask"},
+	} {
+		if err := p.rpc().Call(context.Background(), "reviewPostComment", bad, nil); !errors.As(err, &ce) || ce.Status/100 != 4 {
+			t.Errorf("%v: got %v, want a 4xx", bad, err)
+		}
+	}
+	p.waitStatus("busy", "blocked")
+	// once blocked, an ask posted on a now-running task (unblock with a slow turn) is saved and failed
+	p.lazy(0, "unblock", "busy", "-m", "@sleep 3s")
+	for p.show("busy").Status != "running" {
+		time.Sleep(50 * time.Millisecond)
+	}
+	c := p.post("busy", httpapi.PostCommentArgs{Body: "what now?", File: "a.go", Line: 1, Side: "new", Intent: "ask"})
+	if c.AskState != review.AskFailed || !strings.Contains(c.AskError, "working on a turn") || c.Body != "what now?" {
+		t.Fatalf("ask on a running task: %+v", c)
+	}
+	p.waitStatus("busy", "blocked")
+	var res httpapi.ActionResult
+	if err := p.rpc().Call(context.Background(), "reviewRetryAsk", map[string]string{"task": "busy", "id": c.ID}, &res); err != nil {
+		t.Fatal(err)
+	}
+	p.waitThreads("busy", "retried ask answered", func(pl review.Payload) bool { return find(pl, c.ID).AskState == review.AskAnswered })
+}
+
+func TestAcceptRefusalsAndRemedies(t *testing.T) {
+	p := newProject(t, "process")
+	cfgPath := filepath.Join(p.root, ".lazy", "config.toml")
+	b, _ := os.ReadFile(cfgPath)
+	if err := os.WriteFile(cfgPath, append(b, []byte("\n[protect]\npaths = [\".github/**\"]\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.lazy(0, "daemon", "start")
+	accept := func(ref string, extra map[string]any) (*client.Error, *review.Remedy) {
+		args := map[string]any{"task": ref, "reason": "looks good"}
+		for k, v := range extra {
+			args[k] = v
+		}
+		err := p.rpc().Call(context.Background(), "reviewAccept", args, nil)
+		if err == nil {
+			return nil, nil
+		}
+		var ce *client.Error
+		if !errors.As(err, &ce) {
+			t.Fatalf("accept %s: %v", ref, err)
+		}
+		return ce, review.ParseRemedy(ce.Remedy)
+	}
+
+	// no commits
+	p.lazy(0, "task", "new", "--code", "empty", "-m", "@answer nothing to do")
+	p.waitStatus("empty", "blocked")
+	if ce, r := accept("empty", nil); ce == nil || r == nil || r.Reason != review.ReasonNoCommits || !strings.Contains(ce.Message, "no commits") {
+		t.Errorf("no commits: %v %+v", ce, r)
+	}
+
+	// behind its parent → sync remedy → sync → accepted
+	p.lazy(0, "task", "new", "--code", "behind", "-m", "@write b.txt b\n@commit b")
+	p.waitStatus("behind", "blocked")
+	gitxtest.Commit(t, p.root, "parent moves", map[string]string{"parent.txt": "p"})
+	ce, r := accept("behind", nil)
+	if ce == nil || r == nil || r.Reason != review.ReasonBehindParent || r.UIAction != review.ActionSync || r.Command != "lazy sync behind" {
+		t.Fatalf("behind: %v %+v", ce, r)
+	}
+	out := p.lazy(0, "sync", "behind")
+	if !strings.Contains(out, "synced") {
+		t.Fatalf("sync: %s", out)
+	}
+	if ce, _ := accept("behind", nil); ce != nil {
+		t.Fatalf("accept after sync: %v", ce)
+	}
+	if ti := p.show("behind"); ti.Status != "accepted" {
+		t.Errorf("status after accept: %s", ti.Status)
+	}
+	if out := gitxtest.Git(t, p.root, "log", "--oneline", "main"); !strings.Contains(out, " b") {
+		t.Errorf("main lacks the task's commit:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(p.paths.Worktrees, "behind")); !os.IsNotExist(err) {
+		t.Error("the accepted task's worktree is still there")
+	}
+	grants, _ := proxy.LoadGrants(p.paths.ProxyTokens)
+	for _, g := range grants {
+		if g.TaskRef == "behind" {
+			t.Error("the accepted task's grant was not revoked")
+		}
+	}
+
+	// a conflicting sync → conflict status (askable, not queued) → merge_in_progress
+	p.lazy(0, "task", "new", "--code", "clash", "-m", "@write parent.txt mine\n@commit mine")
+	p.waitStatus("clash", "blocked")
+	gitxtest.Commit(t, p.root, "parent edits the same file", map[string]string{"parent.txt": "theirs"})
+	out = p.lazy(0, "sync", "clash")
+	if !strings.Contains(out, "conflicts in parent.txt") || p.show("clash").Status != "conflict" {
+		t.Fatalf("conflicting sync: %s %s", out, p.show("clash").Status)
+	}
+	var q []httpapi.QueueItem
+	_ = p.rpc().Call(context.Background(), "reviewQueue", nil, &q)
+	for _, it := range q {
+		if it.Task.Code == "clash" {
+			t.Error("a conflict task is listed in the queue")
+		}
+	}
+	a := p.post("clash", httpapi.PostCommentArgs{Body: "which side?", File: "parent.txt", Line: 1, Side: "new", Intent: "ask"})
+	p.waitThreads("clash", "ask in conflict", func(pl review.Payload) bool { return find(pl, a.ID).AskState == review.AskAnswered })
+	if ce, r := accept("clash", nil); ce == nil || r == nil || r.Reason != review.ReasonMergeInProgress {
+		t.Errorf("merge in progress: %v %+v", ce, r)
+	}
+
+	// out of scope → allow decision → protected → wrong passphrase (403) → right one
+	p.lazy(0, "task", "new", "--code", "wide", "--scope", "src/**", "-m", "@write src/a.go a\n@write README.md changed\n@write .github/ci.yml on: push\n@commit wide")
+	p.waitStatus("wide", "blocked")
+	ce, r = accept("wide", nil)
+	if ce == nil || r == nil || r.Reason != review.ReasonOutOfScope || strings.Join(r.Files, ",") != ".github/ci.yml,README.md" {
+		t.Fatalf("out of scope: %v %+v", ce, r)
+	}
+	if err := p.rpc().Call(context.Background(), "reviewViolationDecision", map[string]any{"task": "wide", "decision": "revert", "files": []string{"README.md"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.rpc().Call(context.Background(), "reviewViolationDecision", map[string]any{"task": "wide", "decision": "allow", "files": []string{".github/ci.yml"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ce, r = accept("wide", nil)
+	if ce == nil || r == nil || r.Reason != review.ReasonPassphraseRequired || r.UIAction != review.ActionPassphrase ||
+		r.Command != "lazy accept wide --reason 'looks good' --approve-file .github/ci.yml" {
+		t.Fatalf("protected: %v %+v", ce, r)
+	}
+	if ce, _ := accept("wide", map[string]any{"passphrase": "anything"}); ce == nil || !strings.Contains(ce.Message, "lazy passphrase set") {
+		t.Fatalf("no passphrase set yet: %v", ce)
+	}
+	setPass := p.cmd("passphrase", "set")
+	setPass.Stdin = strings.NewReader("correct horse battery\n")
+	if out, err := setPass.CombinedOutput(); err != nil {
+		t.Fatalf("passphrase set: %v %s", err, out)
+	}
+	if ce, r := accept("wide", map[string]any{"passphrase": "wrong horse battery"}); ce == nil || ce.Status != 403 || r == nil || r.UIAction != review.ActionPassphrase {
+		t.Fatalf("wrong passphrase: %v %+v", ce, r)
+	}
+	if ce, _ := accept("wide", map[string]any{"passphrase": "correct horse battery"}); ce != nil {
+		t.Fatalf("right passphrase: %v", ce)
+	}
+	if gitxtest.Git(t, p.root, "show", "main:src/a.go") != "a" || strings.Contains(gitxtest.Git(t, p.root, "show", "main:README.md"), "changed") ||
+		!strings.Contains(gitxtest.Git(t, p.root, "show", "main:.github/ci.yml"), "on: push") {
+		t.Error("main after accepting wide: want src/a.go and .github/ci.yml, README.md reverted")
+	}
+	for _, f := range []string{p.paths.Log, p.paths.DB} {
+		b, _ := os.ReadFile(f)
+		if strings.Contains(string(b), "horse") {
+			t.Errorf("the passphrase reached %s", f)
+		}
+	}
+}
+
+func (p *project) cmd(args ...string) *execCmd {
+	c := newExec(lazyBin, append(args, "--project", p.root)...)
+	c.Env = p.env
+	return c
+}
+
+func TestKill9BetweenCommentAndAnswer(t *testing.T) {
+	p := newProject(t, "process")
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "k", "-m", fourLines)
+	p.waitStatus("k", "blocked")
+	pid := p.info().PID
+	a := p.post("k", httpapi.PostCommentArgs{Body: "slow question\n@sleep 20s", File: "a.go", Line: 1, Side: "new", Intent: "ask"})
+	c := p.post("k", httpapi.PostCommentArgs{Body: "a queued note", File: "a.go", Line: 2, Side: "new", Intent: "comment"})
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for syscallAlive(pid) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// the scripted agent of the cut-off ask is orphaned; it must not hold things up
+	p.lazy(0, "daemon", "start")
+	pl := p.threads("k")
+	if got := find(pl, a.ID); got.ID == "" || got.Body != "slow question\n@sleep 20s" {
+		t.Fatalf("the 201-acknowledged ask is lost: %+v", pl)
+	}
+	if got := find(pl, c.ID); got.DeliveryState != review.PendingDelivery {
+		t.Fatalf("the queued comment: %+v", got)
+	}
+	if got := find(pl, a.ID); got.AskState != review.AskPending {
+		t.Fatalf("after the restart the ask must be re-queued: %s %q", got.AskState, got.AskError)
+	}
+	p.waitThreads("k", "the re-queued ask answered", func(pl review.Payload) bool { return find(pl, a.ID).AskState == review.AskAnswered })
+}
