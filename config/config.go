@@ -312,9 +312,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch c.Storage.Backend {
-	case "sql":
+	case "sql", "file":
 	default:
-		return bad("storage.backend", "%q is not an available backend; use sql", c.Storage.Backend)
+		return bad("storage.backend", "%q is not a backend; use sql or file", c.Storage.Backend)
 	}
 	if _, err := c.Targets(); err != nil {
 		return err

@@ -258,7 +258,10 @@ func ensureToken(path string) (string, error) {
 	return tok, nil
 }
 
-func openStore(_ *config.Config, paths config.Paths) (store.Store, error) {
+func openStore(cfg *config.Config, paths config.Paths) (store.Store, error) {
+	if cfg.Storage.Backend == "file" {
+		return store.OpenFile(paths.FileStore)
+	}
 	return store.OpenSQL(paths.DB)
 }
 

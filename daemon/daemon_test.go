@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"lazy/gitx/gitxtest"
 )
@@ -55,4 +56,8 @@ func BenchmarkDaemonStartToReady(b *testing.B) {
 		<-d.Done()
 		b.StartTimer()
 	}
+}
+
+func httpClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: time.Minute}
 }

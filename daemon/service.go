@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"lazy/actors"
@@ -26,6 +27,11 @@ type Service struct {
 	st    store.Store
 	sup   *supervisor.Supervisor
 	creds *credentials
+
+	// idents indexes every task's id and code, which never change, so that
+	// resolving a ref loads one row instead of every task.
+	mu     sync.Mutex
+	idents []task.Ident
 }
 
 var _ httpapi.Tasks = (*Service)(nil)
@@ -39,24 +45,39 @@ func usage(format string, a ...any) error { return &UsageError{Msg: fmt.Sprintf(
 
 // Resolve finds the task ref names (CONTRACT §2).
 func (s *Service) Resolve(ctx context.Context, ref string) (*store.Task, error) {
-	all, err := s.st.ListTasks(ctx)
+	id, err := s.resolveIdent(ctx, ref, false)
+	var nf *task.NotFoundError
+	if errors.As(err, &nf) {
+		id, err = s.resolveIdent(ctx, ref, true) // a task made since the index was read
+	}
 	if err != nil {
 		return nil, err
 	}
-	idents := make([]task.Ident, len(all))
-	for i, t := range all {
-		idents[i] = task.Ident{ID: t.ID, Code: t.CodeString()}
-	}
-	id, err := task.Resolve(ref, idents)
-	if err != nil {
-		return nil, err
-	}
-	for i := range all {
-		if all[i].ID == id.ID {
-			return &all[i], nil
+	return s.st.GetTask(ctx, id.ID)
+}
+
+func (s *Service) resolveIdent(ctx context.Context, ref string, reload bool) (task.Ident, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idents == nil || reload {
+		all, err := s.st.ListTasks(ctx)
+		if err != nil {
+			return task.Ident{}, err
+		}
+		s.idents = make([]task.Ident, len(all))
+		for i, t := range all {
+			s.idents[i] = task.Ident{ID: t.ID, Code: t.CodeString()}
 		}
 	}
-	return nil, fmt.Errorf("task %s: %w", ref, store.ErrNotFound)
+	return task.Resolve(ref, s.idents)
+}
+
+func (s *Service) remember(t *store.Task) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idents != nil {
+		s.idents = append(s.idents, task.Ident{ID: t.ID, Code: t.CodeString()})
+	}
 }
 
 // Info converts a task row to its wire form.
@@ -138,6 +159,7 @@ func (s *Service) NewTask(ctx context.Context, a httpapi.NewTaskArgs) (*httpapi.
 		}
 		return nil, err
 	}
+	s.remember(t)
 	res, err := s.sup.Ask(t.ID, &actors.StartWork{Trigger: "start", Prompt: a.Prompt})
 	if err != nil {
 		return nil, fmt.Errorf("queue the first turn of %s: %w", ref, err)

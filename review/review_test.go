@@ -25,7 +25,10 @@ var (
 	askFailed     = msg(func(c *ReviewComment) { c.Intent, c.AskState, c.AskError = Ask, AskFailed, "x" })
 	agentReply    = msg(func(c *ReviewComment) { c.Actor, c.Intent = Agent, Ask })
 	withdrawn     = msg(func(c *ReviewComment) { c.Intent, c.DeliveryState, c.WithdrawnAt = Comment, PendingDelivery, &now })
-	otherTask     = msg(func(c *ReviewComment) { c.TaskID = "0190bbbb000070008000000000000002"; c.Intent, c.DeliveryState = Comment, PendingDelivery })
+	otherTask     = msg(func(c *ReviewComment) {
+		c.TaskID = "0190bbbb000070008000000000000002"
+		c.Intent, c.DeliveryState = Comment, PendingDelivery
+	})
 )
 
 func TestCanWithdraw(t *testing.T) {

@@ -17,7 +17,12 @@ import (
 )
 
 // SQL is the relational store: SQLite through GORM (pure-Go driver), WAL.
-type SQL struct{ db *gorm.DB }
+// Writes go through one connection (SQLite has one writer); reads use a small
+// pool of their own, which WAL lets run beside the writer.
+type SQL struct {
+	db *gorm.DB // writes
+	rd *gorm.DB // reads
+}
 
 var _ Store = (*SQL)(nil)
 
@@ -46,16 +51,31 @@ func openSQL(path string, upTo int) (*SQL, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
-	return &SQL{db: db}, nil
+	rd, err := gorm.Open(sqlite.Open(dsn+"&_pragma=query_only(1)"), &gorm.Config{
+		Logger: logger.Discard, SkipDefaultTransaction: true, NowFunc: func() time.Time { return time.Now().UTC() },
+	})
+	if err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("open %s for reading: %w", path, err)
+	}
+	if rdDB, err := rd.DB(); err == nil {
+		rdDB.SetMaxOpenConns(4)
+		rdDB.SetMaxIdleConns(4)
+	}
+	return &SQL{db: db, rd: rd}, nil
 }
 
 // Close closes the database.
 func (s *SQL) Close() error {
-	sqlDB, err := s.db.DB()
-	if err != nil {
-		return err
+	var errs []error
+	for _, g := range []*gorm.DB{s.rd, s.db} {
+		if sqlDB, err := g.DB(); err != nil {
+			errs = append(errs, err)
+		} else if err := sqlDB.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return sqlDB.Close()
+	return errors.Join(errs...)
 }
 
 func mapErr(op string, err error) error {
@@ -79,7 +99,7 @@ func (s *SQL) CreateTask(ctx context.Context, t *Task) error {
 // GetTask loads one task by full id.
 func (s *SQL) GetTask(ctx context.Context, id string) (*Task, error) {
 	var t Task
-	if err := s.db.WithContext(ctx).First(&t, "id = ?", id).Error; err != nil {
+	if err := s.rd.WithContext(ctx).First(&t, "id = ?", id).Error; err != nil {
 		return nil, mapErr("get task "+id, err)
 	}
 	return &t, nil
@@ -88,7 +108,7 @@ func (s *SQL) GetTask(ctx context.Context, id string) (*Task, error) {
 // ListTasks lists every task, oldest first.
 func (s *SQL) ListTasks(ctx context.Context) ([]Task, error) {
 	var ts []Task
-	err := s.db.WithContext(ctx).Order("created_at, id").Find(&ts).Error
+	err := s.rd.WithContext(ctx).Order("created_at, id").Find(&ts).Error
 	return ts, mapErr("list tasks", err)
 }
 
@@ -117,14 +137,14 @@ func (s *SQL) SaveTurn(ctx context.Context, t *Turn) error {
 // ListTurns lists a task's turns in order.
 func (s *SQL) ListTurns(ctx context.Context, taskID string) ([]Turn, error) {
 	var ts []Turn
-	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("number").Find(&ts).Error
+	err := s.rd.WithContext(ctx).Where("task_id = ?", taskID).Order("number").Find(&ts).Error
 	return ts, mapErr("list turns", err)
 }
 
 // TurnsInState lists turns in one state, oldest first.
 func (s *SQL) TurnsInState(ctx context.Context, state string) ([]Turn, error) {
 	var ts []Turn
-	err := s.db.WithContext(ctx).Where("status = ?", state).Order("queued_at, number").Find(&ts).Error
+	err := s.rd.WithContext(ctx).Where("status = ?", state).Order("queued_at, number").Find(&ts).Error
 	return ts, mapErr("list turns "+state, err)
 }
 
@@ -136,7 +156,7 @@ func (s *SQL) AddComment(ctx context.Context, c *Comment) error {
 // ListComments lists a task's ordinary comments, oldest first.
 func (s *SQL) ListComments(ctx context.Context, taskID string) ([]Comment, error) {
 	var cs []Comment
-	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("created_at, id").Find(&cs).Error
+	err := s.rd.WithContext(ctx).Where("task_id = ?", taskID).Order("created_at, id").Find(&cs).Error
 	return cs, mapErr("list comments", err)
 }
 
@@ -159,14 +179,14 @@ func (s *SQL) SaveReviewComment(ctx context.Context, c *review.ReviewComment) er
 // ListReviewComments lists a task's review comments, oldest first.
 func (s *SQL) ListReviewComments(ctx context.Context, taskID string) ([]review.ReviewComment, error) {
 	var cs []review.ReviewComment
-	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("created_at, id").Find(&cs).Error
+	err := s.rd.WithContext(ctx).Where("task_id = ?", taskID).Order("created_at, id").Find(&cs).Error
 	return cs, mapErr("list review comments", err)
 }
 
 // GetReviewComment loads one review comment.
 func (s *SQL) GetReviewComment(ctx context.Context, id string) (*review.ReviewComment, error) {
 	var c review.ReviewComment
-	if err := s.db.WithContext(ctx).First(&c, "id = ?", id).Error; err != nil {
+	if err := s.rd.WithContext(ctx).First(&c, "id = ?", id).Error; err != nil {
 		return nil, mapErr("get review comment "+id, err)
 	}
 	return &c, nil
@@ -175,7 +195,7 @@ func (s *SQL) GetReviewComment(ctx context.Context, id string) (*review.ReviewCo
 // AsksInState lists asks in one state, oldest first.
 func (s *SQL) AsksInState(ctx context.Context, state review.AskState) ([]review.ReviewComment, error) {
 	var cs []review.ReviewComment
-	err := s.db.WithContext(ctx).Where("intent = ? AND actor = ? AND ask_state = ?", review.Ask, review.Human, state).Order("created_at, id").Find(&cs).Error
+	err := s.rd.WithContext(ctx).Where("intent = ? AND actor = ? AND ask_state = ?", review.Ask, review.Human, state).Order("created_at, id").Find(&cs).Error
 	return cs, mapErr("list asks", err)
 }
 
@@ -187,6 +207,6 @@ func (s *SQL) AddApproval(ctx context.Context, a *Approval) error {
 // ListApprovals lists a task's approvals.
 func (s *SQL) ListApprovals(ctx context.Context, taskID string) ([]Approval, error) {
 	var as []Approval
-	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("kind, path").Find(&as).Error
+	err := s.rd.WithContext(ctx).Where("task_id = ?", taskID).Order("kind, path").Find(&as).Error
 	return as, mapErr("list approvals", err)
 }

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,7 +176,9 @@ func TestPlainUnblockIsTheMessageAlone(t *testing.T) {
 	l := newScripted()
 	h := newHarness(t, &fakeLauncher{fn: l.RunTurn})
 	res, _ := h.sup.Ask(h.taskID, &actors.Unblock{Message: "just this"})
-	h.waitEvent(t, "turn end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == res.(*actors.WorkQueued).Turn.Number })
+	h.waitEvent(t, "turn end", func(e actors.Event) bool {
+		return e.Kind == "turn_end" && e.Turn == res.(*actors.WorkQueued).Turn.Number
+	})
 	if p := l.seen()[0].Prompt; p != "just this" {
 		t.Errorf("prompt %q", p)
 	}
@@ -211,7 +214,9 @@ func TestAskStateTable(t *testing.T) {
 		if _, err := h.sup.Ask(h.taskID, &actors.RetryAsk{ID: c.ID}); err != nil {
 			t.Fatal(err)
 		}
-		got = h.waitAsk(t, c.ID, review.AskAnswered)
+		if got = h.waitAsk(t, c.ID, review.AskAnswered); got.Body != "why" || got.ThreadID != c.ThreadID {
+			t.Errorf("the re-sent question changed: %+v", got)
+		}
 		if seen := l.seen(); len(seen) != 1 || !strings.Contains(seen[0].Prompt, "why") || !seen[0].Ask {
 			t.Errorf("dispatched: %+v", seen)
 		}
@@ -418,4 +423,84 @@ func TestPendingAsksSurviveRestartInOrder(t *testing.T) {
 			t.Errorf("%s: %s after the restart, want answered", c.Body, got)
 		}
 	}
+}
+
+// BenchmarkDrainQueuedAsks: 1,000 tasks each with 10 questions queued at
+// once drain with every task's answers in FIFO order and none stranded.
+func BenchmarkDrainQueuedAsks(b *testing.B) {
+	const tasks, asks = 1000, 10
+	for n := 0; n < b.N; n++ {
+		b.StopTimer()
+		dir := b.TempDir()
+		st, err := store.OpenSQL(filepath.Join(dir, "lazy.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var mu sync.Mutex
+		order := map[string][]string{}
+		l := &fakeLauncher{fn: func(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error) {
+			mu.Lock()
+			order[req.TaskID] = append(order[req.TaskID], req.Prompt)
+			mu.Unlock()
+			return agent.Result{Text: "a", SessionID: "S"}, agent.Outcome{}, nil
+		}}
+		sup, err := New(Options{GrantsPath: filepath.Join(dir, "g.json"), Timeout: time.Minute,
+			Task: &actors.TaskDeps{Store: st, Launcher: l, LockDir: filepath.Join(dir, "locks"), AskTimeout: time.Minute}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ch, cancel, _ := sup.Subscribe(actors.Filter{Tasks: true}, 100000)
+		ids := make([]string, tasks)
+		for i := range ids {
+			now := time.Now().UTC()
+			ids[i] = task.NewID(now)
+			if err := st.CreateTask(context.Background(), &store.Task{ID: ids[i], Status: task.Blocked, SessionID: "S0", CreatedAt: now, UpdatedAt: now, LastActivity: now}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Add(1)
+			go func(id string) {
+				defer wg.Done()
+				for k := 0; k < asks; k++ {
+					if _, err := sup.Ask(id, &actors.PostReviewComment{Comment: review.ReviewComment{Intent: review.Ask, Body: fmt.Sprintf("q%02d", k), File: "a.go", Line: 1, Side: review.New}}); err != nil {
+						b.Error(err)
+					}
+				}
+			}(id)
+		}
+		wg.Wait()
+		answered := 0
+		for answered < tasks*asks {
+			e := <-ch
+			if e.Kind == "ask_end" {
+				if e.Status != string(review.AskAnswered) {
+					b.Fatalf("an ask failed: %s", e.Detail)
+				}
+				answered++
+			}
+		}
+		b.StopTimer()
+		cancel()
+		for _, id := range ids {
+			got := order[id]
+			if len(got) != asks {
+				b.Fatalf("task %s: %d asks ran, want %d", id, len(got), asks)
+			}
+			for k, p := range got {
+				if !strings.Contains(p, fmt.Sprintf("q%02d", k)) {
+					b.Fatalf("task %s: ask %d was %q: not FIFO", id, k, p)
+				}
+			}
+		}
+		pending, _ := st.AsksInState(context.Background(), review.AskPending)
+		if len(pending) != 0 {
+			b.Fatalf("%d asks stranded", len(pending))
+		}
+		sup.Shutdown()
+		_ = st.Close()
+	}
+	b.ReportMetric(float64(tasks*asks*b.N)/b.Elapsed().Seconds(), "asks/s")
 }

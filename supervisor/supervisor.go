@@ -54,6 +54,10 @@ type Supervisor struct {
 	lastFailure map[string]string
 	restartsAll atomic.Int64
 	subSeq      atomic.Int64
+	// pids caches live task actors by task id so that a message to a running
+	// actor does not pass through the root actor; the root actor fills it on
+	// spawn and clears it on termination.
+	pids sync.Map
 }
 
 // ErrUnresponsive is an actor that did not answer in time.
@@ -166,9 +170,12 @@ func (r *rootActor) Receive(ctx actor.Context) {
 			r.live = map[string]*actor.PID{}
 		}
 		r.live[m.id] = pid
+		r.s.pids.Store(m.id, pid)
 		ctx.Respond(pid)
 	case *actor.Terminated:
-		delete(r.live, strings.TrimPrefix(m.Who.Id, "supervisor/task/"))
+		id := strings.TrimPrefix(m.Who.Id, "supervisor/task/")
+		delete(r.live, id)
+		r.s.pids.Delete(id)
 		r.s.mu.Lock()
 		delete(r.s.mailboxes, m.Who.Id)
 		r.s.mu.Unlock()
@@ -179,6 +186,9 @@ func (r *rootActor) Receive(ctx actor.Context) {
 func (s *Supervisor) Task(id string) (*actor.PID, error) {
 	if !task.IsFullID(id) {
 		return nil, fmt.Errorf("task actor: %q is not a full task id", id)
+	}
+	if pid, ok := s.pids.Load(id); ok {
+		return pid.(*actor.PID), nil
 	}
 	res, err := s.root.RequestFuture(s.pid, &getTask{id: id}, s.timeout).Result()
 	if err != nil {

@@ -77,7 +77,15 @@ func find(pl review.Payload, id string) review.ReviewComment {
 const fourLines = "write a\n@write a.go one\\ntwo\\nthree\\nfour\\n\n@commit add a.go\n@answer wrote a.go"
 
 func TestReviewSequenceWithScriptedAgent(t *testing.T) {
+	t.Run("sql", func(t *testing.T) { checkReviewSequence(t, "") })
+	t.Run("file", func(t *testing.T) { checkReviewSequence(t, "file") })
+}
+
+func checkReviewSequence(t *testing.T, backend string) {
 	p := newProject(t, "process")
+	if backend != "" {
+		p.env = append(p.env, "LAZY_STORAGE__BACKEND="+backend)
+	}
 	p.lazy(0, "daemon", "start")
 	p.lazy(0, "task", "new", "--code", "seq", "-m", fourLines)
 	p.waitStatus("seq", "blocked")
@@ -137,6 +145,12 @@ func TestReviewSequenceWithScriptedAgent(t *testing.T) {
 	for _, th := range pl.Threads {
 		if th.ID == a1.ThreadID && (len(th.Messages) != 2 || th.Messages[1].Actor != review.Agent || th.Line != 2 || th.Orphan) {
 			t.Errorf("A1's thread: %+v", th)
+		}
+	}
+	if backend == "file" {
+		files, _ := filepath.Glob(filepath.Join(p.paths.FileStore, "*.jsonl"))
+		if _, err := os.Stat(p.paths.DB); len(files) != 1 || err == nil {
+			t.Errorf("the file backend must keep one JSON-lines file per task and no lazy.db: %v", files)
 		}
 	}
 	// a review comment never feeds the auto-react loop
