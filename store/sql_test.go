@@ -193,3 +193,27 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkAddReviewComment is the store's raw durable insert: the floor
+// under a comment POST.
+func BenchmarkAddReviewComment(b *testing.B) {
+	s, err := OpenSQL(filepath.Join(b.TempDir(), "lazy.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	tk := newTask("")
+	if err := s.CreateTask(ctx, tk); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		now := time.Now().UTC()
+		c := &review.ReviewComment{ID: task.NewID(now), TaskID: tk.ID, ThreadID: "t", File: "a.go", Line: 1, Side: review.New,
+			Intent: review.Comment, Body: "please rename this", Actor: review.Human, DeliveryState: review.PendingDelivery, CreatedAt: now}
+		if err := s.AddReviewComment(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -157,8 +157,11 @@ func (r *rootActor) Receive(ctx actor.Context) {
 		ctx.Respond(&children{grants: r.g, traffic: r.t})
 	case *getTask:
 		if pid, ok := r.live[m.id]; ok {
-			ctx.Respond(pid)
-			return
+			if r.s.alive(pid) {
+				ctx.Respond(pid)
+				return
+			}
+			delete(r.live, m.id) // stopped; its Terminated is still on the way
 		}
 		name := "task/" + m.id
 		pid, err := ctx.SpawnNamed(actor.PropsFromProducer(actors.NewTaskActor(m.id, r.s.deps), r.s.mailbox("supervisor/"+name)), name)
@@ -188,7 +191,10 @@ func (s *Supervisor) Task(id string) (*actor.PID, error) {
 		return nil, fmt.Errorf("task actor: %q is not a full task id", id)
 	}
 	if pid, ok := s.pids.Load(id); ok {
-		return pid.(*actor.PID), nil
+		if s.alive(pid.(*actor.PID)) {
+			return pid.(*actor.PID), nil
+		}
+		s.pids.Delete(id)
 	}
 	res, err := s.root.RequestFuture(s.pid, &getTask{id: id}, s.timeout).Result()
 	if err != nil {
@@ -203,24 +209,34 @@ func (s *Supervisor) Task(id string) (*actor.PID, error) {
 	return nil, fmt.Errorf("supervisor answered %T", res)
 }
 
+// alive reports whether pid's actor is still registered.
+func (s *Supervisor) alive(pid *actor.PID) bool {
+	_, ok := s.sys.ProcessRegistry.GetLocal(pid.Id)
+	return ok
+}
+
 // Ask sends msg to the task actor of id and waits for its reply. A reply
 // that is an error is returned as the error.
 func (s *Supervisor) Ask(id string, msg any) (any, error) {
-	pid, err := s.Task(id)
-	if err != nil {
-		return nil, err
-	}
-	return s.request(pid, msg)
+	return s.AskWithin(id, msg, s.timeout)
 }
 
 // AskWithin is Ask with its own timeout, for replies that come when a job
 // is done (sync, accept).
 func (s *Supervisor) AskWithin(id string, msg any, timeout time.Duration) (any, error) {
-	pid, err := s.Task(id)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		pid, err := s.Task(id)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.requestWithin(pid, msg, timeout)
+		// the actor stopped between lookup and send: a fresh one takes it
+		if errors.Is(err, actor.ErrDeadLetter) && attempt == 0 {
+			s.pids.Delete(id)
+			continue
+		}
+		return res, err
 	}
-	return s.requestWithin(pid, msg, timeout)
 }
 
 func (s *Supervisor) request(pid *actor.PID, msg any) (any, error) {
@@ -351,6 +367,7 @@ func kindOf(name string) string {
 func (s *Supervisor) StopTask(id string) {
 	pid := actor.NewPID(s.sys.Address(), "supervisor/task/"+id)
 	_ = s.root.PoisonFuture(pid).Wait()
+	s.pids.Delete(id)
 }
 
 // Shutdown stops every task actor (their running turns are killed and
