@@ -234,6 +234,11 @@ func TestAcceptRefusalsAndRemedies(t *testing.T) {
 	if ce, r := accept("empty", nil); ce == nil || r == nil || r.Reason != review.ReasonNoCommits || !strings.Contains(ce.Message, "no commits") {
 		t.Errorf("no commits: %v %+v", ce, r)
 	}
+	// the CLI shows the daemon's message, the next step and the exact command
+	_, errs, code := p.run("accept", "empty", "--reason", "ok")
+	if code != 1 || !strings.Contains(errs, "has no commits") || !strings.Contains(errs, "next: Unblock the task") || !strings.Contains(errs, "run: lazy unblock empty -m") {
+		t.Errorf("lazy accept refusal: exit %d\n%s", code, errs)
+	}
 
 	// behind its parent → sync remedy → sync → accepted
 	p.lazy(0, "task", "new", "--code", "behind", "-m", "@write b.txt b\n@commit b")
@@ -316,8 +321,19 @@ func TestAcceptRefusalsAndRemedies(t *testing.T) {
 	if ce, r := accept("wide", map[string]any{"passphrase": "wrong horse battery"}); ce == nil || ce.Status != 403 || r == nil || r.UIAction != review.ActionPassphrase {
 		t.Fatalf("wrong passphrase: %v %+v", ce, r)
 	}
-	if ce, _ := accept("wide", map[string]any{"passphrase": "correct horse battery"}); ce != nil {
-		t.Fatalf("right passphrase: %v", ce)
+	// lazy approve reads the passphrase (here from stdin) and records the approval
+	approveCmd := p.cmd("approve", "wide", "--file", ".github/ci.yml")
+	approveCmd.Stdin = strings.NewReader("wrong horse battery\n")
+	if out, err := approveCmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "wrong approval passphrase") || strings.Contains(string(out), "horse") {
+		t.Fatalf("lazy approve with a wrong passphrase: %v %s", err, out)
+	}
+	approveCmd = p.cmd("approve", "wide", "--file", ".github/ci.yml")
+	approveCmd.Stdin = strings.NewReader("correct horse battery\n")
+	if out, err := approveCmd.CombinedOutput(); err != nil {
+		t.Fatalf("lazy approve: %v %s", err, out)
+	}
+	if out := p.lazy(0, "accept", "wide", "--reason", "approved at the terminal"); !strings.Contains(out, "wide: accepted into main") {
+		t.Fatalf("accept after approve: %s", out)
 	}
 	if gitxtest.Git(t, p.root, "show", "main:src/a.go") != "a" || strings.Contains(gitxtest.Git(t, p.root, "show", "main:README.md"), "changed") ||
 		!strings.Contains(gitxtest.Git(t, p.root, "show", "main:.github/ci.yml"), "on: push") {
