@@ -202,7 +202,29 @@ func (s *Service) ShowTask(ctx context.Context, ref string) (*httpapi.TaskDetail
 	if err != nil {
 		return nil, err
 	}
-	return &httpapi.TaskDetail{Task: Info(t), Turns: turns, Comments: cs}, nil
+	d := &httpapi.TaskDetail{Task: Info(t), Turns: turns, Comments: cs, Commits: []httpapi.CommitInfo{}}
+	if commits, err := gitx.Log(ctx, s.paths.Root, t.Parent, t.Branch); err == nil {
+		for _, c := range commits {
+			d.Commits = append(d.Commits, httpapi.CommitInfo{SHA: c.SHA, Subject: c.Subject, Author: c.Author})
+		}
+	}
+	return d, nil
+}
+
+// CommitDiff is one commit of the project and its diff.
+func (s *Service) CommitDiff(ctx context.Context, sha string) (*httpapi.CommitDiff, error) {
+	if len(sha) < 4 || len(sha) > 64 || strings.Trim(strings.ToLower(sha), "0123456789abcdef") != "" {
+		return nil, usage("%q is not a commit id: use 4 to 40 hex digits", sha)
+	}
+	c, d, err := gitx.Show(ctx, s.paths.Root, sha)
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: %w", sha, store.ErrNotFound)
+	}
+	files := d.Files
+	if files == nil {
+		files = []gitx.File{}
+	}
+	return &httpapi.CommitDiff{CommitInfo: httpapi.CommitInfo{SHA: c.SHA, Subject: c.Subject, Author: c.Author}, Files: files}, nil
 }
 
 // Comment adds an ordinary comment (auto-react on a blocked task).

@@ -237,3 +237,41 @@ func RevertPaths(ctx context.Context, dir, parent string, paths []string, messag
 	}
 	return nil
 }
+
+// Commit is one commit's identity.
+type Commit struct{ SHA, Subject, Author string }
+
+// Log lists the commits of branch that parent lacks, newest first.
+func Log(ctx context.Context, root, parent, branch string) ([]Commit, error) {
+	out, err := Run(ctx, root, "log", "--format=%H%x1f%s%x1f%an", parent+".."+branch)
+	if err != nil {
+		return nil, fmt.Errorf("list commits of %s: %w", branch, err)
+	}
+	var cs []Commit
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Split(l, "\x1f"); len(f) == 3 {
+			cs = append(cs, Commit{SHA: f[0], Subject: f[1], Author: f[2]})
+		}
+	}
+	return cs, nil
+}
+
+// Show is one commit and its diff against its first parent (or the empty
+// tree for a root commit).
+func Show(ctx context.Context, root, sha string) (Commit, *Diff, error) {
+	out, err := Run(ctx, root, "show", "-s", "--format=%H%x1f%s%x1f%an", sha+"^{commit}")
+	if err != nil {
+		return Commit{}, nil, fmt.Errorf("no commit %s: %w", sha, err)
+	}
+	f := strings.Split(out, "\x1f")
+	if len(f) != 3 {
+		return Commit{}, nil, fmt.Errorf("read commit %s: unexpected %q", sha, out)
+	}
+	c := Commit{SHA: f[0], Subject: f[1], Author: f[2]}
+	raw, err := RunRaw(ctx, root, "show", "--format=", "--no-color", "--no-ext-diff", "-M", "--first-parent", "--src-prefix=a/", "--dst-prefix=b/", c.SHA)
+	if err != nil {
+		return c, nil, fmt.Errorf("diff of %s: %w", sha, err)
+	}
+	d, err := ParseDiff(raw)
+	return c, d, err
+}

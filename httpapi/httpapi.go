@@ -37,6 +37,7 @@ type Tasks interface {
 	Actors(ctx context.Context) ([]actors.ActorHealth, error)
 	InjectPanic(ctx context.Context, target string) error
 	Watch(ctx context.Context, a WatchArgs) (<-chan actors.Event, func(), error)
+	CommitDiff(ctx context.Context, sha string) (*CommitDiff, error)
 }
 
 // Deps are the handler's collaborators.
@@ -54,6 +55,10 @@ type Deps struct {
 	Info     func() DaemonInfo
 	Stop     func()
 	LogPath  string
+	// CSS returns the stylesheet; nil serves the embedded parts composed once.
+	CSS func() ([]byte, error)
+	// NoStoreCSS marks the stylesheet Cache-Control: no-store (dev server).
+	NoStoreCSS bool
 }
 
 // StatusError lets an error choose its HTTP status.
@@ -71,6 +76,13 @@ func New(d Deps) (*echo.Echo, error) {
 		}
 		d.Views = v
 	}
+	if d.CSS == nil {
+		css, err := views.ComposeCSS(views.CSSFS())
+		if err != nil {
+			return nil, err
+		}
+		d.CSS = func() ([]byte, error) { return css, nil }
+	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	h := &handler{d: d}
@@ -84,6 +96,7 @@ func New(d Deps) (*echo.Echo, error) {
 	if d.Gatherer != nil {
 		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Gatherer, promhttp.HandlerOpts{})))
 	}
+	e.GET("/assets/app.css", h.css)
 	e.StaticFS("/assets", views.Static())
 	h.reviewRoutes(e)
 	e.POST("/rpc/:cmd", h.rpc)
@@ -228,6 +241,9 @@ func (h *handler) taskPage(c echo.Context) error {
 		return err
 	}
 	p := views.TaskPage{Page: h.page(), Task: taskRow(d.Task), Parent: d.Task.Parent}
+	for _, cm := range d.Commits {
+		p.Commits = append(p.Commits, views.CommitRow{SHA: cm.SHA, Short: cm.SHA[:min(10, len(cm.SHA))], Subject: cm.Subject})
+	}
 	p.Title = d.Task.Ref
 	p.Notice = c.QueryParam("notice")
 	for i := len(d.Turns) - 1; i >= 0; i-- {
@@ -240,6 +256,17 @@ func (h *handler) taskPage(c echo.Context) error {
 		p.Comments = append(p.Comments, views.CommentRow{Body: cm.Body, CreatedAt: cm.CreatedAt})
 	}
 	return h.render(c, http.StatusOK, "task", p)
+}
+
+func (h *handler) css(c echo.Context) error {
+	b, err := h.d.CSS()
+	if err != nil {
+		return err
+	}
+	if h.d.NoStoreCSS {
+		c.Response().Header().Set("Cache-Control", "no-store")
+	}
+	return c.Blob(http.StatusOK, "text/css; charset=utf-8", b)
 }
 
 func (h *handler) apiTasks(c echo.Context) error {
@@ -256,23 +283,4 @@ func (h *handler) apiActors(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, as)
-}
-
-// reviewRoutes registers the routes of spec §4.2. Until review actions are
-// injected every one of them answers 503.
-func (h *handler) reviewRoutes(e *echo.Echo) {
-	unavailable := func(c echo.Context) error {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "the review surface is not available in this process: no review actions are wired in")
-	}
-	if h.d.Review == nil {
-		for _, r := range []struct{ method, path string }{
-			{http.MethodGet, "/review"}, {http.MethodGet, "/review/:task"},
-			{http.MethodPost, "/review/:task/comment"}, {http.MethodPost, "/review/:task/comment/:id/retry"},
-			{http.MethodPost, "/review/:task/comment/:id/withdraw"}, {http.MethodPost, "/review/:task/unblock"},
-			{http.MethodPost, "/review/:task/accept"}, {http.MethodPost, "/review/:task/sync"},
-			{http.MethodGet, "/api/review/queue"}, {http.MethodGet, "/api/review/:task/threads"},
-		} {
-			e.Add(r.method, r.path, unavailable)
-		}
-	}
 }

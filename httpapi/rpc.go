@@ -105,6 +105,8 @@ func (h *handler) rpc(c echo.Context) error {
 		res, err = t.Unblock(ctx, a.Task, a.Message)
 	case "actors":
 		res, err = t.Actors(ctx)
+	case "commitDiff":
+		res, err = t.CommitDiff(ctx, a.ID)
 	case "injectPanic":
 		err = t.InjectPanic(ctx, a.Target)
 		res = map[string]string{"ok": "sent"}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"time"
 
+	"lazy/gitx"
 	"lazy/store"
 )
 
@@ -29,6 +30,7 @@ type TaskDetail struct {
 	Task     TaskInfo        `json:"task"`
 	Turns    []store.Turn    `json:"turns"`
 	Comments []store.Comment `json:"comments"`
+	Commits  []CommitInfo    `json:"commits"`
 }
 
 // NewTaskArgs are the arguments of taskNew.
@@ -71,4 +73,17 @@ type WatchArgs struct {
 	Tasks   []string `json:"tasks"`
 	Net     bool     `json:"net"`
 	NetOnly bool     `json:"net_only"`
+}
+
+// CommitInfo is one commit of a task branch.
+type CommitInfo struct {
+	SHA     string `json:"sha"`
+	Subject string `json:"subject"`
+	Author  string `json:"author"`
+}
+
+// CommitDiff is one commit and its diff against its first parent.
+type CommitDiff struct {
+	CommitInfo
+	Files []gitx.File `json:"files"`
 }

@@ -38,4 +38,67 @@ type TaskPage struct {
 	Parent   string
 	Turns    []TurnRow
 	Comments []CommentRow
+	Commits  []CommitRow
 }
+
+// QueueRow is one task awaiting review.
+type QueueRow struct {
+	ID, Ref, Title, Status                  string
+	LiveSession                             bool
+	AwaitingAnswer, PendingAsks, QueuedComm int
+}
+
+// QueuePage is /review.
+type QueuePage struct {
+	Page
+	Items []QueueRow
+}
+
+// QueuedView is one queued comment, listed in full.
+type QueuedView struct {
+	ID, Body, File, Side, FragID string
+	Line                         int
+}
+
+// StatusBar is the sticky footer.
+type StatusBar struct {
+	Status               string
+	Turns                int
+	LastActivity         time.Time
+	Queued, AsksInFlight int
+	CanAnswer            bool
+	Why                  string
+}
+
+// RefusalView is a refused accept: the daemon's message and, when mapped, the remedy.
+type RefusalView struct {
+	Message, Next, Command string
+	Files                  []string
+	HasRemedy              bool
+	IsPassphrase, IsSync   bool
+}
+
+// ReviewPage is /review/:task.
+type ReviewPage struct {
+	Page
+	TaskID, Ref, Title, Status, Branch, Parent string
+	Toolbar                                    []ToolbarMode
+	Diff                                       DiffView
+	Orphans                                    []ThreadView
+	Queued                                     []QueuedView
+	Bar                                        StatusBar
+	AskWarning                                 string
+	Refusal                                    *RefusalView
+	DraftReason, DraftFeedback                 string
+}
+
+// CommitPage is /commits/:sha.
+type CommitPage struct {
+	Page
+	SHA, Subject, Author string
+	Toolbar              []ToolbarMode
+	Diff                 DiffView
+}
+
+// CommitRow is one commit on the task page.
+type CommitRow struct{ SHA, Short, Subject string }

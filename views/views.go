@@ -50,6 +50,9 @@ var funcs = template.FuncMap{
 		return t.Format("2006-01-02")
 	},
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"anchor": func(taskID, file string, line int, side string) CommentAnchor {
+		return CommentAnchor{TaskID: taskID, File: file, Line: line, Side: side}
+	},
 }
 
 // New parses every page with the shared layout.
@@ -61,10 +64,10 @@ func New() (*Views, error) {
 	}
 	for _, n := range names {
 		base := n[len("templates/"):]
-		if base == "layout.html" {
+		if base == "layout.html" || base[0] == '_' {
 			continue
 		}
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n)
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/_*.html", n)
 		if err != nil {
 			return nil, fmt.Errorf("parse %s: %w", n, err)
 		}
@@ -73,11 +76,21 @@ func New() (*Views, error) {
 	return v, nil
 }
 
+// CommentAnchor is what a comment form posts with.
+type CommentAnchor struct {
+	TaskID, File, Side string
+	Line               int
+}
+
 // Page is what every page shares.
 type Page struct {
 	Title   string
 	Version string
 	Notice  string
+	// Script names a script of /assets to load, if the page has one.
+	Script string
+	// BodyData are data attributes for <body> (the island reads them).
+	TaskID string
 }
 
 // Render renders page into w, fully buffered first.

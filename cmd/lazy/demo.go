@@ -138,10 +138,28 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		}
 	}
 	say("both tasks are blocked, waiting for your review")
-	fmt.Fprintf(a.out, "review: %s/\n", d.Info().BaseURL)
+	if err := demoConversation(ctx, d); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.out, "review: %s/review\n", d.Info().BaseURL)
 	say("open the URL above; press Ctrl-C to stop and clean up")
 	<-ctx.Done()
 	say("stopping")
+	return nil
+}
+
+// demoConversation starts a review of the greeting task: a question the
+// scripted agent answers, and a change request queued for the next unblock.
+func demoConversation(ctx context.Context, d *daemon.Daemon) error {
+	r := d.Review()
+	if _, err := r.PostComment(ctx, "greeting", httpapi.PostCommentArgs{Intent: "ask", File: "greeting.go", Line: 7, Side: "new",
+		Body: "Why default to \"world\" instead of returning an error?\n@answer A greeting should never fail; \"world\" keeps main's output sensible when the name is blank."}); err != nil {
+		return fmt.Errorf("demo ask: %w", err)
+	}
+	if _, err := r.PostComment(ctx, "greeting", httpapi.PostCommentArgs{Intent: "comment", File: "greeting.go", Line: 9, Side: "new",
+		Body: "Please add a test for the blank-name case."}); err != nil {
+		return fmt.Errorf("demo comment: %w", err)
+	}
 	return nil
 }
 

@@ -1,0 +1,287 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"lazy/review"
+	"lazy/views"
+)
+
+// reviewRoutes registers the routes of spec §4.2. Until review actions are
+// injected every one of them answers 503.
+func (h *handler) reviewRoutes(e *echo.Echo) {
+	routes := []struct {
+		method, path string
+		fn           echo.HandlerFunc
+	}{
+		{http.MethodGet, "/review", h.queuePage},
+		{http.MethodGet, "/review/:task", h.reviewPage},
+		{http.MethodPost, "/review/:task/comment", h.postComment},
+		{http.MethodPost, "/review/:task/comment/:id/retry", h.retry},
+		{http.MethodPost, "/review/:task/comment/:id/withdraw", h.withdraw},
+		{http.MethodPost, "/review/:task/unblock", h.unblock},
+		{http.MethodPost, "/review/:task/accept", h.accept},
+		{http.MethodPost, "/review/:task/sync", h.sync},
+		{http.MethodGet, "/api/review/queue", h.apiQueue},
+		{http.MethodGet, "/api/review/:task/threads", h.apiThreads},
+	}
+	for _, r := range routes {
+		fn := r.fn
+		if h.d.Review == nil {
+			fn = func(echo.Context) error {
+				return echo.NewHTTPError(http.StatusServiceUnavailable, "the review surface is not available in this process: no review actions are wired in")
+			}
+		}
+		e.Add(r.method, r.path, fn)
+	}
+	e.GET("/commits/:sha", h.commitPage)
+}
+
+func (h *handler) queuePage(c echo.Context) error {
+	items, err := h.d.Review.Queue(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	p := views.QueuePage{Page: h.page()}
+	p.Title = "Review queue"
+	for _, it := range items {
+		ref := it.Task.Code
+		if ref == "" {
+			ref = it.Task.ShortID
+		}
+		p.Items = append(p.Items, views.QueueRow{ID: it.Task.ID, Ref: ref, Title: it.Task.Title, Status: it.Status, LiveSession: it.LiveSession,
+			AwaitingAnswer: it.AwaitingAnswer, PendingAsks: it.PendingAsks, QueuedComm: it.QueuedComments})
+	}
+	return h.render(c, http.StatusOK, "queue", p)
+}
+
+// reviewState is what a review page render needs beyond the daemon's data.
+type reviewState struct {
+	notice        string
+	refusal       *review.Refusal
+	draftReason   string
+	draftFeedback string
+}
+
+func (h *handler) reviewPage(c echo.Context) error {
+	return h.renderReview(c, http.StatusOK, reviewState{notice: c.QueryParam("notice")})
+}
+
+// renderReview renders /review/:task with whatever a POST left to say.
+func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
+	ctx := c.Request().Context()
+	ref := c.Param("task")
+	d, err := h.d.Review.Diff(ctx, ref)
+	if err != nil {
+		return err
+	}
+	pl, err := h.d.Review.Comments(ctx, d.Task.ID)
+	if err != nil {
+		return err
+	}
+	t := d.Task
+	p := views.ReviewPage{Page: h.page(), TaskID: t.ID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch, Parent: t.Parent,
+		Toolbar: views.Toolbar, DraftReason: st.draftReason, DraftFeedback: st.draftFeedback}
+	p.Page.Title, p.Notice, p.Script, p.Page.TaskID = "Review "+t.Ref, st.notice, "review.js", t.ID
+	p.Diff, p.Orphans = views.BuildDiff(d.Files, pl.Threads, t.ID, true, c.QueryParam("comment"))
+	for _, q := range pl.Queued {
+		p.Queued = append(p.Queued, views.QueuedView{ID: q.ID, Body: q.Body, File: q.File, Side: string(q.Side), Line: q.Line, FragID: views.FragID(q.File, string(q.Side), q.Line)})
+	}
+	s := pl.State
+	p.Bar = views.StatusBar{Status: s.Status, Turns: s.Turns, LastActivity: s.LastActivity, Queued: s.Queued, AsksInFlight: s.AsksInFlight, CanAnswer: s.CanAnswer, Why: s.Why}
+	if !s.CanAnswer {
+		p.AskWarning = "Asking is off: " + s.Why + " Comments still queue for the next unblock."
+	}
+	if r := st.refusal; r != nil {
+		rv := &views.RefusalView{Message: r.Message}
+		if r.Remedy.Usable() {
+			rv.HasRemedy, rv.Next, rv.Command, rv.Files = true, r.Remedy.Next, r.Remedy.Command, r.Remedy.Files
+			rv.IsPassphrase = r.Remedy.UIAction == review.ActionPassphrase
+			rv.IsSync = r.Remedy.UIAction == review.ActionSync
+		}
+		p.Refusal = rv
+	}
+	return h.render(c, code, "review", p)
+}
+
+// isJSON reports a JSON request body.
+func isJSON(c echo.Context) bool {
+	return strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationJSON)
+}
+
+// maxFormBody bounds a review POST body.
+const maxFormBody = 1 << 20
+
+func (h *handler) postComment(c echo.Context) error {
+	var a PostCommentArgs
+	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBody)
+	if isJSON(c) {
+		raw, err := io.ReadAll(c.Request().Body)
+		if err != nil {
+			return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "the comment is too large")
+		}
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, "the body must be JSON with body, file, line, side and intent: "+err.Error())
+		}
+	} else {
+		a = PostCommentArgs{Body: c.FormValue("body"), File: c.FormValue("file"), Side: c.FormValue("side"), Intent: c.FormValue("intent"), ThreadID: c.FormValue("thread_id")}
+		if l := c.FormValue("line"); l != "" {
+			n, err := strconv.Atoi(l)
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, "line must be a number")
+			}
+			a.Line = n
+		}
+	}
+	rc, err := h.d.Review.PostComment(c.Request().Context(), c.Param("task"), a)
+	if err != nil {
+		return err
+	}
+	if isJSON(c) {
+		return c.JSON(http.StatusCreated, rc)
+	}
+	notice := "Comment queued for the next unblock."
+	if rc.Intent == review.Ask {
+		notice = "Question sent; the answer appears in the thread."
+		if rc.AskState == review.AskFailed {
+			notice = "Question saved but not sent: " + rc.AskError
+		}
+	}
+	return c.Redirect(http.StatusSeeOther, "/review/"+rc.TaskID+"?notice="+url.QueryEscape(notice)+"#"+views.FragID(rc.File, string(rc.Side), rc.Line))
+}
+
+// noticeRedirect sends the browser back to the review page with a notice;
+// a refusal by a rule becomes the notice too.
+func (h *handler) noticeRedirect(c echo.Context, res *ActionResult, err error) error {
+	notice := ""
+	var re *review.RuleError
+	switch {
+	case errors.As(err, &re):
+		notice = re.Reason
+	case err != nil:
+		return err
+	default:
+		notice = res.Notice
+	}
+	task := c.Param("task")
+	if d, derr := h.d.Review.Diff(c.Request().Context(), task); derr == nil {
+		task = d.Task.ID
+	}
+	return c.Redirect(http.StatusSeeOther, "/review/"+task+"?notice="+url.QueryEscape(notice))
+}
+
+func (h *handler) retry(c echo.Context) error {
+	res, err := h.d.Review.RetryAsk(c.Request().Context(), c.Param("task"), c.Param("id"))
+	return h.noticeRedirect(c, res, err)
+}
+
+func (h *handler) withdraw(c echo.Context) error {
+	res, err := h.d.Review.Withdraw(c.Request().Context(), c.Param("task"), c.Param("id"))
+	return h.noticeRedirect(c, res, err)
+}
+
+func (h *handler) unblock(c echo.Context) error {
+	feedback := c.FormValue("feedback")
+	tu, err := h.d.Review.Unblock(c.Request().Context(), c.Param("task"), feedback)
+	if err != nil {
+		if Status(err) >= 500 {
+			return err
+		}
+		return h.renderReview(c, Status(err), reviewState{notice: "Not unblocked: " + err.Error(), draftFeedback: feedback, draftReason: c.FormValue("draft_reason")})
+	}
+	return c.Redirect(http.StatusSeeOther, "/tasks/"+tu.TaskID+"?notice="+url.QueryEscape("Unblocked: work turn "+strconv.Itoa(tu.Number)+" is queued."))
+}
+
+func (h *handler) accept(c echo.Context) error {
+	reason := c.FormValue("reason")
+	if reason == "" {
+		reason = c.FormValue("draft_reason")
+	}
+	feedback := c.FormValue("draft_feedback")
+	st := reviewState{draftReason: reason, draftFeedback: feedback}
+	if strings.TrimSpace(reason) == "" {
+		st.notice = "Say why you accept: the reason is recorded with the merge."
+		return h.renderReview(c, http.StatusBadRequest, st)
+	}
+	t, err := h.d.Review.Accept(c.Request().Context(), c.Param("task"), AcceptArgs{Reason: reason, Passphrase: c.FormValue("passphrase")})
+	if err != nil {
+		var ref *review.Refusal
+		if r, ok := refusalOf(err); ok {
+			ref = r
+		} else if Status(err) >= 500 {
+			return err
+		} else {
+			ref = &review.Refusal{Message: err.Error()}
+		}
+		st.refusal = ref
+		return h.renderReview(c, Status(err), st)
+	}
+	return c.Redirect(http.StatusSeeOther, "/tasks/"+t.ID+"?notice="+url.QueryEscape("Accepted and merged into "+t.Parent+"."))
+}
+
+// refusalOf finds a refused accept in err: the daemon's own type in-process,
+// or the message and remedy relayed over RPC.
+func refusalOf(err error) (*review.Refusal, bool) {
+	var r *review.Refusal
+	if errors.As(err, &r) {
+		return r, true
+	}
+	var rb interface{ RemedyBody() any }
+	if errors.As(err, &rb) {
+		raw, _ := json.Marshal(rb.RemedyBody())
+		return &review.Refusal{Message: err.Error(), Remedy: review.ParseRemedy(raw)}, true
+	}
+	return nil, false
+}
+
+func (h *handler) sync(c echo.Context) error {
+	st := reviewState{draftReason: c.FormValue("draft_reason"), draftFeedback: c.FormValue("draft_feedback")}
+	if _, err := h.d.Review.Sync(c.Request().Context(), c.Param("task"), false); err != nil {
+		if Status(err) >= 500 {
+			return err
+		}
+		st.notice = "Sync not started: " + err.Error()
+		return h.renderReview(c, Status(err), st)
+	}
+	st.notice = "Sync with the parent branch started. Reload in a moment to see the result; conflicts put the task in conflict."
+	return h.renderReview(c, http.StatusOK, st)
+}
+
+func (h *handler) apiQueue(c echo.Context) error {
+	items, err := h.d.Review.Queue(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []QueueItem{}
+	}
+	return c.JSON(http.StatusOK, items)
+}
+
+func (h *handler) apiThreads(c echo.Context) error {
+	pl, err := h.d.Review.Comments(c.Request().Context(), c.Param("task"))
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, pl)
+}
+
+func (h *handler) commitPage(c echo.Context) error {
+	cd, err := h.d.Tasks.CommitDiff(c.Request().Context(), c.Param("sha"))
+	if err != nil {
+		return err
+	}
+	p := views.CommitPage{Page: h.page(), SHA: cd.SHA, Subject: cd.Subject, Author: cd.Author, Toolbar: views.Toolbar}
+	p.Title, p.Script = "Commit "+cd.SHA[:min(12, len(cd.SHA))], "review.js"
+	p.Diff, _ = views.BuildDiff(cd.Files, nil, "", false, "")
+	return h.render(c, http.StatusOK, "commit", p)
+}

@@ -1,0 +1,210 @@
+package views
+
+import (
+	"fmt"
+	"net/url"
+
+	"lazy/gitx"
+	"lazy/review"
+)
+
+// FragID is a diff line's fragment id: l-<url-encoded path>-<side>-<line>.
+func FragID(path, side string, line int) string {
+	return fmt.Sprintf("l-%s-%s-%d", url.PathEscape(path), side, line)
+}
+
+// ToolbarMode is one control of the diff toolbar.
+type ToolbarMode struct {
+	Name    string // shown label
+	Key     string // localStorage key
+	Default string
+	Options []ToolbarOption
+}
+
+// ToolbarOption is one choice of a mode.
+type ToolbarOption struct{ Value, Label string }
+
+// Toolbar is the diff view's modes, defined once as a list; the template and
+// the script both follow it.
+var Toolbar = []ToolbarMode{
+	{Name: "Layout", Key: "lazy:difflayout", Default: "unified", Options: []ToolbarOption{{"unified", "Unified"}, {"split", "Split"}}},
+	{Name: "Long lines", Key: "lazy:diffwrap", Default: "scroll", Options: []ToolbarOption{{"scroll", "Scroll"}, {"wrap", "Wrap"}}},
+}
+
+// DiffView is one rendered diff: the review page's or a commit's.
+type DiffView struct {
+	TaskID      string
+	Files       []FileView
+	Commentable bool
+	Empty       bool
+	Added       int
+	Deleted     int
+}
+
+// FileView is one file of a diff.
+type FileView struct {
+	Path, OldPath      string
+	IsNew, IsDelete    bool
+	IsRename, IsBinary bool
+	Added, Deleted     int
+	Hunks              []HunkView
+}
+
+// HunkView is one @@ section.
+type HunkView struct {
+	Header string
+	Rows   []RowView
+}
+
+// RowView is one diff line in the unified table, stamped for the split view:
+// Pair groups the lines that sit side by side, Pane says where this one goes.
+type RowView struct {
+	IsContext, IsAddition, IsDeletion bool
+	Old, New                          int
+	Text                              string
+	// the anchor of the line's own side (new for context and additions)
+	File   string
+	Side   string
+	Line   int
+	FragID string
+	Pair   string
+	Pane   string // old | new | both
+	// Threads anchored on this line
+	Threads []ThreadView
+	// CommentOpen: render the no-script comment form under this line
+	CommentOpen bool
+}
+
+// ThreadView is one thread with its messages.
+type ThreadView struct {
+	TaskID                   string
+	Commentable              bool
+	ID, File, Side, LineText string
+	Line                     int
+	FragID                   string
+	Orphan                   bool
+	Messages                 []MessageView
+}
+
+// MessageView is one message of a thread, with what the reviewer may do.
+type MessageView struct {
+	ID, Body, Actor, State, StateClass, Error string
+	IsAgent, IsAsk, IsWithdrawn               bool
+	CanRetry, CanWithdraw                     bool
+	WhyNoWithdraw                             string
+}
+
+// BuildDiff turns parsed files and threads into the view; threads whose
+// anchor is in the diff are attached to their line, the rest are returned
+// as orphans. open is the fragment id of a line whose comment form is open.
+func BuildDiff(files []gitx.File, threads []review.Thread, taskID string, commentable bool, open string) (DiffView, []ThreadView) {
+	byAnchor := map[string][]ThreadView{}
+	var orphans []ThreadView
+	for _, t := range threads {
+		tv := BuildThread(t, taskID)
+		tv.Commentable = commentable
+		if t.Orphan {
+			orphans = append(orphans, tv)
+			continue
+		}
+		byAnchor[tv.FragID] = append(byAnchor[tv.FragID], tv)
+	}
+	d := DiffView{TaskID: taskID, Commentable: commentable, Empty: len(files) == 0}
+	for fi, f := range files {
+		fv := FileView{Path: f.Path(), OldPath: f.OldPath, IsNew: f.IsNew, IsDelete: f.IsDelete, IsRename: f.IsRename, IsBinary: f.IsBinary, Added: f.Added, Deleted: f.Deleted}
+		d.Added += f.Added
+		d.Deleted += f.Deleted
+		for hi, h := range f.Hunks {
+			hv := HunkView{Header: fmt.Sprintf("@@ -%d,%d +%d,%d @@ %s", h.OldStart, h.OldLines, h.NewStart, h.NewLines, h.Section)}
+			hv.Rows = pairRows(h.Lines, fmt.Sprintf("f%d-h%d", fi, hi))
+			for i := range hv.Rows {
+				r := &hv.Rows[i]
+				path := f.Path()
+				if r.IsDeletion && f.OldPath != "" {
+					path = f.OldPath
+				}
+				r.File = path
+				r.FragID = FragID(path, r.Side, r.Line)
+				r.Threads = byAnchor[r.FragID]
+				r.CommentOpen = commentable && open == r.FragID
+			}
+			fv.Hunks = append(fv.Hunks, hv)
+		}
+		d.Files = append(d.Files, fv)
+	}
+	return d, orphans
+}
+
+// pairRows stamps a hunk's lines for the split layout: each change block's
+// deletions are zipped index-wise with its additions (the shorter side gets
+// blank filler in the browser), and context lines sit in both panes.
+func pairRows(lines []gitx.Line, prefix string) []RowView {
+	rows := make([]RowView, 0, len(lines))
+	pair := 0
+	for i := 0; i < len(lines); {
+		l := lines[i]
+		if l.Kind == gitx.Context {
+			rows = append(rows, RowView{IsContext: true, Old: l.Old, New: l.New, Text: l.Text, Side: "new", Line: l.New, Pair: fmt.Sprintf("%s-p%d", prefix, pair), Pane: "both"})
+			pair++
+			i++
+			continue
+		}
+		// a change block: deletions then additions
+		var dels, adds []gitx.Line
+		for i < len(lines) && lines[i].Kind == gitx.Deleted {
+			dels = append(dels, lines[i])
+			i++
+		}
+		for i < len(lines) && lines[i].Kind == gitx.Added {
+			adds = append(adds, lines[i])
+			i++
+		}
+		for k, dl := range dels {
+			rows = append(rows, RowView{IsDeletion: true, Old: dl.Old, Text: dl.Text, Side: "old", Line: dl.Old, Pair: fmt.Sprintf("%s-p%d", prefix, pair+k), Pane: "old"})
+		}
+		for k, al := range adds {
+			rows = append(rows, RowView{IsAddition: true, New: al.New, Text: al.Text, Side: "new", Line: al.New, Pair: fmt.Sprintf("%s-p%d", prefix, pair+k), Pane: "new"})
+		}
+		pair += max(len(dels), len(adds))
+	}
+	return rows
+}
+
+// BuildThread makes a thread's view, asking the review rules what the
+// reviewer may do with each message.
+func BuildThread(t review.Thread, taskID string) ThreadView {
+	tv := ThreadView{TaskID: taskID, ID: t.ID, File: t.File, Side: string(t.Side), Line: t.Line, LineText: t.LineText, Orphan: t.Orphan, FragID: FragID(t.File, string(t.Side), t.Line)}
+	for i := range t.Messages {
+		m := &t.Messages[i]
+		mv := MessageView{ID: m.ID, Body: m.Body, IsAgent: !m.IsOwn(), IsAsk: m.Intent == review.Ask, IsWithdrawn: m.IsWithdrawn(), Error: m.AskError}
+		if mv.IsAgent {
+			mv.Actor = "Agent"
+		} else {
+			mv.Actor = "You"
+		}
+		switch {
+		case mv.IsWithdrawn:
+			mv.State, mv.StateClass = "withdrawn", "withdrawn"
+		case mv.IsAgent:
+			mv.State, mv.StateClass = "answer", "answer"
+		case m.Intent == review.Ask:
+			mv.State, mv.StateClass = map[review.AskState]string{review.AskPending: "waiting for the agent's answer", review.AskAnswered: "answered", review.AskFailed: "not answered"}[m.AskState], "ask-"+string(m.AskState)
+		case m.DeliveryState == review.Delivered:
+			mv.State, mv.StateClass = fmt.Sprintf("delivered with turn %d", m.DeliveredTurn), "delivered"
+		default:
+			mv.State, mv.StateClass = "queued for the next unblock", "queued"
+		}
+		if !mv.IsAgent {
+			if v := review.CanRetry(m, taskID); v.OK && !v.NoOp {
+				mv.CanRetry = true
+			}
+			if v := review.CanWithdraw(m, taskID); v.OK {
+				mv.CanWithdraw = true
+			} else if !mv.IsWithdrawn {
+				mv.WhyNoWithdraw = v.Reason
+			}
+		}
+		tv.Messages = append(tv.Messages, mv)
+	}
+	return tv
+}

@@ -1,0 +1,350 @@
+// lazy review island. The page works fully without it: every form posts and
+// the diff renders unified. With it: the toolbar (layout, long lines) with
+// choices kept in localStorage, the split layout regrouped from the server's
+// unified rows, inline comment forms posting JSON, the accept dialog, and a
+// poll of the threads payload that refreshes threads and the status bar.
+(function () {
+  'use strict';
+
+  const NARROW = '(max-width: 899px)';
+  const body = document.body;
+  const task = body.dataset.task || '';
+
+  // choices live in localStorage; when storage is off or throws they still
+  // last the page, from memory
+  const mem = {};
+  function pref(key, def) {
+    if (key in mem) return mem[key];
+    try { return window.localStorage.getItem(key) || def; } catch (e) { return def; }
+  }
+  function setPref(key, value) {
+    mem[key] = value;
+    try { window.localStorage.setItem(key, value); } catch (e) { /* storage off: memory keeps it */ }
+  }
+
+  // ---- the unified model and the split view ----
+  // Every diff table keeps its unified tbodies as the model. Split shows
+  // clones regrouped by pair, and detaches the model so ids stay unique.
+  const tables = Array.from(document.querySelectorAll('[data-diff] table.diff-table'));
+  const model = tables.map((t) => ({ table: t, bodies: Array.from(t.tBodies), split: null }));
+  let layout = 'unified';
+
+  function cell(tag, cls, colspan) {
+    const c = document.createElement(tag);
+    if (cls) c.className = cls;
+    if (colspan) c.colSpan = colspan;
+    return c;
+  }
+
+  // stripped copies a cell without its anchor, for the second pane of a context line
+  function stripped(td) {
+    const c = td.cloneNode(true);
+    c.removeAttribute('id');
+    delete c.dataset.file; delete c.dataset.side; delete c.dataset.line;
+    c.querySelectorAll('.comment-link').forEach((a) => a.remove());
+    return c;
+  }
+
+  function buildSplit(m) {
+    const t = document.createElement('table');
+    t.className = 'diff-table split-table';
+    for (const tb of m.bodies) {
+      const out = document.createElement('tbody');
+      out.className = 'hunk';
+      const pairs = new Map();
+      const order = [];
+      let lastPair = null;
+      for (const row of Array.from(tb.rows)) {
+        if (row.classList.contains('hunk-head')) {
+          const tr = document.createElement('tr');
+          tr.className = 'hunk-head';
+          tr.append(cell('td', 'num'), cell('td', 'code', 3));
+          tr.lastChild.textContent = row.cells[2].textContent;
+          out.append(tr);
+          continue;
+        }
+        if (row.classList.contains('ln')) {
+          const key = row.dataset.rvPair;
+          if (!pairs.has(key)) { pairs.set(key, { old: null, new: null, both: null, extra: [] }); order.push(key); }
+          pairs.get(key)[row.dataset.rvPane] = row;
+          lastPair = key;
+        } else if (lastPair) {
+          pairs.get(lastPair).extra.push(row); // thread and comment rows ride after their line's pair
+        }
+      }
+      for (const key of order) {
+        const p = pairs.get(key);
+        const tr = document.createElement('tr');
+        tr.dataset.rvPair = key;
+        const left = p.both || p.old;
+        const right = p.both || p.new;
+        tr.className = 'ln ' + (p.both ? 'ln-ctx' : (left && right ? 'ln-mod' : (left ? 'ln-del' : 'ln-add')));
+        if (left) {
+          const num = left.cells[0].cloneNode(true);
+          const code = p.both ? stripped(p.both.cells[2]) : left.cells[2].cloneNode(true);
+          code.classList.add('pane-old');
+          if (!p.both) { num.classList.add('del'); code.classList.add('del'); }
+          tr.append(num, code);
+        } else {
+          tr.append(cell('td', 'num filler'), cell('td', 'code filler pane-old'));
+        }
+        if (right) {
+          const num = right.cells[1].cloneNode(true);
+          const code = right.cells[2].cloneNode(true);
+          if (!p.both) { num.classList.add('add'); code.classList.add('add'); }
+          tr.append(num, code);
+        } else {
+          tr.append(cell('td', 'num filler'), cell('td', 'code filler'));
+        }
+        out.append(tr);
+        for (const extra of p.extra) {
+          const x = extra.cloneNode(true);
+          x.cells[0].colSpan = 4;
+          out.append(x);
+        }
+      }
+      t.append(out);
+    }
+    return t;
+  }
+
+  function showLayout(next) {
+    for (const m of model) {
+      if (m.split) { m.split.remove(); m.split = null; }
+      if (next === 'split') {
+        m.bodies.forEach((b) => b.remove());
+        m.split = buildSplit(m);
+        m.table.after(m.split);
+      } else {
+        m.bodies.forEach((b) => m.table.append(b));
+      }
+    }
+    document.querySelectorAll('[data-diff]').forEach((d) => {
+      d.classList.toggle('layout-split', next === 'split');
+      d.classList.toggle('layout-unified', next !== 'split');
+    });
+    layout = next;
+  }
+
+  // ---- toolbar ----
+  const toolbar = document.querySelector('.toolbar');
+  const narrow = window.matchMedia(NARROW);
+
+  function applyModes(raise) {
+    const wanted = pref('lazy:difflayout', 'unified');
+    const next = narrow.matches ? 'unified' : wanted;
+    const wrap = pref('lazy:diffwrap', 'scroll');
+    document.querySelectorAll('[data-diff]').forEach((d) => {
+      d.classList.toggle('wrap-wrap', wrap === 'wrap');
+      d.classList.toggle('wrap-scroll', wrap !== 'wrap');
+    });
+    const changed = next !== layout;
+    if (changed) showLayout(next);
+    if (toolbar) {
+      toolbar.querySelectorAll('.mode').forEach((mode) => {
+        const current = mode.dataset.mode === 'lazy:difflayout' ? next : wrap;
+        mode.querySelectorAll('button').forEach((b) => {
+          b.setAttribute('aria-pressed', String(b.dataset.value === current));
+          if (mode.dataset.mode === 'lazy:difflayout' && b.dataset.value === 'split') {
+            b.disabled = narrow.matches;
+            b.title = narrow.matches ? 'Split needs a window at least 900 px wide' : '';
+          }
+        });
+      });
+    }
+    if (changed && raise) document.dispatchEvent(new CustomEvent('rv:layout', { detail: { layout: next } }));
+  }
+
+  if (toolbar && tables.length) {
+    toolbar.hidden = false;
+    toolbar.addEventListener('click', (e) => {
+      const b = e.target.closest('button[data-value]');
+      if (!b || b.disabled) return;
+      setPref(b.closest('.mode').dataset.mode, b.dataset.value);
+      applyModes(true);
+    });
+    narrow.addEventListener('change', () => applyModes(true));
+    applyModes(false);
+  }
+
+  // ---- inline comment forms ----
+  const tpl = document.querySelector('template.comment-form-tpl');
+
+  function lineRow(td) { return td.closest('tr'); }
+
+  function openForm(td) {
+    const frag = td.id;
+    const existing = document.querySelector('tr.comment-row[data-comment-for="' + CSS.escape(frag) + '"]');
+    if (existing) { existing.querySelector('textarea').focus(); return; }
+    const row = lineRow(td);
+    let after = row;
+    while (after.nextElementSibling && after.nextElementSibling.dataset.threadFor === frag) after = after.nextElementSibling;
+    const tr = document.createElement('tr');
+    tr.className = 'comment-row';
+    tr.dataset.commentFor = frag;
+    const c = cell('td', '', layout === 'split' ? 4 : 3);
+    const form = tpl.content.firstElementChild.cloneNode(true);
+    form.querySelector('[name=file]').value = td.dataset.file;
+    form.querySelector('[name=line]').value = td.dataset.line;
+    form.querySelector('[name=side]').value = td.dataset.side;
+    const warn = document.querySelector('.ask-warning');
+    if (warn) form.prepend(warn.cloneNode(true));
+    const cancel = document.createElement('button');
+    cancel.type = 'button';
+    cancel.textContent = 'Cancel';
+    cancel.addEventListener('click', () => tr.remove());
+    form.querySelector('.buttons').append(cancel);
+    c.append(form);
+    tr.append(c);
+    after.after(tr);
+    form.querySelector('textarea').focus();
+  }
+
+  document.addEventListener('click', (e) => {
+    const a = e.target.closest('a.comment-link');
+    if (!a || !tpl) return;
+    e.preventDefault();
+    openForm(a.closest('td.code'));
+  });
+
+  document.addEventListener('submit', async (e) => {
+    const form = e.target;
+    if (form.classList.contains('accept-form')) {
+      const actions = form.closest('.actions');
+      const fb = actions && actions.querySelector('.unblock-form textarea');
+      if (fb) form.querySelector('[name=draft_feedback]').value = fb.value;
+      return;
+    }
+    if (!form.classList.contains('comment-form')) return;
+    e.preventDefault();
+    const data = new FormData(form);
+    const payload = {
+      body: data.get('body') || '',
+      intent: (e.submitter && e.submitter.value) || 'comment',
+    };
+    if (data.get('thread_id')) {
+      payload.thread_id = data.get('thread_id');
+    } else {
+      payload.file = data.get('file');
+      payload.line = parseInt(data.get('line'), 10);
+      payload.side = data.get('side');
+    }
+    let err = form.querySelector('.form-error');
+    if (err) err.remove();
+    try {
+      const r = await fetch(form.action, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json' }, body: JSON.stringify(payload) });
+      if (r.status === 201) {
+        const row = form.closest('tr.comment-row');
+        if (row) row.remove(); else form.reset();
+        await refresh();
+        poll(true);
+        return;
+      }
+      const j = await r.json().catch(() => ({ error: 'the daemon answered ' + r.status }));
+      throw new Error(j.error || ('the daemon answered ' + r.status));
+    } catch (x) {
+      err = document.createElement('p');
+      err.className = 'form-error';
+      err.textContent = x.message + ' — your text is kept; try again.';
+      form.append(err);
+    }
+  });
+
+  // ---- accept dialog ----
+  document.querySelectorAll('.accept-block').forEach((block) => {
+    const form = block.querySelector('.accept-form');
+    const open = block.querySelector('.accept-open');
+    if (!form || !open || typeof HTMLDialogElement === 'undefined') return;
+    const dialog = document.createElement('dialog');
+    dialog.className = 'accept-dialog';
+    const cancel = document.createElement('button');
+    cancel.type = 'button';
+    cancel.textContent = 'Cancel';
+    cancel.addEventListener('click', () => dialog.close());
+    dialog.append(form);
+    form.append(cancel);
+    block.append(dialog);
+    open.hidden = false;
+    open.addEventListener('click', () => dialog.showModal());
+  });
+
+  // ---- the island: poll threads, refresh what changed ----
+  if (!task || !document.querySelector('.review-head')) return;
+
+  const threadsURL = '/api/review/' + encodeURIComponent(task) + '/threads';
+  let fingerprint = '';
+  let timer = null;
+
+  function updateBar(s) {
+    const set = (k, v) => { const el = document.querySelector('[data-sb="' + k + '"]'); if (el) el.textContent = v; };
+    set('status', s.status);
+    set('turns', String(s.turns));
+    set('queued', String(s.queued));
+    set('asks_in_flight', String(s.asks_in_flight));
+    set('can_answer', s.can_answer ? 'yes' : 'no');
+    set('why', s.why || '');
+    const la = document.querySelector('[data-sb="last_activity"]');
+    if (la && s.last_activity) {
+      const secs = Math.max(0, Math.round((Date.now() - Date.parse(s.last_activity)) / 1000));
+      la.textContent = secs < 60 ? secs + 's ago' : Math.round(secs / 60) + 'm ago';
+      la.title = s.last_activity;
+    }
+  }
+
+  // refresh re-renders threads, orphans and queued lists from the server's
+  // own HTML, leaving open forms and typed text alone.
+  async function refresh() {
+    const r = await fetch(window.location.pathname, { headers: { Accept: 'text/html' } });
+    if (!r.ok) return;
+    const doc = new DOMParser().parseFromString(await r.text(), 'text/html');
+    for (const fresh of Array.from(doc.querySelectorAll('tr.thread-row'))) {
+      const id = fresh.dataset.threadId;
+      let placed = false;
+      for (const m of model) {
+        for (const tb of m.bodies) {
+          const old = tb.querySelector('tr.thread-row[data-thread-id="' + CSS.escape(id) + '"]');
+          if (old) { old.replaceWith(document.importNode(fresh, true)); placed = true; }
+        }
+      }
+      if (placed) continue;
+      for (const m of model) {
+        for (const tb of m.bodies) {
+          const anchor = tb.querySelector('td.code[id="' + CSS.escape(fresh.dataset.threadFor) + '"]');
+          if (!anchor) continue;
+          let after = anchor.closest('tr');
+          while (after.nextElementSibling && after.nextElementSibling.dataset.threadFor === fresh.dataset.threadFor) after = after.nextElementSibling;
+          after.after(document.importNode(fresh, true));
+        }
+      }
+    }
+    const orphans = doc.querySelector('.orphans');
+    const here = document.querySelector('.orphans');
+    if (orphans && here) here.replaceWith(document.importNode(orphans, true));
+    const lists = doc.querySelectorAll('.queued-list');
+    document.querySelectorAll('.queued-list').forEach((ul, i) => { if (lists[i]) ul.replaceWith(document.importNode(lists[i], true)); });
+    const counts = doc.querySelectorAll('.queued-count');
+    document.querySelectorAll('.queued-count').forEach((c, i) => { if (counts[i]) c.textContent = counts[i].textContent; });
+    if (layout === 'split') showLayout('split');
+  }
+
+  async function poll(now) {
+    if (timer) clearTimeout(timer);
+    let next = 10000;
+    try {
+      const r = await fetch(threadsURL, { headers: { Accept: 'application/json' } });
+      if (r.ok) {
+        const p = await r.json();
+        updateBar(p.state);
+        next = p.pending > 0 ? 3000 : 10000; // a queued comment alone never speeds the poll
+        const fp = JSON.stringify([p.threads, p.queued]);
+        if (fingerprint && fp !== fingerprint && !now) await refresh();
+        fingerprint = fp;
+      }
+    } catch (e) { /* the daemon may be restarting: try again later */ }
+    body.dataset.pollMs = String(next);
+    timer = setTimeout(() => poll(false), next);
+  }
+
+  document.addEventListener('rv:layout', () => { refresh(); });
+  poll(false);
+})();
