@@ -337,7 +337,9 @@ func TestBrowserNoScriptLoop(t *testing.T) {
 	if !strings.Contains(eval[string](t, ctx, `document.querySelector('.notice').textContent`), "Question sent") {
 		t.Error("notice after a no-script ask")
 	}
-	p.waitThreads("rv", "the no-script ask answered", func(pl review.Payload) bool { return pl.Pending == 0 && len(pl.Threads) == 1 && len(pl.Threads[0].Messages) == 2 })
+	p.waitThreads("rv", "the no-script ask answered", func(pl review.Payload) bool {
+		return pl.Pending == 0 && len(pl.Threads) == 1 && len(pl.Threads[0].Messages) == 2
+	})
 	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible(".msg.from-agent"))
 	// a queued comment, then accept refused (no commits? no: the branch has one) — unblock without script
 	do(t, ctx, chromedp.Click(`td.code[data-line="3"] a.comment-link`), chromedp.WaitVisible("tr.comment-row textarea"),
