@@ -92,6 +92,9 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 		Toolbar: views.Toolbar, DraftReason: st.draftReason, DraftFeedback: st.draftFeedback}
 	p.Page.Title, p.Notice, p.Script, p.Page.TaskID = "Review "+t.Ref, st.notice, "review.js", t.ID
 	p.Diff, p.Orphans = views.BuildDiff(d.Files, pl.Threads, t.ID, true, c.QueryParam("comment"))
+	if p.DiffHTML, err = h.d.Views.DiffHTML(p.Diff); err != nil {
+		return err
+	}
 	for _, q := range pl.Queued {
 		p.Queued = append(p.Queued, views.QueuedView{ID: q.ID, Body: q.Body, File: q.File, Side: string(q.Side), Line: q.Line, FragID: views.FragID(q.File, string(q.Side), q.Line)})
 	}
@@ -283,5 +286,8 @@ func (h *handler) commitPage(c echo.Context) error {
 	p := views.CommitPage{Page: h.page(), SHA: cd.SHA, Subject: cd.Subject, Author: cd.Author, Toolbar: views.Toolbar}
 	p.Title, p.Script = "Commit "+cd.SHA[:min(12, len(cd.SHA))], "review.js"
 	p.Diff, _ = views.BuildDiff(cd.Files, nil, "", false, "")
+	if p.DiffHTML, err = h.d.Views.DiffHTML(p.Diff); err != nil {
+		return err
+	}
 	return h.render(c, http.StatusOK, "commit", p)
 }

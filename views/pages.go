@@ -1,6 +1,9 @@
 package views
 
-import "time"
+import (
+	"html/template"
+	"time"
+)
 
 // TaskRow is one line of the task list.
 type TaskRow struct {
@@ -84,6 +87,7 @@ type ReviewPage struct {
 	TaskID, Ref, Title, Status, Branch, Parent string
 	Toolbar                                    []ToolbarMode
 	Diff                                       DiffView
+	DiffHTML                                   template.HTML
 	Orphans                                    []ThreadView
 	Queued                                     []QueuedView
 	Bar                                        StatusBar
@@ -98,6 +102,7 @@ type CommitPage struct {
 	SHA, Subject, Author string
 	Toolbar              []ToolbarMode
 	Diff                 DiffView
+	DiffHTML             template.HTML
 }
 
 // CommitRow is one commit on the task page.

@@ -30,7 +30,8 @@ func Static() fs.FS {
 
 // Views holds the parsed pages.
 type Views struct {
-	pages map[string]*template.Template
+	pages    map[string]*template.Template
+	partials *template.Template
 }
 
 var funcs = template.FuncMap{
@@ -58,6 +59,11 @@ var funcs = template.FuncMap{
 // New parses every page with the shared layout.
 func New() (*Views, error) {
 	v := &Views{pages: map[string]*template.Template{}}
+	partials, err := template.New("partials").Funcs(funcs).ParseFS(templateFS, "templates/_*.html")
+	if err != nil {
+		return nil, fmt.Errorf("parse partials: %w", err)
+	}
+	v.partials = partials
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err

@@ -1,0 +1,344 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"lazy/actors"
+	"lazy/gitx"
+	"lazy/review"
+	"lazy/store"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden")
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+const fakeID = "0190aaaa000070008000000000000001"
+
+// fakeReview serves fixed data; the handler is what is under test.
+type fakeReview struct {
+	diff     []gitx.File
+	payload  review.Payload
+	acceptFn func(AcceptArgs) (*TaskInfo, error)
+	posted   []PostCommentArgs
+}
+
+func (f *fakeReview) task() TaskInfo {
+	return TaskInfo{ID: fakeID, ShortID: fakeID[:8], Code: "fix-login", Ref: "fix-login", Title: "Fix the <login> loop", Status: "blocked", Branch: "lazy/fix-login", Parent: "main", Turns: 2, LastActivity: t0}
+}
+func (f *fakeReview) Queue(context.Context) ([]QueueItem, error) {
+	return []QueueItem{{Task: QueueTask{ID: fakeID, ShortID: fakeID[:8], Code: "fix-login", Title: "Fix the <login> loop"}, Status: "blocked", LiveSession: true, AwaitingAnswer: 1, PendingAsks: 1, QueuedComments: 2}}, nil
+}
+func (f *fakeReview) Diff(_ context.Context, ref string) (*DiffResult, error) {
+	if ref != fakeID && ref != "fix-login" {
+		return nil, store.ErrNotFound
+	}
+	return &DiffResult{Task: f.task(), Files: f.diff}, nil
+}
+func (f *fakeReview) Comments(context.Context, string) (*review.Payload, error) {
+	return &f.payload, nil
+}
+func (f *fakeReview) PostComment(_ context.Context, _ string, a PostCommentArgs) (*review.ReviewComment, error) {
+	f.posted = append(f.posted, a)
+	return &review.ReviewComment{ID: "new", TaskID: fakeID, File: a.File, Line: a.Line, Side: review.Side(a.Side), Intent: review.Intent(a.Intent), Body: a.Body, AskState: review.AskPending}, nil
+}
+func (f *fakeReview) RetryAsk(context.Context, string, string) (*ActionResult, error) {
+	return nil, &review.RuleError{Reason: "This is a comment, not a question."}
+}
+func (f *fakeReview) Withdraw(context.Context, string, string) (*ActionResult, error) {
+	return &ActionResult{Notice: "Withdrawn."}, nil
+}
+func (f *fakeReview) Unblock(context.Context, string, string) (*store.Turn, error) {
+	return &store.Turn{TaskID: fakeID, Number: 3}, nil
+}
+func (f *fakeReview) Accept(_ context.Context, _ string, a AcceptArgs) (*TaskInfo, error) {
+	return f.acceptFn(a)
+}
+func (f *fakeReview) Sync(context.Context, string, bool) (*SyncResult, error) {
+	return &SyncResult{Queued: true}, nil
+}
+func (f *fakeReview) ViolationDecision(context.Context, string, string, []string) error { return nil }
+func (f *fakeReview) Approve(context.Context, string, []string, string) error           { return nil }
+
+type fakeTasks struct{ Tasks }
+
+func (fakeTasks) CommitDiff(context.Context, string) (*CommitDiff, error) {
+	return &CommitDiff{CommitInfo: CommitInfo{SHA: "abcdef0123456789", Subject: "Rework <login>", Author: "agent"}, Files: fixtureDiff()}, nil
+}
+func (fakeTasks) Actors(context.Context) ([]actors.ActorHealth, error) { return nil, nil }
+
+func fixtureDiff() []gitx.File {
+	d, err := gitx.ParseDiff([]byte(`diff --git a/login.go b/login.go
+--- a/login.go
++++ b/login.go
+@@ -1,5 +1,6 @@ package login
+ package login
+ 
+-func redirect() string { return "/login" }
+-func check() bool { return false }
++func redirect() string { return "/home" }
++func check() bool { return true }
++// <script>alert(1)</script>
+ func done() {}
+diff --git a/old.txt b/old.txt
+deleted file mode 100644
+--- a/old.txt
++++ /dev/null
+@@ -1 +0,0 @@
+-gone
+`))
+	if err != nil {
+		panic(err)
+	}
+	return d.Files
+}
+
+func fixturePayload() review.Payload {
+	c := func(id, thread string, line int, side review.Side, intent review.Intent, body, actor string, mod func(*review.ReviewComment)) review.ReviewComment {
+		m := review.ReviewComment{ID: id, TaskID: fakeID, ThreadID: thread, File: "login.go", Line: line, Side: side, Intent: intent, Body: body, Actor: actor, CreatedAt: t0}
+		mod(&m)
+		return m
+	}
+	all := []review.ReviewComment{
+		c("a1", "t1", 3, review.New, review.Ask, "Why /home? <b>bold?</b>", review.Human, func(m *review.ReviewComment) { m.AskState = review.AskAnswered }),
+		c("r1", "t1", 3, review.New, review.Ask, "Because the dashboard lives there.", review.Agent, func(m *review.ReviewComment) {}),
+		c("c1", "t2", 4, review.Old, review.Comment, "Keep the old check as a fallback.", review.Human, func(m *review.ReviewComment) { m.DeliveryState = review.PendingDelivery }),
+		c("a2", "t3", 5, review.New, review.Ask, "Is this needed?", review.Human, func(m *review.ReviewComment) {
+			m.AskState, m.AskError = review.AskFailed, "The worktree is busy (409 from the ask launcher): sync holds its lock. Re-send when it is free."
+		}),
+		c("w1", "t3", 5, review.New, review.Comment, "withdrawn words", review.Human, func(m *review.ReviewComment) {
+			m.DeliveryState = review.PendingDelivery
+			w := t0
+			m.WithdrawnAt = &w
+		}),
+		c("o1", "t4", 40, review.New, review.Comment, "An orphan note", review.Human, func(m *review.ReviewComment) { m.DeliveryState = review.Delivered; m.DeliveredTurn = 2 }),
+	}
+	files := fixtureDiff()
+	inDiff := func(file string, side review.Side, line int) bool {
+		_, ok := (&gitx.Diff{Files: files}).Find(file, string(side), line)
+		return ok
+	}
+	return review.BuildPayload(all, inDiff, review.StatusBar{Status: "blocked", Turns: 2, LastActivity: t0, CanAnswer: true})
+}
+
+func newPagesServer(t *testing.T) (*fakeReview, http.Handler) {
+	f := &fakeReview{diff: fixtureDiff(), payload: fixturePayload(), acceptFn: func(AcceptArgs) (*TaskInfo, error) {
+		return nil, review.Refuse(review.ReasonPassphraseRequired, "fix-login", "main", "looks right", []string{".github/ci.yml"})
+	}}
+	e, err := New(Deps{Tasks: fakeTasks{}, Review: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, e
+}
+
+func serve(t *testing.T, h http.Handler, method, path, ctype, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Host = "127.0.0.1:26000"
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./httpapi -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from %s (run go test ./httpapi -update after checking the change)", name, path)
+	}
+}
+
+func TestGoldenPages(t *testing.T) {
+	_, h := newPagesServer(t)
+	for _, tc := range []struct{ name, path string }{
+		{"queue", "/review"},
+		{"review", "/review/fix-login"},
+		{"review-comment-open", "/review/" + fakeID + "?comment=l-login.go-new-3"},
+		{"commit", "/commits/abcdef0123456789"},
+	} {
+		rec := serve(t, h, "GET", tc.path, "", "")
+		if rec.Code != 200 {
+			t.Fatalf("%s: %d %s", tc.path, rec.Code, rec.Body)
+		}
+		golden(t, tc.name, rec.Body.Bytes())
+	}
+	rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", url.Values{"reason": {"looks right"}, "draft_feedback": {"my <draft>"}}.Encode())
+	if rec.Code != 409 {
+		t.Fatalf("refused accept: %d", rec.Code)
+	}
+	golden(t, "review-remedy", rec.Body.Bytes())
+}
+
+func TestReviewPageStructure(t *testing.T) {
+	_, h := newPagesServer(t)
+	page := serve(t, h, "GET", "/review/fix-login", "", "").Body.String()
+	for _, want := range []string{
+		`data-file="login.go" data-side="old" data-line="3"`, `id="l-login.go-old-3"`, `id="l-login.go-new-5"`,
+		`data-rv-pair="f0-h0-p2" data-rv-pane="old"`, `data-rv-pair="f0-h0-p2" data-rv-pane="new"`, `data-rv-pair="f0-h0-p4" data-rv-pane="new"`,
+		`data-rv-pane="both"`, `<del class="body">withdrawn words</del>`, `Re-send to agent`, `An orphan note`, `Originally on <code>login.go</code> line 40`,
+		`&lt;script&gt;alert(1)&lt;/script&gt;`, `Why /home? &lt;b&gt;bold?&lt;/b&gt;`, `Fix the &lt;login&gt; loop`,
+		`action="/review/` + fakeID + `/unblock"`, `href="#l-login.go-old-4"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("review page lacks %s", want)
+		}
+	}
+	if strings.Count(page, `<section class="actions">`) != 2 {
+		t.Error("the action blocks must render twice")
+	}
+	actions := page[strings.Index(page, `<section class="actions">`):]
+	actions = actions[:strings.Index(actions, "</section>")]
+	if strings.Contains(actions, ` id="`) {
+		t.Error("an action block carries an element id")
+	}
+	if strings.Contains(page, "<script>alert") || strings.Contains(page, "<b>bold") {
+		t.Error("unescaped user or agent text")
+	}
+}
+
+func TestReviewForms(t *testing.T) {
+	f, h := newPagesServer(t)
+	// the comment POST: JSON → 201; form → 303 back to the line
+	rec := serve(t, h, "POST", "/review/fix-login/comment", "application/json", `{"body":"why?","file":"login.go","line":3,"side":"new","intent":"ask"}`)
+	if rec.Code != http.StatusCreated || !strings.Contains(rec.Body.String(), `"ask_state":"pending"`) {
+		t.Fatalf("JSON comment: %d %s", rec.Code, rec.Body)
+	}
+	rec = serve(t, h, "POST", "/review/fix-login/comment", "application/x-www-form-urlencoded", "body=note&file=login.go&line=4&side=old&intent=comment")
+	if rec.Code != http.StatusSeeOther || !strings.HasSuffix(rec.Header().Get("Location"), "#l-login.go-old-4") {
+		t.Fatalf("form comment: %d %s", rec.Code, rec.Header().Get("Location"))
+	}
+	if len(f.posted) != 2 || f.posted[1].Line != 4 || f.posted[1].Side != "old" {
+		t.Errorf("posted: %+v", f.posted)
+	}
+	if rec := serve(t, h, "POST", "/review/fix-login/comment", "application/json", `{"body":`); rec.Code != 400 {
+		t.Errorf("bad JSON: %d", rec.Code)
+	}
+	// retry refused by a rule: 303 with the rule's words as the notice
+	rec = serve(t, h, "POST", "/review/fix-login/comment/c1/retry", "application/x-www-form-urlencoded", "")
+	if loc := rec.Header().Get("Location"); rec.Code != 303 || !strings.Contains(loc, url.QueryEscape("This is a comment, not a question.")) || !strings.HasPrefix(loc, "/review/"+fakeID) {
+		t.Errorf("retry: %d %s", rec.Code, loc)
+	}
+	rec = serve(t, h, "POST", "/review/fix-login/comment/c1/withdraw", "application/x-www-form-urlencoded", "")
+	if rec.Code != 303 {
+		t.Errorf("withdraw: %d", rec.Code)
+	}
+	rec = serve(t, h, "POST", "/review/fix-login/unblock", "application/x-www-form-urlencoded", "feedback=go")
+	if rec.Code != 303 || !strings.HasPrefix(rec.Header().Get("Location"), "/tasks/"+fakeID) {
+		t.Errorf("unblock: %d %s", rec.Code, rec.Header().Get("Location"))
+	}
+	// a refused accept keeps the typed reason and feedback, and never echoes a passphrase
+	rec = serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", url.Values{"draft_reason": {"my reason"}, "draft_feedback": {"my feedback"}, "passphrase": {"SECRET-PASS"}}.Encode())
+	body := rec.Body.String()
+	if !strings.Contains(body, `name="draft_reason" value="my reason"`) || !strings.Contains(body, ">my feedback</textarea>") || strings.Contains(body, "SECRET-PASS") {
+		t.Errorf("refused accept lost input or echoed the passphrase")
+	}
+	// an unknown remedy reason degrades to no panel, the message still shown
+	f.acceptFn = func(AcceptArgs) (*TaskInfo, error) {
+		return nil, &review.Refusal{Message: "Something odd happened.", Remedy: &review.Remedy{Reason: "martian", Next: "x"}}
+	}
+	body = serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r").Body.String()
+	if !strings.Contains(body, "Something odd happened.") || strings.Contains(body, `class="remedy"`) {
+		t.Error("an unmapped reason must show the message without a panel")
+	}
+	f.acceptFn = func(AcceptArgs) (*TaskInfo, error) { return &TaskInfo{ID: fakeID, Parent: "main"}, nil }
+	if rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r"); rec.Code != 303 {
+		t.Errorf("accept: %d", rec.Code)
+	}
+	if rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", ""); rec.Code != 400 || !strings.Contains(rec.Body.String(), "Say why you accept") {
+		t.Errorf("accept without a reason: %d", rec.Code)
+	}
+	if rec := serve(t, h, "GET", "/review/nosuch", "", ""); rec.Code != 404 {
+		t.Errorf("unknown task: %d", rec.Code)
+	}
+	if rec := serve(t, h, "GET", "/api/review/fix-login/threads", "", ""); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"pendingDelivery":1`) {
+		t.Errorf("threads JSON: %d %s", rec.Code, rec.Body)
+	}
+
+}
+
+// BenchmarkRenderLargeReview renders a 5,000-changed-line diff over 100
+// files with 200 threads, the way GET /review/:task does.
+func BenchmarkRenderLargeReview(b *testing.B) {
+	var sb strings.Builder
+	for f := 0; f < 100; f++ {
+		name := "pkg/file" + itoa(f) + ".go"
+		sb.WriteString("diff --git a/" + name + " b/" + name + "\n--- a/" + name + "\n+++ b/" + name + "\n@@ -1,25 +1,25 @@\n")
+		for l := 0; l < 25; l++ {
+			sb.WriteString("-old line " + itoa(l) + " of <file> " + itoa(f) + "\n")
+		}
+		for l := 0; l < 25; l++ {
+			sb.WriteString("+new line " + itoa(l) + " of <file> " + itoa(f) + "\n")
+		}
+	}
+	d, err := gitx.ParseDiff([]byte(sb.String()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var all []review.ReviewComment
+	for i := 0; i < 200; i++ {
+		th := "t" + itoa(i)
+		all = append(all, review.ReviewComment{ID: "q" + itoa(i), TaskID: fakeID, ThreadID: th, File: "pkg/file" + itoa(i%100) + ".go", Line: 1 + i%25, Side: review.New,
+			Intent: review.Ask, Body: "Why is this <so>?", Actor: review.Human, AskState: review.AskAnswered, CreatedAt: t0},
+			review.ReviewComment{ID: "r" + itoa(i), TaskID: fakeID, ThreadID: th, File: "pkg/file" + itoa(i%100) + ".go", Line: 1 + i%25, Side: review.New,
+				Intent: review.Ask, Body: "Because.", Actor: review.Agent, CreatedAt: t0})
+	}
+	inDiff := func(file string, side review.Side, line int) bool {
+		_, ok := d.Find(file, string(side), line)
+		return ok
+	}
+	f := &fakeReview{diff: d.Files, payload: review.BuildPayload(all, inDiff, review.StatusBar{Status: "blocked"})}
+	e, err := New(Deps{Tasks: fakeTasks{}, Review: f})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size int
+	b.Run("page", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			rec := serve(nil, e, "GET", "/review/fix-login", "", "")
+			if rec.Code != 200 {
+				b.Fatal(rec.Code)
+			}
+			size = rec.Body.Len()
+		}
+		b.ReportMetric(float64(size)/1024, "KiB/page")
+	})
+	b.Run("threads-json", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			rec := serve(nil, e, "GET", "/api/review/fix-login/threads", "", "")
+			if rec.Code != 200 {
+				b.Fatal(rec.Code)
+			}
+		}
+	})
+	b.Run("threads-payload-build", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			_ = review.BuildPayload(all, inDiff, review.StatusBar{})
+		}
+	})
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
