@@ -81,11 +81,7 @@ func (s *Service) remember(t *store.Task) {
 }
 
 // Info converts a task row to its wire form.
-func Info(t *store.Task) httpapi.TaskInfo {
-	return httpapi.TaskInfo{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Ref: t.Ref(), Title: t.Title,
-		Status: string(t.Status), Role: t.Role, Branch: t.Branch, Parent: t.Parent, Turns: t.Turns,
-		LastActivity: t.LastActivity, FailReason: t.FailReason, Worktree: t.Worktree, CreatedAt: t.CreatedAt}
-}
+func Info(t *store.Task) httpapi.TaskInfo { return httpapi.InfoOf(t) }
 
 // NewTask creates branch lazy/<ref> and its worktree, saves the task and
 // queues its first work turn.
@@ -202,13 +198,32 @@ func (s *Service) ShowTask(ctx context.Context, ref string) (*httpapi.TaskDetail
 	if err != nil {
 		return nil, err
 	}
-	d := &httpapi.TaskDetail{Task: Info(t), Turns: turns, Comments: cs, Commits: []httpapi.CommitInfo{}}
-	if commits, err := gitx.Log(ctx, s.paths.Root, t.Parent, t.Branch); err == nil {
-		for _, c := range commits {
-			d.Commits = append(d.Commits, httpapi.CommitInfo{SHA: c.SHA, Subject: c.Subject, Author: c.Author})
-		}
+	commits, err := s.commits(ctx, t)
+	if err != nil {
+		return nil, err
 	}
-	return d, nil
+	return &httpapi.TaskDetail{Task: Info(t), Turns: turns, Comments: cs, Commits: commits}, nil
+}
+
+// TaskCommits lists the commits of a task's branch that its parent lacks.
+func (s *Service) TaskCommits(ctx context.Context, ref string) ([]httpapi.CommitInfo, error) {
+	t, err := s.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	return s.commits(ctx, t)
+}
+
+func (s *Service) commits(ctx context.Context, t *store.Task) ([]httpapi.CommitInfo, error) {
+	out := []httpapi.CommitInfo{}
+	commits, err := gitx.Log(ctx, s.paths.Root, t.Parent, t.Branch)
+	if err != nil {
+		return out, nil // the branch may be gone after an accept; the page shows none
+	}
+	for _, c := range commits {
+		out = append(out, httpapi.CommitInfo{SHA: c.SHA, Subject: c.Subject, Author: c.Author})
+	}
+	return out, nil
 }
 
 // CommitDiff is one commit of the project and its diff.

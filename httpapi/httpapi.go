@@ -38,6 +38,7 @@ type Tasks interface {
 	InjectPanic(ctx context.Context, target string) error
 	Watch(ctx context.Context, a WatchArgs) (<-chan actors.Event, func(), error)
 	CommitDiff(ctx context.Context, sha string) (*CommitDiff, error)
+	TaskCommits(ctx context.Context, ref string) ([]CommitInfo, error)
 }
 
 // Deps are the handler's collaborators.
@@ -183,6 +184,10 @@ func (h *handler) errorHandler(err error, c echo.Context) {
 	}
 	if code >= 500 {
 		h.d.Log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	}
+	if code == http.StatusInternalServerError {
+		// an unexpected failure: its text may hold internals, so the client
+		// gets where to look instead (a 503 or 502 says what to do)
 		msg = "internal error: the daemon could not complete this request; details are in the daemon log"
 		if h.d.LogPath != "" {
 			msg += " (" + h.d.LogPath + ")"

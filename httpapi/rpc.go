@@ -107,6 +107,8 @@ func (h *handler) rpc(c echo.Context) error {
 		res, err = t.Actors(ctx)
 	case "commitDiff":
 		res, err = t.CommitDiff(ctx, a.ID)
+	case "taskCommits":
+		res, err = t.TaskCommits(ctx, a.Task)
 	case "injectPanic":
 		err = t.InjectPanic(ctx, a.Target)
 		res = map[string]string{"ok": "sent"}

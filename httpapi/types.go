@@ -5,6 +5,7 @@ import (
 
 	"lazy/gitx"
 	"lazy/store"
+	"lazy/task"
 )
 
 // TaskInfo is the task object of `lazy task show --json` (CONTRACT §3).
@@ -86,4 +87,11 @@ type CommitInfo struct {
 type CommitDiff struct {
 	CommitInfo
 	Files []gitx.File `json:"files"`
+}
+
+// InfoOf converts a task row to its wire form.
+func InfoOf(t *store.Task) TaskInfo {
+	return TaskInfo{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Ref: t.Ref(), Title: t.Title,
+		Status: string(t.Status), Role: t.Role, Branch: t.Branch, Parent: t.Parent, Turns: t.Turns,
+		LastActivity: t.LastActivity, FailReason: t.FailReason, Worktree: t.Worktree, CreatedAt: t.CreatedAt}
 }

@@ -23,7 +23,7 @@ import (
 	"lazy/stubmodel"
 )
 
-var lazyBin string
+var lazyBin, devserverBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "lazy-e2e-bin-")
@@ -35,6 +35,13 @@ func TestMain(m *testing.M) {
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build lazy:", err)
+		os.Exit(1)
+	}
+	devserverBin = filepath.Join(dir, "devserver")
+	build = exec.Command("go", "build", "-o", devserverBin, "../devserver")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build devserver:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
