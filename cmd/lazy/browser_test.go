@@ -91,14 +91,21 @@ func eval[T any](t *testing.T, ctx context.Context, js string) T {
 	return v
 }
 
-// waitJS polls a JavaScript condition until it is true.
+// waitJS checks a JavaScript condition every 100 ms until it is true; an
+// evaluation that fails because the page is navigating is tried again.
 func waitJS(t *testing.T, ctx context.Context, what, js string) {
 	t.Helper()
-	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if _, err := chromedp.Run(wctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
+	deadline := time.Now().Add(60 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+		if err == nil && ok {
+			return
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
 	}
+	t.Fatalf("waiting for %s: timed out (last error: %v)", what, last)
 }
 
 // reviewProject is a started daemon with one blocked task "rv" whose diff has
@@ -241,7 +248,8 @@ func TestBrowserRefusedAcceptKeepsInput(t *testing.T) {
 	}
 	screenshot(t, ctx, "remedy-panel")
 	// a wrong passphrase: a retryable error, text kept, the attempt never echoed
-	do(t, ctx, chromedp.SendKeys(".passphrase-form input[type=password]", "wrong horse battery"), chromedp.Submit(".passphrase-form"), chromedp.WaitVisible(".refusal"))
+	do(t, ctx, chromedp.SendKeys(".passphrase-form input[type=password]", "wrong horse battery"), chromedp.Submit(".passphrase-form"))
+	waitJS(t, ctx, "the page of the wrong passphrase", `!!document.querySelector('.refusal-message') && document.querySelector('.refusal-message').textContent.includes('wrong approval passphrase')`)
 	html := eval[string](t, ctx, `document.documentElement.outerHTML`)
 	if !strings.Contains(html, "wrong approval passphrase") || strings.Contains(html, "wrong horse") ||
 		eval[string](t, ctx, `document.querySelector('.passphrase-form [name=draft_reason]').value`) != "CI change reviewed" {
@@ -298,7 +306,7 @@ func TestBrowserLayoutToggleAndNarrowFallback(t *testing.T) {
 	}
 	screenshot(t, ctx, "review-split")
 	// a reload keeps the choice; long lines wrap on request
-	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible("table.split-table"), chromedp.Click(`.toolbar button[data-value="wrap"]`))
+	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible("table.split-table"), chromedp.Click(`.toolbar button[data-value="wrap"]`))
 	if !eval[bool](t, ctx, `document.querySelector('[data-diff]').classList.contains('wrap-wrap')`) {
 		t.Error("wrap did not apply")
 	}
@@ -340,7 +348,7 @@ func TestBrowserNoScriptLoop(t *testing.T) {
 	p.waitThreads("rv", "the no-script ask answered", func(pl review.Payload) bool {
 		return pl.Pending == 0 && len(pl.Threads) == 1 && len(pl.Threads[0].Messages) == 2
 	})
-	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible(".msg.from-agent"))
+	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible(".msg.from-agent"))
 	// a queued comment, then accept refused (no commits? no: the branch has one) — unblock without script
 	do(t, ctx, chromedp.Click(`td.code[data-line="3"] a.comment-link`), chromedp.WaitVisible("tr.comment-row textarea"),
 		chromedp.SendKeys("tr.comment-row textarea", "No-script comment"), chromedp.Click(`tr.comment-row button[value="comment"]`), chromedp.WaitVisible(".notice"))
@@ -348,7 +356,7 @@ func TestBrowserNoScriptLoop(t *testing.T) {
 		t.Error("queued count after a no-script comment")
 	}
 	gitxCommitOnMain(t, p)
-	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible(".accept-form"),
+	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible(".accept-form"),
 		chromedp.SendKeys(`(//form[contains(@class,"accept-form")])[2]//textarea`, "ship"),
 		chromedp.Submit(`(//form[contains(@class,"accept-form")])[2]`), chromedp.WaitVisible(".refusal .sync-form"))
 	do(t, ctx, chromedp.Submit(".sync-form"), chromedp.WaitVisible(".notice"))
