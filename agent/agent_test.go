@@ -15,16 +15,12 @@ import (
 
 	"lazy/gitx/gitxtest"
 	"lazy/scriptagent"
+	"lazy/scriptagent/agenttest"
 	"lazy/stubmodel"
 )
 
-// TestMain lets the test binary play the scripted agent: `<test> script-agent ...`.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "script-agent" {
-		os.Exit(scriptagent.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
+// TestMain lets the test binary play the scripted agent.
+func TestMain(m *testing.M) { agenttest.Main(m) }
 
 func self(t *testing.T) []string {
 	exe, err := os.Executable()

@@ -1,0 +1,19 @@
+// Package agenttest lets a test binary play the scripted agent, so tests of
+// packages that launch agents need no lazy binary.
+package agenttest
+
+import (
+	"os"
+	"testing"
+
+	"lazy/scriptagent"
+)
+
+// Main is a TestMain: run as `<test binary> script-agent ...` it is the
+// scripted agent; otherwise it runs the tests.
+func Main(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "script-agent" {
+		os.Exit(scriptagent.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
