@@ -538,8 +538,7 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int)) jobResu
 			j.delivered = append(j.delivered, c.ID)
 		}
 	}
-	now := a.now()
-	tu.Status, tu.StartedAt = store.TurnRunning, &now
+	tu.Status = store.TurnRunning // started_at is set when the agent process starts
 	if err := a.deps.Store.SaveTurn(a.bg(), tu); err != nil {
 		a.log.Error("mark turn running", "err", err)
 		return nil
@@ -565,17 +564,13 @@ func (a *TaskActor) onLaunched(j *job) {
 		return
 	}
 	j.launched = true
-	for _, id := range j.delivered {
-		c, err := a.deps.Store.GetReviewComment(a.bg(), id)
-		if err != nil {
-			a.log.Error("load delivered comment", "comment", id, "err", err)
-			continue
-		}
-		c.DeliveryState, c.DeliveredTurn = review.Delivered, j.turn.Number
-		if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
-			a.log.Error("mark comment delivered", "comment", id, "err", err)
-		}
+	now := a.now()
+	// one write: the turn launched and its comments are delivered, or neither
+	if err := a.deps.Store.MarkLaunched(a.bg(), j.turn.ID, now, j.delivered); err != nil {
+		a.log.Error("record the launch", "turn", j.turn.Number, "err", err)
+		return
 	}
+	j.turn.StartedAt = &now
 	if j.turn.Trigger == "unblock" {
 		if err := os.Remove(a.recoveryPath(j.turn.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			a.log.Warn("remove recovery file", "err", err)
@@ -608,7 +603,7 @@ func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int)) jobResul
 	}
 	now := a.now()
 	tu := &store.Turn{ID: task.NewID(now), TaskID: a.id, Kind: store.TurnAsk, Trigger: "ask", Prompt: review.RenderAskPrompt(c),
-		Status: store.TurnRunning, QueuedAt: c.CreatedAt, StartedAt: &now}
+		Status: store.TurnRunning, QueuedAt: c.CreatedAt}
 	if err := a.deps.Store.CreateTurn(a.bg(), tu); err != nil {
 		a.failAsk(c, "could not record the ask turn: "+err.Error())
 		return nil

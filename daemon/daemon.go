@@ -311,8 +311,46 @@ func listenWindow(host string, lo, hi, skip int) (net.Listener, error) {
 	return nil, fmt.Errorf("no free port in daemon.port_window [%d, %d]: stop what holds them or widen the window", lo, hi)
 }
 
+// reconcileRecovery removes the recovery file of every unblock turn whose
+// launch completed (a crash can land between the launch record and the
+// removal); files of turns that never launched stay, with their message.
+func (d *Daemon) reconcileRecovery(ctx context.Context) error {
+	files, err := filepath.Glob(filepath.Join(d.paths.Recovery, "unblock-*.txt"))
+	if err != nil || len(files) == 0 {
+		return err
+	}
+	launched := map[string]bool{}
+	tasks, err := d.st.ListTasks(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile recovery files: %w", err)
+	}
+	for _, t := range tasks {
+		turns, err := d.st.ListTurns(ctx, t.ID)
+		if err != nil {
+			return fmt.Errorf("reconcile recovery files: %w", err)
+		}
+		for _, tu := range turns {
+			if tu.StartedAt != nil {
+				launched[tu.ID] = true
+			}
+		}
+	}
+	for _, f := range files {
+		id := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "unblock-"), ".txt")
+		if launched[id] {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("remove the recovery file of a launched turn: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
 // reconcile records turns that were running when a previous daemon died.
 func (d *Daemon) reconcile(ctx context.Context) error {
+	if err := d.reconcileRecovery(ctx); err != nil {
+		return err
+	}
 	running, err := d.st.TurnsInState(ctx, store.TurnRunning)
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"lazy/review"
 )
@@ -33,6 +34,13 @@ type fileTask struct {
 	comments  []Comment
 	reviews   []review.ReviewComment // by CreatedAt
 	approvals []Approval
+}
+
+// launchRecord is MarkLaunched as one record, so it lands whole or not at all.
+type launchRecord struct {
+	TurnID    string    `json:"turn_id"`
+	At        time.Time `json:"at"`
+	Delivered []string  `json:"delivered"`
 }
 
 type record struct {
@@ -133,6 +141,23 @@ func (ft *fileTask) apply(r record) error {
 			}
 		}
 		ft.reviews = append(ft.reviews, c)
+	case "launch":
+		var l launchRecord
+		if err := json.Unmarshal(r.V, &l); err != nil {
+			return err
+		}
+		for i := range ft.turns {
+			if ft.turns[i].ID != l.TurnID {
+				continue
+			}
+			at := l.At
+			ft.turns[i].StartedAt = &at
+			for _, id := range l.Delivered {
+				if c := ft.review(id); c != nil {
+					c.DeliveryState, c.DeliveredTurn = review.Delivered, ft.turns[i].Number
+				}
+			}
+		}
 	case "approval":
 		var a Approval
 		if err := json.Unmarshal(r.V, &a); err != nil {
@@ -313,6 +338,20 @@ func (f *File) TurnsInState(_ context.Context, state string) ([]Turn, error) {
 		return out[i].Number < out[j].Number
 	})
 	return out, nil
+}
+
+// MarkLaunched appends one launch record: the turn's start and its deliveries.
+func (f *File) MarkLaunched(_ context.Context, turnID string, at time.Time, delivered []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, ft := range f.t {
+		for _, tu := range ft.turns {
+			if tu.ID == turnID {
+				return f.write(id, "launch", launchRecord{TurnID: turnID, At: at, Delivered: delivered}, ft)
+			}
+		}
+	}
+	return fmt.Errorf("turn %s: %w", turnID, ErrNotFound)
 }
 
 // AddComment saves an ordinary comment.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"lazy/review"
 )
@@ -35,6 +36,8 @@ type StorageArgs struct {
 	Comment  *Comment              `json:"comment,omitempty"`
 	Review   *review.ReviewComment `json:"review,omitempty"`
 	Approval *Approval             `json:"approval,omitempty"`
+	At       time.Time             `json:"at,omitempty"`
+	IDs      []string              `json:"ids,omitempty"`
 }
 
 // call maps the daemon's 404 and 409 back to ErrNotFound and ErrConflict.
@@ -89,6 +92,10 @@ func (r *Remote) ListTurns(ctx context.Context, taskID string) ([]Turn, error) {
 func (r *Remote) TurnsInState(ctx context.Context, state string) ([]Turn, error) {
 	var ts []Turn
 	return ts, r.call(ctx, "turnsInState", StorageArgs{State: state}, &ts)
+}
+
+func (r *Remote) MarkLaunched(ctx context.Context, turnID string, at time.Time, delivered []string) error {
+	return r.call(ctx, "markLaunched", StorageArgs{ID: turnID, At: at, IDs: delivered}, nil)
 }
 
 func (r *Remote) AddComment(ctx context.Context, c *Comment) error {
@@ -183,6 +190,8 @@ func Serve(ctx context.Context, st Store, op string, raw []byte) (any, error) {
 		return nonNil(st.ListTurns(ctx, a.TaskID))
 	case "turnsInState":
 		return nonNil(st.TurnsInState(ctx, a.State))
+	case "markLaunched":
+		return ok, st.MarkLaunched(ctx, a.ID, a.At, a.IDs)
 	case "addComment":
 		if err := need(a.Comment != nil, "comment"); err != nil {
 			return nil, err

@@ -148,6 +148,25 @@ func (s *SQL) TurnsInState(ctx context.Context, state string) ([]Turn, error) {
 	return ts, mapErr("list turns "+state, err)
 }
 
+// MarkLaunched sets the turn's started_at and delivers its comments in one
+// transaction.
+func (s *SQL) MarkLaunched(ctx context.Context, turnID string, at time.Time, delivered []string) error {
+	return mapErr("mark turn launched", s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var tu Turn
+		if err := tx.First(&tu, "id = ?", turnID).Error; err != nil {
+			return err
+		}
+		if err := tx.Model(&Turn{}).Where("id = ?", turnID).Update("started_at", at).Error; err != nil {
+			return err
+		}
+		if len(delivered) == 0 {
+			return nil
+		}
+		return tx.Model(&review.ReviewComment{}).Where("id IN ? AND task_id = ?", delivered, tu.TaskID).
+			Updates(map[string]any{"delivery_state": review.Delivered, "delivered_turn": tu.Number}).Error
+	}))
+}
+
 // AddComment inserts an ordinary comment.
 func (s *SQL) AddComment(ctx context.Context, c *Comment) error {
 	return mapErr("add comment", s.db.WithContext(ctx).Create(c).Error)

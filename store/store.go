@@ -65,19 +65,20 @@ const (
 
 // Turn is one agent turn: a work turn or a read-only ask turn.
 type Turn struct {
-	ID        string     `json:"id" gorm:"primaryKey;size:32"`
-	TaskID    string     `json:"task_id" gorm:"size:32;index"`
-	Number    int        `json:"number"`
-	Kind      string     `json:"kind" gorm:"size:8"`
-	Trigger   string     `json:"trigger" gorm:"size:16"` // start | comment | unblock | ask
-	Prompt    string     `json:"prompt"`
-	Status    string     `json:"status" gorm:"size:16;index"`
-	Output    string     `json:"output"`
-	Result    string     `json:"result"`
-	Error     string     `json:"error"`
-	SessionID string     `json:"session_id"`
-	ExitCode  int        `json:"exit_code"`
-	QueuedAt  time.Time  `json:"queued_at"`
+	ID        string    `json:"id" gorm:"primaryKey;size:32"`
+	TaskID    string    `json:"task_id" gorm:"size:32;index"`
+	Number    int       `json:"number"`
+	Kind      string    `json:"kind" gorm:"size:8"`
+	Trigger   string    `json:"trigger" gorm:"size:16"` // start | comment | unblock | ask
+	Prompt    string    `json:"prompt"`
+	Status    string    `json:"status" gorm:"size:16;index"`
+	Output    string    `json:"output"`
+	Result    string    `json:"result"`
+	Error     string    `json:"error"`
+	SessionID string    `json:"session_id"`
+	ExitCode  int       `json:"exit_code"`
+	QueuedAt  time.Time `json:"queued_at"`
+	// StartedAt is when the agent process started (nil: it never launched).
 	StartedAt *time.Time `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
 }
@@ -117,6 +118,10 @@ type Store interface {
 	ListTurns(ctx context.Context, taskID string) ([]Turn, error)
 	// TurnsInState lists turns in one state across all tasks, oldest first.
 	TurnsInState(ctx context.Context, state string) ([]Turn, error)
+	// MarkLaunched records, all at once, that a turn's agent process started:
+	// the turn's started_at, and every comment it carries delivered with its
+	// number. A crash leaves either all of it or none.
+	MarkLaunched(ctx context.Context, turnID string, at time.Time, delivered []string) error
 
 	AddComment(ctx context.Context, c *Comment) error
 	ListComments(ctx context.Context, taskID string) ([]Comment, error)

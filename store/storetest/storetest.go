@@ -47,6 +47,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Turns", func(t *testing.T) { testTurns(t, open) })
 	t.Run("ReviewComments", func(t *testing.T) { testReviewComments(t, open) })
 	t.Run("Approvals", func(t *testing.T) { testApprovals(t, open) })
+	t.Run("MarkLaunched", func(t *testing.T) { testMarkLaunched(t, open) })
 	t.Run("Durable", func(t *testing.T) { testDurable(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
 }
@@ -222,5 +223,34 @@ func testConcurrent(t *testing.T, open Opener) {
 	got, _ := s.ListReviewComments(ctx, a.ID)
 	if len(got) != 50 {
 		t.Errorf("got %d comments, want 50", len(got))
+	}
+}
+
+func testMarkLaunched(t *testing.T, open Opener) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	a := NewTask("")
+	must(t, s.CreateTask(ctx, a))
+	c1 := newComment(a.ID, "t1", review.Comment, time.Now())
+	c2 := newComment(a.ID, "t2", review.Comment, time.Now().Add(time.Millisecond))
+	must(t, s.AddReviewComment(ctx, c1))
+	must(t, s.AddReviewComment(ctx, c2))
+	tu := &store.Turn{ID: task.NewID(time.Now()), TaskID: a.ID, Kind: store.TurnWork, Trigger: "unblock", Status: store.TurnRunning, QueuedAt: time.Now().UTC()}
+	must(t, s.CreateTurn(ctx, tu))
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	must(t, s.MarkLaunched(ctx, tu.ID, at, []string{c1.ID}))
+	must(t, s.Close())
+	s = open(t, dir)
+	turns, _ := s.ListTurns(ctx, a.ID)
+	if len(turns) != 1 || turns[0].StartedAt == nil || !turns[0].StartedAt.Equal(at) {
+		t.Fatalf("turn after MarkLaunched: %+v", turns)
+	}
+	got1, _ := s.GetReviewComment(ctx, c1.ID)
+	got2, _ := s.GetReviewComment(ctx, c2.ID)
+	if got1.DeliveryState != review.Delivered || got1.DeliveredTurn != tu.Number || got2.DeliveryState != review.PendingDelivery {
+		t.Errorf("deliveries: %+v / %+v", got1, got2)
+	}
+	if err := s.MarkLaunched(ctx, "nope", at, nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown turn: %v", err)
 	}
 }
