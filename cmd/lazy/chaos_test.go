@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"lazy/httpapi"
+	"lazy/review"
+	"lazy/scriptagent"
+)
+
+// TestChaosKill9 kills the daemon with SIGKILL at random moments of a
+// comment, an ask, an unblock, an accept or a sync, LAZY_CHAOS_KILLS times
+// (50 unless set), restarts it, lets it settle and checks what must hold:
+// no acknowledged comment lost, no comment in two completed work turns, a
+// recovery file exactly for each unblock whose launch did not complete, and
+// no task, turn or ask in an impossible state.
+func TestChaosKill9(t *testing.T) {
+	kills := 50
+	if v := os.Getenv("LAZY_CHAOS_KILLS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("LAZY_CHAOS_KILLS=%q", v)
+		}
+		kills = n
+	}
+	if testing.Short() {
+		kills = 5
+	}
+	seed := time.Now().UnixNano()
+	t.Logf("chaos seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	p := newProject(t, "process")
+	p.lazy(0, "daemon", "start")
+	acked := map[string]review.ReviewComment{} // comment id -> as acknowledged
+	taskN := 0
+	newTask := func() string {
+		taskN++
+		code := fmt.Sprintf("c%d", taskN)
+		p.lazy(0, "task", "new", "--code", code, "-m", fmt.Sprintf("@write f%d.txt a\\nb\\nc\\n\n@commit c%d", taskN, taskN))
+		p.waitStatus(code, "blocked")
+		return code
+	}
+	pool := []string{newTask(), newTask(), newTask()}
+	ops := []string{"comment", "ask", "unblock", "accept", "sync"}
+	counts := map[string]int{}
+	for k := 0; k < kills; k++ {
+		op := ops[rng.Intn(len(ops))]
+		counts[op]++
+		// a blocked task to work on
+		var ref string
+		for _, r := range pool {
+			if s := p.show(r).Status; s == "blocked" || s == "conflict" {
+				ref = r
+				break
+			}
+		}
+		if ref == "" {
+			ref = newTask()
+			pool = append(pool, ref)
+		}
+		cl := p.rpc()
+		marker := func() string { return fmt.Sprintf("M%d-%d", k, rng.Intn(1_000_000)) }
+		post := func(intent, body string) {
+			var c review.ReviewComment
+			args := map[string]any{"task": ref, "body": body, "file": filepathOf(ref), "line": 1 + rng.Intn(3), "side": "new", "intent": intent}
+			if err := cl.Call(context.Background(), "reviewPostComment", args, &c); err == nil {
+				acked[c.ID] = c
+			}
+		}
+		if op == "sync" {
+			if err := os.WriteFile(filepath.Join(p.root, "parent.txt"), []byte(marker()+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			runGit(t, p.root, "add", "-A")
+			runGit(t, p.root, "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-q", "-m", "parent moves")
+		}
+		pid := p.info().PID
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			switch op {
+			case "comment":
+				for i := 0; i < 1+rng.Intn(3); i++ {
+					post("comment", "comment "+marker())
+				}
+			case "ask":
+				post("ask", "ask "+marker()+"\n@sleep 200ms\n@answer ok")
+			case "unblock":
+				post("comment", "carry "+marker())
+				_ = cl.Call(context.Background(), "reviewUnblock", map[string]any{"task": ref, "feedback": "go " + marker() + "\n@sleep 150ms"}, nil)
+			case "accept":
+				_ = cl.Call(context.Background(), "reviewAccept", map[string]any{"task": ref, "reason": "chaos"}, nil)
+			case "sync":
+				_ = cl.Call(context.Background(), "sync", map[string]any{"task": ref, "wait": true}, nil)
+			}
+		}()
+		time.Sleep(time.Duration(rng.Intn(400)) * time.Millisecond)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %d: %v", pid, err)
+		}
+		<-done
+		for syscallAlive(pid) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		p.lazy(0, "daemon", "start")
+		p.settle(t)
+		p.checkInvariants(t, k, op, acked)
+	}
+	t.Logf("chaos: %d kills (%v), %d acknowledged comments, all invariants held", kills, counts, len(acked))
+}
+
+func filepathOf(ref string) string { return "f" + strings.TrimPrefix(ref, "c") + ".txt" }
+
+// settle waits until no turn runs or waits and no ask is pending.
+func (p *project) settle(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		busy := ""
+		var ts []httpapi.TaskInfo
+		_ = p.rpc().Call(context.Background(), "taskList", nil, &ts)
+		for _, ti := range ts {
+			if ti.Status == "running" {
+				busy = ti.Ref + " running"
+			}
+			var d httpapi.TaskDetail
+			_ = p.rpc().Call(context.Background(), "taskShow", map[string]any{"task": ti.ID}, &d)
+			for _, tu := range d.Turns {
+				if tu.Status == "queued" || tu.Status == "running" {
+					busy = fmt.Sprintf("%s turn %d %s", ti.Ref, tu.Number, tu.Status)
+				}
+			}
+			if ti.Status == "blocked" || ti.Status == "conflict" {
+				if pl := p.threads(ti.ID); pl.Pending > 0 {
+					busy = ti.Ref + " ask pending"
+				}
+			}
+		}
+		if busy == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never settled: %s", busy)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (p *project) checkInvariants(t *testing.T, k int, op string, acked map[string]review.ReviewComment) {
+	t.Helper()
+	fail := func(format string, a ...any) { t.Fatalf("after kill %d (%s): "+format, append([]any{k, op}, a...)...) }
+	var ts []httpapi.TaskInfo
+	if err := p.rpc().Call(context.Background(), "taskList", nil, &ts); err != nil {
+		fail("%v", err)
+	}
+	stored := map[string]review.ReviewComment{}
+	launched := map[string]bool{}
+	turnsOf := map[string]map[int]bool{}
+	for _, ti := range ts {
+		switch ti.Status {
+		case "blocked", "failed", "conflict", "accepted", "cancelled":
+		default:
+			fail("task %s is %q after settling", ti.Ref, ti.Status)
+		}
+		var d httpapi.TaskDetail
+		if err := p.rpc().Call(context.Background(), "taskShow", map[string]any{"task": ti.ID}, &d); err != nil {
+			fail("%v", err)
+		}
+		turnsOf[ti.ID] = map[int]bool{}
+		for _, tu := range d.Turns {
+			if tu.StartedAt != nil {
+				launched[tu.ID] = true
+				turnsOf[ti.ID][tu.Number] = true
+			}
+			if tu.Status == "done" && tu.StartedAt == nil {
+				fail("turn %d of %s is done but never launched", tu.Number, ti.Ref)
+			}
+		}
+		if ti.Status == "accepted" {
+			if head := strings.TrimSpace(runGit(t, p.root, "rev-parse", ti.Branch)); runGitOK(p.root, "merge-base", "--is-ancestor", head, "main") != nil {
+				fail("accepted task %s is not in main", ti.Ref)
+			}
+		}
+		for _, th := range p.threads(ti.ID).Threads {
+			for _, m := range th.Messages {
+				stored[m.ID] = m
+			}
+		}
+	}
+	for id, c := range acked {
+		s, ok := stored[id]
+		if !ok {
+			fail("acknowledged comment %s (%q) is lost", id, c.Body)
+		}
+		if s.Body != c.Body {
+			fail("comment %s changed its words", id)
+		}
+		if s.DeliveryState == review.Delivered && !turnsOf[s.TaskID][s.DeliveredTurn] {
+			fail("comment %s is delivered with turn %d, which never launched", id, s.DeliveredTurn)
+		}
+		if s.Intent == review.Ask && s.AskState == review.AskPending {
+			fail("ask %s is still pending after settling", id)
+		}
+	}
+	// a comment is in at most one completed work turn the agent saw
+	homes, _ := filepath.Glob(filepath.Join(p.paths.Agents, "*", "home"))
+	seen := map[string]int{}
+	for _, h := range homes {
+		turns, _ := scriptagent.ReadTurns(h)
+		for _, tr := range turns {
+			if tr.Mode == "plan" {
+				continue
+			}
+			for _, c := range acked {
+				if c.Intent == review.Comment && strings.Contains(tr.Prompt, c.Body) {
+					seen[c.ID]++
+				}
+			}
+		}
+	}
+	for id, n := range seen {
+		if n > 1 {
+			fail("comment %q was delivered in %d completed work turns", acked[id].Body, n)
+		}
+	}
+	// a recovery file exactly for each unblock whose launch did not complete
+	files, _ := filepath.Glob(filepath.Join(p.paths.Recovery, "unblock-*.txt"))
+	for _, f := range files {
+		id := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "unblock-"), ".txt")
+		if launched[id] {
+			fail("recovery file %s remains for a launched turn", filepath.Base(f))
+		}
+	}
+	for _, ti := range ts {
+		var d httpapi.TaskDetail
+		_ = p.rpc().Call(context.Background(), "taskShow", map[string]any{"task": ti.ID}, &d)
+		for _, tu := range d.Turns {
+			if tu.Trigger != "unblock" {
+				continue
+			}
+			_, err := os.Stat(filepath.Join(p.paths.Recovery, "unblock-"+tu.ID+".txt"))
+			if tu.StartedAt == nil && err != nil {
+				fail("unblock turn %d of %s never launched but its recovery file is gone", tu.Number, ti.Ref)
+			}
+		}
+	}
+}
+
+func runGitOK(dir string, args ...string) error {
+	_, err := execGit(dir, args...)
+	return err
+}
+
+func execGit(dir string, args ...string) (string, error) {
+	out, err := newExec("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	return string(out), err
+}
