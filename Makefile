@@ -6,7 +6,10 @@ export CLAUDE_DIR
 export LAZY_TEST_CLAUDE ?= $(CLAUDE_DIR)/node_modules/.bin/claude
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $$($(GO) env GOPATH)/bin/staticcheck)
 
-.PHONY: all build deps lint test test-race test-all bench clean
+FUZZTIME ?= 10s
+export FUZZTIME
+
+.PHONY: all build deps lint test fuzz chaos bench clean
 
 all: build
 
@@ -28,8 +31,18 @@ lint:
 test: deps lint
 	@echo "test: race detector on actors, supervisor, proxy"
 	$(GO) test -race -count=1 ./actors/... ./supervisor/... ./proxy/...
-	@echo "test: every package"
-	$(GO) test -count=1 ./...
+	@echo "test: every package (includes 50 kill -9s of the daemon: TestChaosKill9)"
+	$(GO) test -count=1 -timeout 30m ./...
+	@$(MAKE) --no-print-directory fuzz
+
+# Every fuzz target for FUZZTIME each, from the committed corpus.
+fuzz:
+	@scripts/fuzz.sh
+
+# The fault-injection suite alone, with more kills: make chaos KILLS=200
+KILLS ?= 100
+chaos:
+	LAZY_CHAOS_KILLS=$(KILLS) $(GO) test -count=1 -timeout 60m -run TestChaosKill9 -v ./cmd/lazy
 
 # Go benchmarks of every package, then the proxy against its baselines, each
 # server and the load client in its own process.

@@ -122,3 +122,28 @@ func TestPaths(t *testing.T) {
 		t.Errorf("home: got %s", h)
 	}
 }
+
+// FuzzConfigLoad loads arbitrary config files: an error or a config that
+// validates, never a panic.
+func FuzzConfigLoad(f *testing.F) {
+	f.Add(Template)
+	f.Add("[agent]\ndriver = \"script\"\n")
+	f.Add("[[proxy.fallback]]\nupstream = \"http://x:1\"\ncredential = \"none\"\n")
+	f.Add("[models.roles.a]\nendpoint = 1\n")
+	f.Add("[daemon]\nport_window = [\"a\"]\n")
+	f.Fuzz(func(t *testing.T, body string) {
+		root := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(root, ".lazy"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, FileName), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := Load(root, nil)
+		if err == nil {
+			if verr := cfg.Validate(); verr != nil {
+				t.Fatalf("Load accepted a config Validate refuses: %v", verr)
+			}
+		}
+	})
+}

@@ -132,7 +132,9 @@ func fixturePayload() review.Payload {
 	return review.BuildPayload(all, inDiff, review.StatusBar{Status: "blocked", Turns: 2, LastActivity: t0, CanAnswer: true})
 }
 
-func newPagesServer(t *testing.T) (*fakeReview, http.Handler) {
+func newPagesServer(t *testing.T) (*fakeReview, http.Handler) { return newPagesServerF(t) }
+
+func newPagesServerF(t testing.TB) (*fakeReview, http.Handler) {
 	f := &fakeReview{diff: fixtureDiff(), payload: fixturePayload(), acceptFn: func(AcceptArgs) (*TaskInfo, error) {
 		return nil, review.Refuse(review.ReasonPassphraseRequired, "fix-login", "main", "looks right", []string{".github/ci.yml"})
 	}}

@@ -116,3 +116,17 @@ func FuzzProxySubstitution(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseCredential reads arbitrary credential files: a credential with a
+// value, or an error; never a panic.
+func FuzzParseCredential(f *testing.F) {
+	for _, s := range []string{"sk-ant-api03-x", `{"token":"t","expires_at":"2030-01-01T00:00:00Z"}`, `{"token":""}`, "a b", "", `{"expires_at":"soon","token":"x"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := ParseCredential(b)
+		if err == nil && c.Value == "" {
+			t.Fatalf("%q parsed to an empty credential", b)
+		}
+	})
+}

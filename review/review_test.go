@@ -190,3 +190,16 @@ func TestMatchGlob(t *testing.T) {
 		t.Errorf("OutOfScope: %v", got)
 	}
 }
+
+// FuzzParseRemedy: whatever arrives in an error body, a remedy is either
+// absent or usable (a known reason and a next step).
+func FuzzParseRemedy(f *testing.F) {
+	for _, s := range []string{`{"reason":"no_commits","next":"commit"}`, `{"reason":"martian","next":"x"}`, `null`, `{"reason":"out_of_scope","next":" ","files":["a"]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if r := ParseRemedy(b); r != nil && !r.Usable() {
+			t.Fatalf("%q gave an unusable remedy %+v", b, r)
+		}
+	})
+}

@@ -84,3 +84,22 @@ func TestUpgradeApprovalsKeepsRows(t *testing.T) {
 		t.Fatalf("approvals after upgrade: %+v %v", as, err)
 	}
 }
+
+// FuzzFileStoreLoad opens a task file of arbitrary bytes: the store opens
+// (keeping the complete records) or refuses with an error; never a panic.
+func FuzzFileStoreLoad(f *testing.F) {
+	f.Add([]byte(`{"k":"task","v":{"id":"0190aaaa000070008000000000000001","status":"blocked"}}` + "\n" + `{"k":"review","v":{"id":"x","task_id":"0190aaaa000070008000000000000001"}}` + "\n"))
+	f.Add([]byte(`{"k":"turn","v":{}}` + "\n"))
+	f.Add([]byte(`{"k":"task","v":{"id":"a"}}` + "\n" + `{"k":"launch","v":{"turn_id":"q","delivered":["x"]}}` + "\n" + `{"k":"nope"`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "t.jsonl"), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if s, err := OpenFile(dir); err == nil {
+			if _, err := s.ListTasks(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
