@@ -32,7 +32,9 @@ test: deps lint
 	@echo "test: race detector on actors, supervisor, proxy"
 	$(GO) test -race -count=1 ./actors/... ./supervisor/... ./proxy/...
 	@echo "test: every package (includes 50 kill -9s of the daemon: TestChaosKill9)"
-	$(GO) test -count=1 -timeout 30m ./...
+	@art=$$(mktemp -d /tmp/lazy-artifacts.XXXXXX); \
+	  LAZY_TEST_ARTIFACTS=$$art $(GO) test -count=1 -timeout 30m ./... && \
+	  scripts/leakhunt.sh $$art; rc=$$?; rm -rf $$art; exit $$rc
 	@$(MAKE) --no-print-directory fuzz
 
 # Every fuzz target for FUZZTIME each, from the committed corpus.

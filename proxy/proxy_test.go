@@ -500,3 +500,30 @@ func TestGrantsFile(t *testing.T) {
 		t.Errorf("corrupt registry: %v", err)
 	}
 }
+
+// TestUpstreamDropsMidStream: the upstream sends part of an SSE stream and
+// drops the connection; the client must see a broken stream (an error), not
+// a clean end it could mistake for a finished answer.
+func TestUpstreamDropsMidStream(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\"}\n\n")
+		w.(http.Flusher).Flush()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // gone, mid-stream
+		}
+	}))
+	t.Cleanup(up.Close)
+	f := newFixture(t, cfgFor(up.URL, "none"))
+	resp := f.do("POST", "/v1/messages", nil, `{"stream":true,"messages":[]}`)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Fatalf("the client saw a clean end after %q; want a broken stream", b)
+	}
+	if !strings.Contains(string(b), "message_start") {
+		t.Errorf("the events before the drop must arrive: %q", b)
+	}
+}

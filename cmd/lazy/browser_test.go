@@ -251,6 +251,7 @@ func TestBrowserRefusedAcceptKeepsInput(t *testing.T) {
 	do(t, ctx, chromedp.SendKeys(".passphrase-form input[type=password]", "wrong horse battery"), chromedp.Submit(".passphrase-form"))
 	waitJS(t, ctx, "the page of the wrong passphrase", `!!document.querySelector('.refusal-message') && document.querySelector('.refusal-message').textContent.includes('wrong approval passphrase')`)
 	html := eval[string](t, ctx, `document.documentElement.outerHTML`)
+	p.keep("wrong-passphrase.html", html)
 	if !strings.Contains(html, "wrong approval passphrase") || strings.Contains(html, "wrong horse") ||
 		eval[string](t, ctx, `document.querySelector('.passphrase-form [name=draft_reason]').value`) != "CI change reviewed" {
 		t.Fatal("wrong passphrase: the form must come back with the error and the drafts, without the attempt")

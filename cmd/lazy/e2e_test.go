@@ -60,13 +60,36 @@ type project struct {
 	real  string
 }
 
+// artifactDir is a fresh directory for a test's project. With
+// LAZY_TEST_ARTIFACTS set (make test sets it) it is kept there after the test,
+// so the leak hunt at the end of the suite can search everything the tests
+// made; otherwise it is a temp dir removed after the test.
+func artifactDir(t *testing.T, kind string) string {
+	t.Helper()
+	base := os.Getenv("LAZY_TEST_ARTIFACTS")
+	if base == "" {
+		return t.TempDir()
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	dir, err := os.MkdirTemp(base, name+"-"+kind+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// keep writes a page or a stream the test saw into the project's artifacts.
+func (p *project) keep(name, body string) {
+	_ = os.WriteFile(filepath.Join(p.home, "seen-"+name), []byte(body), 0o600)
+}
+
 func newProject(t *testing.T, runner string) *project {
 	t.Helper()
 	stub := stubmodel.New()
 	srv := httptest.NewServer(stub)
 	t.Cleanup(srv.Close)
-	root := gitxtest.NewRepo(t, map[string]string{"README.md": "# p\n", "main.go": "package main\n"})
-	home := t.TempDir()
+	root := gitxtest.NewRepoIn(t, artifactDir(t, "root"), map[string]string{"README.md": "# p\n", "main.go": "package main\n"})
+	home := artifactDir(t, "home")
 	real := "sk-ant-api03-REALSECRET" + strings.Repeat("x", 20)
 	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
 		t.Fatal(err)

@@ -173,6 +173,7 @@ func TestLeakHunt(t *testing.T) {
 		if strings.Contains(string(b), p.real) {
 			t.Errorf("the real credential is on the page %s", path)
 		}
+		p.keep("page"+strings.ReplaceAll(path, "/", "_")+".html", string(b))
 	}
 	cancel()
 	_ = watch.Wait()
@@ -182,6 +183,7 @@ func TestLeakHunt(t *testing.T) {
 	if strings.Contains(stream.String(), p.real) {
 		t.Error("the real credential is in the traffic stream")
 	}
+	p.keep("watch-net.txt", stream.String())
 	p.lazy(0, "daemon", "stop")
 
 	// files: state dir (logs, DB, registry, worktrees, agent homes) and the project

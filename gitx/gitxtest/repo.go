@@ -12,7 +12,13 @@ import (
 // given files, and returns its absolute path.
 func NewRepo(t testing.TB, files map[string]string) string {
 	t.Helper()
-	dir, err := filepath.EvalSymlinks(t.TempDir())
+	return NewRepoIn(t, t.TempDir(), files)
+}
+
+// NewRepoIn is NewRepo in a directory the caller chose (it must exist).
+func NewRepoIn(t testing.TB, dir string, files map[string]string) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
