@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -233,3 +235,45 @@ func TestDockerArgv(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+type countingRunner struct {
+	mu        sync.Mutex
+	now, peak int
+}
+
+func (c *countingRunner) Name() string { return "counting" }
+func (c *countingRunner) Run(ctx context.Context, s Spec) (Outcome, error) {
+	c.mu.Lock()
+	c.now++
+	if c.now > c.peak {
+		c.peak = c.now
+	}
+	c.mu.Unlock()
+	time.Sleep(30 * time.Millisecond)
+	c.mu.Lock()
+	c.now--
+	c.mu.Unlock()
+	return Outcome{Stdout: []byte(`{"result":"ok","session_id":"s"}`)}, nil
+}
+
+// TestSlotsBoundConcurrentAgents: with max_concurrent agents running, the
+// next turn waits for a slot.
+func TestSlotsBoundConcurrentAgents(t *testing.T) {
+	r := &countingRunner{}
+	l := &Launcher{Driver: ClaudeCode{}, Runner: r, AgentsDir: t.TempDir(), Slots: NewSlots(2),
+		Placeholders: func(context.Context, string, string, string) (map[string]string, error) { return nil, nil }}
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if _, _, err := l.RunTurn(context.Background(), TurnRequest{Ref: fmt.Sprint("t", i), Prompt: "x"}); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if r.peak != 2 {
+		t.Errorf("peak concurrent agents: %d, want 2", r.peak)
+	}
+}

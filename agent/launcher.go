@@ -33,7 +33,13 @@ type Launcher struct {
 	AskTimeout  time.Duration
 	// Placeholders returns env var → placeholder for the task's role.
 	Placeholders func(ctx context.Context, taskID, ref, role string) (map[string]string, error)
+	// Slots bounds the agents running at once (nil: no bound). Make it with
+	// NewSlots.
+	Slots chan struct{}
 }
+
+// NewSlots makes the semaphore of at most n concurrent agents.
+func NewSlots(n int) chan struct{} { return make(chan struct{}, n) }
 
 // HomeFor is the per-task HOME of ref.
 func (l *Launcher) HomeFor(ref string) string { return filepath.Join(l.AgentsDir, ref, "home") }
@@ -58,6 +64,14 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 	}
 	if l.GitDir != "" {
 		spec.Writable = []string{l.GitDir}
+	}
+	if l.Slots != nil {
+		select {
+		case l.Slots <- struct{}{}:
+			defer func() { <-l.Slots }()
+		case <-ctx.Done():
+			return Result{}, Outcome{}, fmt.Errorf("waiting for a free agent slot (agent.max_concurrent = %d): %w", cap(l.Slots), ctx.Err())
+		}
 	}
 	out, err := l.Runner.Run(ctx, spec)
 	if err != nil {

@@ -56,6 +56,8 @@ type Agent struct {
 	AskTimeout     string `koanf:"ask_timeout"`
 	TurnTimeout    string `koanf:"turn_timeout"`
 	DockerImage    string `koanf:"docker_image"`
+	// MaxConcurrent bounds the agent processes running at once; more turns wait.
+	MaxConcurrent int `koanf:"max_concurrent"`
 }
 
 // Credentials names the files that hold the real credentials.
@@ -137,6 +139,7 @@ func Defaults() Config {
 			AskTimeout:     "10m",
 			TurnTimeout:    "60m",
 			DockerImage:    "lazy-agent:latest",
+			MaxConcurrent:  8,
 		},
 		Credentials: Credentials{Provider: ProviderCredential{Kind: KindAPIKey}},
 		Proxy:       Proxy{Upstream: "https://api.anthropic.com", Credential: CredentialNone, EditorUpstream: "https://api2.cursor.sh"},
@@ -227,7 +230,7 @@ func (p structProvider) Read() (map[string]any, error) {
 		"agent": map[string]any{
 			"driver": c.Agent.Driver, "command": c.Agent.Command, "runner": c.Agent.Runner,
 			"permission_mode": c.Agent.PermissionMode, "ask_timeout": c.Agent.AskTimeout,
-			"turn_timeout": c.Agent.TurnTimeout, "docker_image": c.Agent.DockerImage,
+			"turn_timeout": c.Agent.TurnTimeout, "docker_image": c.Agent.DockerImage, "max_concurrent": c.Agent.MaxConcurrent,
 		},
 		"credentials": map[string]any{"provider": map[string]any{"kind": c.Credentials.Provider.Kind}},
 		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream},
@@ -283,6 +286,9 @@ func (c *Config) Validate() error {
 		}
 	default:
 		return bad("agent.permission_mode", "%q is not a permission mode; use acceptEdits, default, plan or bypassPermissions", c.Agent.PermissionMode)
+	}
+	if c.Agent.MaxConcurrent < 1 || c.Agent.MaxConcurrent > 1024 {
+		return bad("agent.max_concurrent", "%d is out of range: run between 1 and 1024 agents at once", c.Agent.MaxConcurrent)
 	}
 	for key, v := range map[string]string{"agent.ask_timeout": c.Agent.AskTimeout, "agent.turn_timeout": c.Agent.TurnTimeout} {
 		d, err := time.ParseDuration(v)

@@ -23,6 +23,7 @@ runner = "process"              # process | bwrap | docker
 # permission_mode = "acceptEdits"  # bypassPermissions only with runner bwrap or docker
 ask_timeout = "10m"
 # turn_timeout = "60m"
+# max_concurrent = 8            # agent processes running at once; further turns wait
 
 [credentials.provider]          # the real provider credential; agents only ever see a placeholder
 kind = "api_key"                # api_key | oauth | auth_token
