@@ -6,9 +6,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,7 +55,7 @@ func benchDaemon(b *testing.B, n int) (*Daemon, *client.Client, []string) {
 		}
 		ids[i] = res.Task.ID
 	}
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(30 * time.Minute)
 	for {
 		ts, _ := d.Service().ListTasks(context.Background())
 		blocked := 0
@@ -142,3 +144,112 @@ func BenchmarkCommentPostPaced(b *testing.B) { postComments(b, 200*time.Millisec
 
 // BenchmarkCommentPostPaced2000: 50 ms each, 2,000 comments/s in all.
 func BenchmarkCommentPostPaced2000(b *testing.B) { postComments(b, 50*time.Millisecond) }
+
+// BenchmarkScaleTasks: LAZY_SCALE_TASKS (1,000 unless set) live tasks at
+// once, each with its actor, asking a question and then unblocking with a
+// queued comment, all against the scripted agent through the proxy. It
+// reports the daemon's heap and CPU per task and checks that no ask is left
+// unanswered and no comment undelivered.
+func BenchmarkScaleTasks(b *testing.B) {
+	n := 1000
+	if v := os.Getenv("LAZY_SCALE_TASKS"); v != "" {
+		fmt.Sscan(v, &n)
+	}
+	for it := 0; it < b.N; it++ {
+		b.StopTimer()
+		runtime.GC()
+		var m0 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		d, cl, ids := benchDaemon(b, n)
+		runtime.GC()
+		var m1 runtime.MemStats
+		runtime.ReadMemStats(&m1)
+		cpu0, kids0 := cpuTimes()
+		b.StartTimer()
+		start := time.Now()
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 64) // 64 reviewers at a time
+		for _, id := range ids {
+			wg.Add(1)
+			go func(id string) {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				ctx := context.Background()
+				if err := cl.Call(ctx, "reviewPostComment", map[string]any{"task": id, "body": "why two?\n@answer because", "file": "a.go", "line": 2, "side": "new", "intent": "ask"}, nil); err != nil {
+					b.Error(err)
+				}
+				if err := cl.Call(ctx, "reviewPostComment", map[string]any{"task": id, "body": "rename one", "file": "a.go", "line": 1, "side": "new", "intent": "comment"}, nil); err != nil {
+					b.Error(err)
+				}
+				if err := cl.Call(ctx, "reviewUnblock", map[string]any{"task": id, "feedback": "go on"}, nil); err != nil {
+					b.Error(err)
+				}
+			}(id)
+		}
+		wg.Wait()
+		// wait until every task is blocked again with its ask answered and comment delivered
+		deadline := time.Now().Add(20 * time.Minute)
+		for {
+			done := 0
+			for _, id := range ids {
+				var pl struct {
+					Pending, PendingDelivery int
+					State                    struct{ Status string }
+				}
+				if err := cl.Call(context.Background(), "reviewComments", map[string]any{"task": id}, &pl); err == nil && pl.Pending == 0 && pl.PendingDelivery == 0 && pl.State.Status == "blocked" {
+					done++
+				}
+			}
+			if done == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d tasks finished", done, n)
+			}
+			time.Sleep(time.Second)
+		}
+		el := time.Since(start)
+		b.StopTimer()
+		cpu1, kids1 := cpuTimes()
+		// none stranded, none lost: every ask answered, every comment delivered
+		ctx := context.Background()
+		for _, id := range ids {
+			cs, err := d.svc.st.ListReviewComments(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			answered, delivered := 0, 0
+			for _, c := range cs {
+				if c.AskState == "answered" {
+					answered++
+				}
+				if c.DeliveryState == "delivered" {
+					delivered++
+				}
+			}
+			if answered != 1 || delivered != 1 {
+				b.Fatalf("task %s: %d asks answered, %d comments delivered", id, answered, delivered)
+			}
+		}
+		hs := d.Supervisor().Health()
+		b.ReportMetric(float64(len(hs)), "actors")
+		b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/float64(n)/1024, "heap-KiB/task")
+		b.ReportMetric((cpu1-cpu0).Seconds()*1000/float64(n), "daemon-cpu-ms/task")
+		b.ReportMetric((kids1-kids0).Seconds()*1000/float64(n), "agent-cpu-ms/task")
+		b.ReportMetric(el.Seconds(), "s/round")
+		d.Stop()
+		<-d.Done()
+	}
+}
+
+// cpuTimes is this process's CPU time and its children's.
+func cpuTimes() (self, children time.Duration) {
+	var s, c syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &s)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &c)
+	tv := func(r syscall.Rusage) time.Duration {
+		return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+	}
+	return tv(s), tv(c)
+}
