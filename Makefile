@@ -46,10 +46,11 @@ KILLS ?= 100
 chaos:
 	LAZY_CHAOS_KILLS=$(KILLS) $(GO) test -count=1 -timeout 60m -run TestChaosKill9 -v ./cmd/lazy
 
-# Go benchmarks of every package, then the proxy against its baselines, each
-# server and the load client in its own process.
+# One table: the proxy against a direct connection and a bare ReverseProxy
+# (each server and the load client in its own process, interleaved rounds),
+# then every Go benchmark's figure beside its baseline or target.
+# LAZY_BENCH_SCALE=1 adds the 1,000-task scale run (several minutes).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
 	$(GO) run ./cmd/lazybench run
 
 clean:

@@ -394,25 +394,106 @@ func run(args []string) error {
 	m := func(t, f string) float64 { return median(samples[key{t, f}]) }
 	lzHWM, _ := rssMB(lz.cmd.Process.Pid)
 	bareHWM, _ := rssMB(bare.cmd.Process.Pid)
-
-	fmt.Printf("\n%-44s %12s %12s %8s %12s\n", "figure (median of rounds)", "lazy", "bare proxy", "ratio", "direct")
-	row := func(name string, lazy, base, direct float64, unit string) {
-		ratio := "-"
-		if base != 0 {
-			ratio = fmt.Sprintf("%.2f", lazy/base)
-		}
-		fmt.Printf("%-44s %10.0f%-2s %10.0f%-2s %8s %10.0f%-2s\n", name, lazy, unit, base, unit, ratio, direct, unit)
+	var rows []row
+	addRow := func(name string, lazy, base float64, unit, baseIs string) {
+		rows = append(rows, row{name, lazy, base, unit, baseIs})
 	}
-	row("p50 latency, 1 client", m("lazy", "p50_1"), m("bare", "p50_1"), m("direct", "p50_1"), "us")
-	row("added p50 over direct, 1 client", m("lazy", "p50_1")-m("direct", "p50_1"), m("bare", "p50_1")-m("direct", "p50_1"), 0, "us")
-	row("p99 latency, 1 client", m("lazy", "p99_1"), m("bare", "p99_1"), m("direct", "p99_1"), "us")
-	row("p50 latency, 64 clients", m("lazy", "p50_64"), m("bare", "p50_64"), m("direct", "p50_64"), "us")
-	row("p99 latency, 64 clients", m("lazy", "p99_64"), m("bare", "p99_64"), m("direct", "p99_64"), "us")
-	row("throughput, 64 clients", m("lazy", "rps_64"), m("bare", "rps_64"), m("direct", "rps_64"), "/s")
-	row("peak RSS of the proxy process", lzHWM, bareHWM, 0, "MB")
-	row("SSE time to first event", m("lazy", "ttfb"), m("bare", "ttfb"), m("direct", "ttfb"), "us")
-	row("SSE added time to first event", m("lazy", "ttfb")-m("direct", "ttfb"), m("bare", "ttfb")-m("direct", "ttfb"), 0, "us")
-	row("SSE gap between events (upstream: 2ms)", m("lazy", "gap"), m("bare", "gap"), m("direct", "gap"), "us")
-	row("SSE added per-event delay", m("lazy", "gap")-m("direct", "gap"), m("bare", "gap")-m("direct", "gap"), 0, "us")
+	const bareIs, directIs = "bare ReverseProxy", "direct to upstream"
+	addRow("proxy: added p50 over direct, 1 client", m("lazy", "p50_1")-m("direct", "p50_1"), m("bare", "p50_1")-m("direct", "p50_1"), "us", bareIs)
+	addRow("proxy: p50 latency, 1 client", m("lazy", "p50_1"), m("direct", "p50_1"), "us", directIs)
+	addRow("proxy: p99 latency, 1 client", m("lazy", "p99_1"), m("bare", "p99_1"), "us", bareIs)
+	addRow("proxy: p99 latency, 64 clients", m("lazy", "p99_64"), m("bare", "p99_64"), "us", bareIs)
+	addRow("proxy: throughput, 64 clients", m("lazy", "rps_64"), m("bare", "rps_64"), "req/s", bareIs)
+	addRow("proxy: throughput, 64 clients", m("lazy", "rps_64"), m("direct", "rps_64"), "req/s", directIs)
+	addRow("proxy: peak RSS under load", lzHWM, bareHWM, "MB", bareIs)
+	addRow("proxy: SSE added time to first event", m("lazy", "ttfb")-m("direct", "ttfb"), m("bare", "ttfb")-m("direct", "ttfb"), "us", bareIs)
+	addRow("proxy: SSE gap between events (2 ms upstream)", m("lazy", "gap"), m("direct", "gap"), "us", directIs)
+
+	fmt.Fprintln(os.Stderr, "lazybench: Go benchmarks (store, daemon, supervisor, httpapi, proxy)")
+	gb := func(pkg, pattern, benchtime string) map[string]map[string]float64 {
+		r, err := goBench(pkg, pattern, benchtime)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "lazybench:", err)
+			return map[string]map[string]float64{}
+		}
+		return r
+	}
+	store := gb("./store", "^BenchmarkAddReviewComment$", "2000x")
+	post := gb("./daemon", "^BenchmarkCommentPostPaced$", "3000x")
+	start := gb("./daemon", "^BenchmarkDaemonStartToReady$", "20x")
+	edit := gb("./proxy", "^BenchmarkEditorBody|^BenchmarkGrantLookup$", "1s")
+	page := gb("./httpapi", "^BenchmarkRenderLargeReview$", "1s")
+	spawn := gb("./supervisor", "^BenchmarkSpawnIdleTaskActors$", "1x")
+	drain := gb("./supervisor", "^BenchmarkDrainQueuedAsks$", "1x")
+	raw := store["AddReviewComment"]["ns/op"] / 1e3
+	addRow("comment POST to durable reply, p50 (100 reviewers, 500/s)", post["CommentPostPaced"]["p50-ms"]*1e3, raw, "us", "raw store insert")
+	addRow("comment POST to durable reply, p99 (100 reviewers, 500/s)", post["CommentPostPaced"]["p99-ms"]*1e3, 20000, "us", "target")
+	addRow("editor route: 64 KiB body with substitution", edit["EditorBody64KSubstituted"]["ns/op"]/1e3, edit["EditorBody64KPlus1Streamed"]["ns/op"]/1e3, "us", "same body streamed")
+	addRow("grant lookup (10,000 grants)", edit["GrantLookup"]["ns/op"], 0, "ns", "")
+	addRow("review page render: 5,000 lines, 200 threads", page["RenderLargeReview/page"]["ns/op"]/1e6, 100, "ms", "target")
+	addRow("review page weight", page["RenderLargeReview/page"]["KiB/page"], 0, "KiB", "")
+	addRow("threads JSON (200 threads)", page["RenderLargeReview/threads-json"]["ns/op"]/1e6, 5, "ms", "target")
+	addRow("idle task actor spawn (10,000)", spawn["SpawnIdleTaskActors"]["ns/actor"]/1e3, 0, "us/actor", "")
+	addRow("idle task actor heap", spawn["SpawnIdleTaskActors"]["heap-B/actor"], 0, "B/actor", "")
+	addRow("10,000 queued asks drain, FIFO per task", drain["DrainQueuedAsks"]["asks/s"], 0, "asks/s", "")
+	addRow("daemon start to ready", start["DaemonStartToReady"]["ns/op"]/1e6, 0, "ms", "")
+	if os.Getenv("LAZY_BENCH_SCALE") != "" {
+		scale := gb("./daemon", "^BenchmarkScaleTasks$", "1x")["ScaleTasks"]
+		addRow("scale: heap per live task", scale["heap-KiB/task"], 0, "KiB", "")
+		addRow("scale: daemon CPU per task (ask + unblock)", scale["daemon-cpu-ms/task"], 0, "ms", "")
+		addRow("scale: agent CPU per task (ask + unblock)", scale["agent-cpu-ms/task"], 0, "ms", "")
+	}
+	printTable(os.Stdout, rows)
 	return nil
+}
+
+// row is one line of the table: lazy's figure beside its baseline.
+type row struct {
+	name         string
+	lazy, base   float64
+	unit, baseIs string
+}
+
+func printTable(w io.Writer, rows []row) {
+	fmt.Fprintf(w, "\n%-58s %14s %14s %7s  %s\n", "figure", "lazy", "baseline", "ratio", "baseline is")
+	for _, r := range rows {
+		base, ratio := "-", "-"
+		if r.baseIs != "" {
+			base = fmt.Sprintf("%.1f %s", r.base, r.unit)
+			if r.base != 0 {
+				ratio = fmt.Sprintf("%.2f", r.lazy/r.base)
+			}
+		}
+		fmt.Fprintf(w, "%-58s %14s %14s %7s  %s\n", r.name, fmt.Sprintf("%.1f %s", r.lazy, r.unit), base, ratio, r.baseIs)
+	}
+}
+
+// goBench runs `go test -bench` in pkg and returns benchmark → unit → value.
+func goBench(pkg, pattern, benchtime string) (map[string]map[string]float64, error) {
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-benchmem", "-timeout", "60m", pkg)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go test -bench %s %s: %w", pattern, pkg, err)
+	}
+	res := map[string]map[string]float64{}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		name := strings.TrimPrefix(f[0], "Benchmark")
+		if i := strings.LastIndexByte(name, '-'); i > 0 {
+			name = name[:i]
+		}
+		vals := map[string]float64{}
+		for i := 2; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err == nil {
+				vals[f[i+1]] = v
+			}
+		}
+		res[name] = vals
+	}
+	return res, nil
 }
