@@ -119,7 +119,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		BaseURL: proxyURL, DaemonEnv: o.Environ, AgentsDir: paths.Agents,
 		GitDir: filepath.Join(o.Root, ".git"), Hide: []string{home},
 		TurnTimeout: cfg.TurnTimeoutDuration(), AskTimeout: cfg.AskTimeoutDuration(),
-		Slots:       agent.NewSlots(cfg.Agent.MaxConcurrent),
+		Slots: agent.NewSlots(cfg.Agent.MaxConcurrent),
 	}
 	launcher.Driver, err = agent.NewDriver(cfg.Agent.Driver, cfg.Agent.PermissionMode)
 	if err != nil {
