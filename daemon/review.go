@@ -213,19 +213,7 @@ func (r *Review) Withdraw(ctx context.Context, ref, id string) (*httpapi.ActionR
 
 // Unblock queues the work turn carrying every queued comment.
 func (r *Review) Unblock(ctx context.Context, ref, feedback string) (*store.Turn, error) {
-	t, err := r.svc.Resolve(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	if strings.TrimSpace(feedback) == "" {
-		feedback = "Continue."
-	}
-	res, err := r.svc.sup.Ask(t.ID, &actors.Unblock{Message: feedback})
-	if err != nil {
-		return nil, err
-	}
-	tu := res.(*actors.WorkQueued).Turn
-	return &tu, nil
+	return r.svc.Unblock(ctx, ref, feedback)
 }
 
 // Accept merges the task into its parent or returns the refusal with its remedy.

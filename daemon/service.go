@@ -15,6 +15,7 @@ import (
 	"lazy/config"
 	"lazy/gitx"
 	"lazy/httpapi"
+	"lazy/proxy"
 	"lazy/store"
 	"lazy/supervisor"
 	"lazy/task"
@@ -381,16 +382,11 @@ func (c *credentials) shape() string {
 	if err != nil {
 		return ""
 	}
-	v := strings.TrimSpace(string(b))
-	if strings.HasPrefix(v, "{") {
-		var j struct {
-			Token string `json:"token"`
-		}
-		if json.Unmarshal([]byte(v), &j) == nil {
-			return j.Token
-		}
+	cred, err := proxy.ParseCredential(b)
+	if err != nil {
+		return ""
 	}
-	return v
+	return cred.Value
 }
 
 // HTTPStatus makes a usage error a 400.

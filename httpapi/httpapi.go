@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"log/slog"
 	"net"
 	"net/http"
@@ -194,11 +195,12 @@ func (h *handler) errorHandler(err error, c echo.Context) {
 		}
 	}
 	body := errorBody{Error: msg}
-	if rb, ok := err.(interface{ RemedyBody() any }); ok {
+	var rb interface{ RemedyBody() any }
+	if errors.As(err, &rb) {
 		body.Remedy = rb.RemedyBody()
 	}
 	if wantsHTML(c) {
-		_ = c.HTML(code, "<!doctype html><title>Error</title><p>"+htmlEscape(msg)+"</p><p><a href=\"/\">Back to tasks</a></p>")
+		_ = c.HTML(code, "<!doctype html><title>Error</title><p>"+html.EscapeString(msg)+"</p><p><a href=\"/\">Back to tasks</a></p>")
 		return
 	}
 	_ = c.JSON(code, body)
@@ -207,11 +209,6 @@ func (h *handler) errorHandler(err error, c echo.Context) {
 func wantsHTML(c echo.Context) bool {
 	p := c.Request().URL.Path
 	return c.Request().Method == http.MethodGet && !strings.HasPrefix(p, "/api/") && !strings.HasPrefix(p, "/rpc/") && p != "/metrics"
-}
-
-func htmlEscape(s string) string {
-	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;")
-	return r.Replace(s)
 }
 
 func (h *handler) page() views.Page { return views.Page{Version: version.Label} }

@@ -119,7 +119,7 @@ func reviewProject(t *testing.T) (*project, string) {
 }
 
 func TestBrowserAskAnsweredByPolling(t *testing.T) {
-	p, url := reviewProject(t)
+	_, url := reviewProject(t)
 	ctx := browser(t, 1280, 900, true)
 	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible(".toolbar"))
 	if got := eval[string](t, ctx, `document.body.dataset.pollMs || ''`); got != "10000" && got != "" {
@@ -138,7 +138,6 @@ func TestBrowserAskAnsweredByPolling(t *testing.T) {
 	if n := eval[int](t, ctx, `document.querySelectorAll('tr.thread-row').length`); n != 1 {
 		t.Errorf("thread rows: %d", n)
 	}
-	_ = p
 	// a queued comment alone never triggers the fast poll
 	do(t, ctx,
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('td.code[data-line="3"] a.comment-link').click()`),
