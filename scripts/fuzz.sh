@@ -2,6 +2,15 @@
 # Runs every fuzz target of the project for FUZZTIME each (default 10s), with
 # the committed corpus in testdata/fuzz as its start. With SAVE=1 it copies
 # what the fuzzer found interesting into testdata/fuzz, to be committed.
+#
+# A failure prints the fuzzer's whole report. Go's fuzzing coordinator can
+# report a worker that merely died or stalled ("fuzzing process hung or
+# terminated unexpectedly", golang/go#56238 and #52569) as a failure; such a
+# report is a finding only if its written input fails again on its own. So a
+# failing input is re-run with `go test -run`: if it fails, the target fails
+# and the input stays in testdata/fuzz to be committed as a regression case;
+# if it passes, the report is the toolchain's, the input is dropped and the
+# target is fuzzed once more (a second such report fails the run).
 set -euo pipefail
 FUZZTIME="${FUZZTIME:-10s}"
 targets=(
@@ -18,12 +27,61 @@ targets=(
   ./store:FuzzFileStoreLoad
 )
 cache="$(go env GOCACHE)/fuzz/lazy"
+out="$(mktemp)"
+trap 'rm -f "$out"' EXIT
+
+# fuzz_once PKG NAME: 0 when the target passed or its only report was a
+# worker crash whose input passes on its own (then 3), 1 on a real failure.
+fuzz_once() {
+  local pkg="$1" name="$2"
+  if go test "$pkg" -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" >"$out" 2>&1; then
+    grep -E '^(ok|fuzz: elapsed.*new interesting)' "$out" | tail -2
+    return 0
+  fi
+  echo "fuzz: $pkg $name reported a failure; the fuzzer printed:"
+  sed 's/^/  | /' "$out" | tail -40
+  local input
+  input="$(sed -n 's/.*Failing input written to \(testdata\/fuzz\/[^ ]*\).*/\1/p' "$out" | head -1)"
+  local crashed=0
+  grep -q 'fuzzing process hung or terminated unexpectedly' "$out" && crashed=1
+  if [[ -z "$input" ]]; then
+    if [[ $crashed == 1 ]]; then
+      echo "fuzz: the fuzzing worker crashed with no input to blame (golang/go#56238), not a finding"
+      return 3
+    fi
+    echo "fuzz: no failing input was written; rerun: go test $pkg -run '^\$' -fuzz '^$name\$' -fuzztime $FUZZTIME"
+    return 1
+  fi
+  if [[ $crashed == 0 ]]; then
+    echo "fuzz: $pkg/$input fails: fix the code, then commit the input as a regression case"
+    return 1
+  fi
+  local id="${input##*/}"
+  if go test "$pkg" -count=1 -run "^${name}\$/^${id}\$" >/dev/null 2>&1; then
+    echo "fuzz: $pkg/$input passes on its own: the report was the fuzzing worker's crash (golang/go#56238), not a finding; dropping it"
+    rm -f "$pkg/$input"
+    return 3
+  fi
+  echo "fuzz: $pkg/$input fails on its own: fix the code, then commit the input as a regression case"
+  return 1
+}
+
 n=0
 for t in "${targets[@]}"; do
   pkg="${t%%:*}" name="${t##*:}"
   n=$((n + 1))
   echo "fuzz: [$n/${#targets[@]}] $pkg $name for $FUZZTIME"
-  go test "$pkg" -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" 2>&1 | grep -E '^(ok|FAIL|---|\s+.*_test.go|fuzz: elapsed.*new interesting)' | tail -3
+  rc=0
+  fuzz_once "$pkg" "$name" || rc=$?
+  if [[ $rc == 3 ]]; then
+    echo "fuzz: [$n/${#targets[@]}] $pkg $name again for $FUZZTIME"
+    rc=0
+    fuzz_once "$pkg" "$name" || rc=$?
+  fi
+  if [[ $rc != 0 ]]; then
+    echo "fuzz: FAILED at $pkg $name"
+    exit 1
+  fi
   if [[ "${SAVE:-}" == 1 ]]; then
     src="$cache/${pkg#./}/$name"
     dst="$pkg/testdata/fuzz/$name"
