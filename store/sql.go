@@ -20,8 +20,27 @@ import (
 // Writes go through one connection (SQLite has one writer); reads use a small
 // pool of their own, which WAL lets run beside the writer.
 type SQL struct {
-	db *gorm.DB // writes
-	rd *gorm.DB // reads
+	db *gorm.DB // the one writing connection, used by w alone after migration
+	w  *writer  // group commit: every write goes through it
+	rd *gorm.DB // reads, through read
+	ck *gorm.DB // the checkpointer's connection
+	// gate lets reads at the read pool in arrival order: database/sql hands
+	// a freed connection to a random waiter, which under load leaves some
+	// requests waiting many times longer than the rest.
+	gate chan struct{}
+}
+
+const readConns = 4
+
+// read runs fn on the read pool once it is this caller's turn.
+func (s *SQL) read(ctx context.Context, fn func(db *gorm.DB) error) error {
+	select {
+	case s.gate <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.gate }()
+	return fn(s.rd.WithContext(ctx))
 }
 
 var _ Store = (*SQL)(nil)
@@ -33,8 +52,13 @@ func openSQL(path string, upTo int) (*SQL, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create store dir: %w", err)
 	}
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
-	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{
+	// synchronous(FULL): a commit is on disk (the WAL is synced) before the
+	// caller hears of it, so a 201 survives a power cut, not just a crash.
+	// The writing connection never checkpoints (a checkpoint copies and
+	// syncs the database file, which would stall every queued write); the
+	// checkpointer does it beside the writer.
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)"
+	db, err := gorm.Open(sqlite.Open(dsn+"&_pragma=wal_autocheckpoint(0)"), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,
 		NowFunc:                func() time.Time { return time.Now().UTC() },
@@ -59,16 +83,25 @@ func openSQL(path string, upTo int) (*SQL, error) {
 		return nil, fmt.Errorf("open %s for reading: %w", path, err)
 	}
 	if rdDB, err := rd.DB(); err == nil {
-		rdDB.SetMaxOpenConns(4)
-		rdDB.SetMaxIdleConns(4)
+		rdDB.SetMaxOpenConns(readConns)
+		rdDB.SetMaxIdleConns(readConns)
 	}
-	return &SQL{db: db, rd: rd}, nil
+	ck, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("open %s for checkpoints: %w", path, err)
+	}
+	if ckDB, err := ck.DB(); err == nil {
+		ckDB.SetMaxOpenConns(1)
+	}
+	return &SQL{db: db, w: newWriter(db, ck), rd: rd, ck: ck, gate: make(chan struct{}, readConns)}, nil
 }
 
 // Close closes the database.
 func (s *SQL) Close() error {
+	s.w.close()
 	var errs []error
-	for _, g := range []*gorm.DB{s.rd, s.db} {
+	for _, g := range []*gorm.DB{s.rd, s.ck, s.db} {
 		if sqlDB, err := g.DB(); err != nil {
 			errs = append(errs, err)
 		} else if err := sqlDB.Close(); err != nil {
@@ -93,13 +126,13 @@ func mapErr(op string, err error) error {
 
 // CreateTask inserts a task; a taken code or id is ErrConflict.
 func (s *SQL) CreateTask(ctx context.Context, t *Task) error {
-	return mapErr("create task", s.db.WithContext(ctx).Create(t).Error)
+	return mapErr("create task", s.w.do(ctx, func(tx *gorm.DB) error { return tx.Create(t).Error }))
 }
 
 // GetTask loads one task by full id.
 func (s *SQL) GetTask(ctx context.Context, id string) (*Task, error) {
 	var t Task
-	if err := s.rd.WithContext(ctx).First(&t, "id = ?", id).Error; err != nil {
+	if err := s.read(ctx, func(db *gorm.DB) error { return db.First(&t, "id = ?", id).Error }); err != nil {
 		return nil, mapErr("get task "+id, err)
 	}
 	return &t, nil
@@ -108,18 +141,18 @@ func (s *SQL) GetTask(ctx context.Context, id string) (*Task, error) {
 // ListTasks lists every task, oldest first.
 func (s *SQL) ListTasks(ctx context.Context) ([]Task, error) {
 	var ts []Task
-	err := s.rd.WithContext(ctx).Order("created_at, id").Find(&ts).Error
+	err := s.read(ctx, func(db *gorm.DB) error { return db.Order("created_at, id").Find(&ts).Error })
 	return ts, mapErr("list tasks", err)
 }
 
 // SaveTask writes every field of t.
 func (s *SQL) SaveTask(ctx context.Context, t *Task) error {
-	return mapErr("save task "+t.ID, s.db.WithContext(ctx).Save(t).Error)
+	return mapErr("save task "+t.ID, s.w.do(ctx, func(tx *gorm.DB) error { return tx.Save(t).Error }))
 }
 
 // CreateTurn numbers the turn after the task's last one and inserts it.
 func (s *SQL) CreateTurn(ctx context.Context, t *Turn) error {
-	return mapErr("create turn", s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return mapErr("create turn", s.w.do(ctx, func(tx *gorm.DB) error {
 		var n int
 		if err := tx.Raw(`SELECT COALESCE(MAX(number), 0) FROM turns WHERE task_id = ?`, t.TaskID).Scan(&n).Error; err != nil {
 			return err
@@ -131,27 +164,29 @@ func (s *SQL) CreateTurn(ctx context.Context, t *Turn) error {
 
 // SaveTurn writes every field of t.
 func (s *SQL) SaveTurn(ctx context.Context, t *Turn) error {
-	return mapErr("save turn "+t.ID, s.db.WithContext(ctx).Save(t).Error)
+	return mapErr("save turn "+t.ID, s.w.do(ctx, func(tx *gorm.DB) error { return tx.Save(t).Error }))
 }
 
 // ListTurns lists a task's turns in order.
 func (s *SQL) ListTurns(ctx context.Context, taskID string) ([]Turn, error) {
 	var ts []Turn
-	err := s.rd.WithContext(ctx).Where("task_id = ?", taskID).Order("number").Find(&ts).Error
+	err := s.read(ctx, func(db *gorm.DB) error { return db.Where("task_id = ?", taskID).Order("number").Find(&ts).Error })
 	return ts, mapErr("list turns", err)
 }
 
 // TurnsInState lists turns in one state, oldest first.
 func (s *SQL) TurnsInState(ctx context.Context, state string) ([]Turn, error) {
 	var ts []Turn
-	err := s.rd.WithContext(ctx).Where("status = ?", state).Order("queued_at, number").Find(&ts).Error
+	err := s.read(ctx, func(db *gorm.DB) error {
+		return db.Where("status = ?", state).Order("queued_at, number").Find(&ts).Error
+	})
 	return ts, mapErr("list turns "+state, err)
 }
 
 // MarkLaunched sets the turn's started_at and delivers its comments in one
 // transaction.
 func (s *SQL) MarkLaunched(ctx context.Context, turnID string, at time.Time, delivered []string) error {
-	return mapErr("mark turn launched", s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return mapErr("mark turn launched", s.w.do(ctx, func(tx *gorm.DB) error {
 		var tu Turn
 		if err := tx.First(&tu, "id = ?", turnID).Error; err != nil {
 			return err
@@ -169,43 +204,49 @@ func (s *SQL) MarkLaunched(ctx context.Context, turnID string, at time.Time, del
 
 // AddComment inserts an ordinary comment.
 func (s *SQL) AddComment(ctx context.Context, c *Comment) error {
-	return mapErr("add comment", s.db.WithContext(ctx).Create(c).Error)
+	return mapErr("add comment", s.w.do(ctx, func(tx *gorm.DB) error { return tx.Create(c).Error }))
 }
 
 // ListComments lists a task's ordinary comments, oldest first.
 func (s *SQL) ListComments(ctx context.Context, taskID string) ([]Comment, error) {
 	var cs []Comment
-	err := s.rd.WithContext(ctx).Where("task_id = ?", taskID).Order("created_at, id").Find(&cs).Error
+	err := s.read(ctx, func(db *gorm.DB) error {
+		return db.Where("task_id = ?", taskID).Order("created_at, id").Find(&cs).Error
+	})
 	return cs, mapErr("list comments", err)
 }
 
 // AddReviewComment inserts a review comment; it is durable when this returns.
 func (s *SQL) AddReviewComment(ctx context.Context, c *review.ReviewComment) error {
-	return mapErr("add review comment", s.db.WithContext(ctx).Create(c).Error)
+	return mapErr("add review comment", s.w.do(ctx, func(tx *gorm.DB) error { return tx.Create(c).Error }))
 }
 
 // SaveReviewComment writes the state fields of c.
 func (s *SQL) SaveReviewComment(ctx context.Context, c *review.ReviewComment) error {
-	res := s.db.WithContext(ctx).Model(&review.ReviewComment{}).Where("id = ?", c.ID).
-		Select("ask_state", "ask_error", "delivery_state", "delivered_turn", "withdrawn_at").
-		Updates(c)
-	if res.Error == nil && res.RowsAffected == 0 {
-		return fmt.Errorf("save review comment %s: %w", c.ID, ErrNotFound)
-	}
-	return mapErr("save review comment "+c.ID, res.Error)
+	return mapErr("save review comment "+c.ID, s.w.do(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&review.ReviewComment{}).Where("id = ?", c.ID).
+			Select("ask_state", "ask_error", "delivery_state", "delivered_turn", "withdrawn_at").
+			Updates(c)
+		if res.Error == nil && res.RowsAffected == 0 {
+			return gorm.ErrRecordNotFound
+		}
+		return res.Error
+	}))
 }
 
 // ListReviewComments lists a task's review comments, oldest first.
 func (s *SQL) ListReviewComments(ctx context.Context, taskID string) ([]review.ReviewComment, error) {
 	var cs []review.ReviewComment
-	err := s.rd.WithContext(ctx).Where("task_id = ?", taskID).Order("created_at, id").Find(&cs).Error
+	err := s.read(ctx, func(db *gorm.DB) error {
+		return db.Where("task_id = ?", taskID).Order("created_at, id").Find(&cs).Error
+	})
 	return cs, mapErr("list review comments", err)
 }
 
 // GetReviewComment loads one review comment.
 func (s *SQL) GetReviewComment(ctx context.Context, id string) (*review.ReviewComment, error) {
 	var c review.ReviewComment
-	if err := s.rd.WithContext(ctx).First(&c, "id = ?", id).Error; err != nil {
+	if err := s.read(ctx, func(db *gorm.DB) error { return db.First(&c, "id = ?", id).Error }); err != nil {
 		return nil, mapErr("get review comment "+id, err)
 	}
 	return &c, nil
@@ -214,18 +255,20 @@ func (s *SQL) GetReviewComment(ctx context.Context, id string) (*review.ReviewCo
 // AsksInState lists asks in one state, oldest first.
 func (s *SQL) AsksInState(ctx context.Context, state review.AskState) ([]review.ReviewComment, error) {
 	var cs []review.ReviewComment
-	err := s.rd.WithContext(ctx).Where("intent = ? AND actor = ? AND ask_state = ?", review.Ask, review.Human, state).Order("created_at, id").Find(&cs).Error
+	err := s.read(ctx, func(db *gorm.DB) error {
+		return db.Where("intent = ? AND actor = ? AND ask_state = ?", review.Ask, review.Human, state).Order("created_at, id").Find(&cs).Error
+	})
 	return cs, mapErr("list asks", err)
 }
 
 // AddApproval records an approval (idempotent).
 func (s *SQL) AddApproval(ctx context.Context, a *Approval) error {
-	return mapErr("add approval", s.db.WithContext(ctx).Save(a).Error)
+	return mapErr("add approval", s.w.do(ctx, func(tx *gorm.DB) error { return tx.Save(a).Error }))
 }
 
 // ListApprovals lists a task's approvals.
 func (s *SQL) ListApprovals(ctx context.Context, taskID string) ([]Approval, error) {
 	var as []Approval
-	err := s.rd.WithContext(ctx).Where("task_id = ?", taskID).Order("kind, path").Find(&as).Error
+	err := s.read(ctx, func(db *gorm.DB) error { return db.Where("task_id = ?", taskID).Order("kind, path").Find(&as).Error })
 	return as, mapErr("list approvals", err)
 }
