@@ -112,6 +112,10 @@ type Protect struct {
 // Storage selects the store backend.
 type Storage struct {
 	Backend string `koanf:"backend"`
+	// Sync is "full" (the default: every acknowledged write is on disk first
+	// and survives a power cut) or "normal" (no fsync per write: survives a
+	// crash of lazy, not of the machine; for disks whose fsync is slow).
+	Sync string `koanf:"sync"`
 }
 
 // Credential settings of an upstream target.
@@ -143,7 +147,7 @@ func Defaults() Config {
 		},
 		Credentials: Credentials{Provider: ProviderCredential{Kind: KindAPIKey}},
 		Proxy:       Proxy{Upstream: "https://api.anthropic.com", Credential: CredentialNone, EditorUpstream: "https://api2.cursor.sh"},
-		Storage:     Storage{Backend: "sql"},
+		Storage:     Storage{Backend: "sql", Sync: "full"},
 		Protect:     Protect{Paths: []string{".lazy/config.toml"}},
 	}
 }
@@ -234,7 +238,7 @@ func (p structProvider) Read() (map[string]any, error) {
 		},
 		"credentials": map[string]any{"provider": map[string]any{"kind": c.Credentials.Provider.Kind}},
 		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream},
-		"storage":     map[string]any{"backend": c.Storage.Backend},
+		"storage":     map[string]any{"backend": c.Storage.Backend, "sync": c.Storage.Sync},
 		"protect":     map[string]any{"paths": toAny(c.Protect.Paths)},
 	}, nil
 }
@@ -321,6 +325,11 @@ func (c *Config) Validate() error {
 	case "sql", "file":
 	default:
 		return bad("storage.backend", "%q is not a backend; use sql or file", c.Storage.Backend)
+	}
+	switch c.Storage.Sync {
+	case "full", "normal":
+	default:
+		return bad("storage.sync", "%q is not a sync mode; use full (survives a power cut) or normal (survives a crash of lazy only)", c.Storage.Sync)
 	}
 	if _, err := c.Targets(); err != nil {
 		return err

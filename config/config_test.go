@@ -78,6 +78,8 @@ func TestLoadRefusals(t *testing.T) {
 		{"bad role url", "[models.roles.coder]\nendpoint = \"not a url\"\n", nil, "models.roles.coder.endpoint"},
 		{"bad driver", "[agent]\ndriver = \"gpt\"\n", nil, "agent.driver"},
 		{"bad runner", "[agent]\nrunner = \"vm\"\n", nil, "agent.runner"},
+		{"bad sync", "[storage]\nsync = \"sometimes\"\n", nil, "storage.sync"},
+		{"bad sync env", "", []string{"LAZY_STORAGE__SYNC=off"}, "storage.sync"},
 		{"dashboard not loopback", "[daemon]\ndashboard_listen = \"0.0.0.0:26010\"\n", nil, "loopback"},
 		{"bypass without sandbox", "[agent]\npermission_mode = \"bypassPermissions\"\n", nil, "sandboxing runner"},
 		{"collision", "[proxy]\nupstream = \"https://api.example.com/v1\"\ncredential = \"provider\"\n[[proxy.fallback]]\nupstream = \"https://api.example.com:443/other\"\ncredential = \"none\"\n", nil, "proxy.fallback[0]"},

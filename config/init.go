@@ -49,6 +49,7 @@ paths = [".lazy/config.toml"]   # changes here need the approval passphrase
 
 [storage]
 backend = "sql"                 # sql | file
+sync = "full"                   # full: a 201 is on disk first | normal: no fsync per write
 `
 
 // WriteInit writes the commented config under root unless one exists.

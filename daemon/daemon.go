@@ -260,10 +260,11 @@ func ensureToken(path string) (string, error) {
 }
 
 func openStore(cfg *config.Config, paths config.Paths) (store.Store, error) {
+	sync := store.WithSync(cfg.Storage.Sync != "normal")
 	if cfg.Storage.Backend == "file" {
-		return store.OpenFile(paths.FileStore)
+		return store.OpenFile(paths.FileStore, sync)
 	}
-	return store.OpenSQL(paths.DB)
+	return store.OpenSQL(paths.DB, sync)
 }
 
 // listen binds the dashboard to loopback and the proxy, on pinned ports or

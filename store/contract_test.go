@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -13,24 +14,32 @@ import (
 )
 
 func TestSQLContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, dir string) store.Store {
-		s, err := store.OpenSQL(filepath.Join(dir, "lazy.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	})
+	for _, sync := range []bool{true, false} {
+		t.Run(fmt.Sprint("sync=", sync), func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T, dir string) store.Store {
+				s, err := store.OpenSQL(filepath.Join(dir, "lazy.db"), store.WithSync(sync))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = s.Close() })
+				return s
+			})
+		})
+	}
 }
 
 func TestFileContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, dir string) store.Store {
-		s, err := store.OpenFile(filepath.Join(dir, "store"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
+	for _, sync := range []bool{true, false} {
+		t.Run(fmt.Sprint("sync=", sync), func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T, dir string) store.Store {
+				s, err := store.OpenFile(filepath.Join(dir, "store"), store.WithSync(sync))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			})
+		})
+	}
 }
 
 // TestRemoteContract runs the contract through the real storage RPC: the

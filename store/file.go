@@ -21,9 +21,10 @@ import (
 // record of an id wins on load. A torn last line (a crash mid-append) is
 // dropped and cut off on open. All records are also kept in memory.
 type File struct {
-	dir string
-	mu  sync.Mutex
-	t   map[string]*fileTask
+	dir  string
+	sync bool // fsync each append (WithSync)
+	mu   sync.Mutex
+	t    map[string]*fileTask
 }
 
 var _ Store = (*File)(nil)
@@ -49,11 +50,11 @@ type record struct {
 }
 
 // OpenFile opens (creating if needed) the file store in dir.
-func OpenFile(dir string) (*File, error) {
+func OpenFile(dir string, opts ...Option) (*File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create file store %s: %w", dir, err)
 	}
-	f := &File{dir: dir, t: map[string]*fileTask{}}
+	f := &File{dir: dir, t: map[string]*fileTask{}, sync: options(opts).sync}
 	names, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if err != nil {
 		return nil, err
@@ -194,9 +195,11 @@ func (f *File) write(taskID, kind string, v any, ft *fileTask) error {
 		fh.Close()
 		return fmt.Errorf("append %s record: %w", kind, err)
 	}
-	if err := fh.Sync(); err != nil {
-		fh.Close()
-		return fmt.Errorf("sync %s record: %w", kind, err)
+	if f.sync {
+		if err := fh.Sync(); err != nil {
+			fh.Close()
+			return fmt.Errorf("sync %s record: %w", kind, err)
+		}
 	}
 	if err := fh.Close(); err != nil {
 		return err

@@ -46,18 +46,19 @@ func (s *SQL) read(ctx context.Context, fn func(db *gorm.DB) error) error {
 var _ Store = (*SQL)(nil)
 
 // OpenSQL opens (creating if needed) the SQLite file at path and migrates it.
-func OpenSQL(path string) (*SQL, error) { return openSQL(path, 0) }
+func OpenSQL(path string, opts ...Option) (*SQL, error) { return openSQL(path, 0, opts...) }
 
-func openSQL(path string, upTo int) (*SQL, error) {
+func openSQL(path string, upTo int, opts ...Option) (*SQL, error) {
+	o := options(opts)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create store dir: %w", err)
 	}
 	// synchronous(FULL): a commit is on disk (the WAL is synced) before the
-	// caller hears of it, so a 201 survives a power cut, not just a crash.
-	// The writing connection never checkpoints (a checkpoint copies and
+	// caller hears of it, so a 201 survives a power cut, not just a crash;
+	// NORMAL (WithSync(false)) leaves the sync to checkpoints. The writing connection never checkpoints (a checkpoint copies and
 	// syncs the database file, which would stall every queued write); the
 	// checkpointer does it beside the writer.
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)"
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(" + o.synchronous() + ")"
 	db, err := gorm.Open(sqlite.Open(dsn+"&_pragma=wal_autocheckpoint(0)"), &gorm.Config{
 		Logger:                 logger.Discard,
 		SkipDefaultTransaction: true,

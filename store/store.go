@@ -141,3 +141,30 @@ type Store interface {
 
 	Close() error
 }
+
+// Option configures how a store opens.
+type Option func(*openOptions)
+
+type openOptions struct{ sync bool }
+
+// WithSync: true (the default) syncs every acknowledged write to disk before
+// returning, so it survives a power cut; false leaves that to the OS (and to
+// SQLite's checkpoints), so a write survives a crash of lazy but maybe not of
+// the machine.
+func WithSync(on bool) Option { return func(o *openOptions) { o.sync = on } }
+
+func options(opts []Option) openOptions {
+	o := openOptions{sync: true}
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// synchronous is SQLite's pragma value for the option.
+func (o openOptions) synchronous() string {
+	if o.sync {
+		return "FULL"
+	}
+	return "NORMAL"
+}
