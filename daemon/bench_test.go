@@ -41,7 +41,11 @@ func benchDaemon(b *testing.B, n int) (*Daemon, *client.Client, []string) {
 		b.Fatal(err)
 	}
 	self, _ := os.Executable()
-	d, err := Start(context.Background(), Options{Root: root, Environ: []string{"LAZY_HOME=" + home, "PATH=" + os.Getenv("PATH")}, SelfExe: self})
+	env := []string{"LAZY_HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	if v := os.Getenv("LAZY_STORAGE__SYNC"); v != "" { // compare the sync modes
+		env = append(env, "LAZY_STORAGE__SYNC="+v)
+	}
+	d, err := Start(context.Background(), Options{Root: root, Environ: env, SelfExe: self})
 	if err != nil {
 		b.Fatal(err)
 	}

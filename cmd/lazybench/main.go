@@ -410,8 +410,8 @@ func run(args []string) error {
 	addRow("proxy: SSE gap between events (2 ms upstream)", m("lazy", "gap"), m("direct", "gap"), "us", directIs)
 
 	fmt.Fprintln(os.Stderr, "lazybench: Go benchmarks (store, daemon, supervisor, httpapi, proxy)")
-	gb := func(pkg, pattern, benchtime string) map[string]map[string]float64 {
-		r, err := goBench(pkg, pattern, benchtime)
+	gb := func(pkg, pattern, benchtime string, env ...string) map[string]map[string]float64 {
+		r, err := goBench(pkg, pattern, benchtime, env...)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "lazybench:", err)
 			return map[string]map[string]float64{}
@@ -419,7 +419,8 @@ func run(args []string) error {
 		return r
 	}
 	store := gb("./store", "^BenchmarkAddReviewComment$", "2000x")
-	post := gb("./daemon", "^BenchmarkCommentPostPaced$", "3000x")
+	post := gb("./daemon", "^BenchmarkCommentPost(Paced|Durable)$", "3000x")
+	postNormal := gb("./daemon", "^BenchmarkCommentPost(Paced|Durable)$", "3000x", "LAZY_STORAGE__SYNC=normal")
 	start := gb("./daemon", "^BenchmarkDaemonStartToReady$", "20x")
 	edit := gb("./proxy", "^BenchmarkEditorBody|^BenchmarkGrantLookup$", "1s")
 	page := gb("./httpapi", "^BenchmarkRenderLargeReview$", "1s")
@@ -428,6 +429,10 @@ func run(args []string) error {
 	raw := store["AddReviewComment"]["ns/op"] / 1e3
 	addRow("comment POST to durable reply, p50 (100 reviewers, 500/s)", post["CommentPostPaced"]["p50-ms"]*1e3, raw, "us", "raw store insert")
 	addRow("comment POST to durable reply, p99 (100 reviewers, 500/s)", post["CommentPostPaced"]["p99-ms"]*1e3, 20000, "us", "target")
+	addRow("  the same, storage.sync = normal", postNormal["CommentPostPaced"]["p99-ms"]*1e3, 20000, "us", "target")
+	addRow("comment POST p99, 100 reviewers back to back", post["CommentPostDurable"]["p99-ms"]*1e3, 20000, "us", "target")
+	addRow("  the same, storage.sync = normal", postNormal["CommentPostDurable"]["p99-ms"]*1e3, 20000, "us", "target")
+	addRow("comments/s, 100 reviewers back to back", post["CommentPostDurable"]["comments/s"], postNormal["CommentPostDurable"]["comments/s"], "/s", "storage.sync = normal")
 	addRow("editor route: 64 KiB body with substitution", edit["EditorBody64KSubstituted"]["ns/op"]/1e3, edit["EditorBody64KPlus1Streamed"]["ns/op"]/1e3, "us", "same body streamed")
 	addRow("grant lookup (10,000 grants)", edit["GrantLookup"]["ns/op"], 0, "ns", "")
 	addRow("review page render: 5,000 lines, 200 threads", page["RenderLargeReview/page"]["ns/op"]/1e6, 100, "ms", "target")
@@ -469,8 +474,9 @@ func printTable(w io.Writer, rows []row) {
 }
 
 // goBench runs `go test -bench` in pkg and returns benchmark → unit → value.
-func goBench(pkg, pattern, benchtime string) (map[string]map[string]float64, error) {
+func goBench(pkg, pattern, benchtime string, env ...string) (map[string]map[string]float64, error) {
 	cmd := exec.Command("go", "test", "-run", "^$", "-bench", pattern, "-benchtime", benchtime, "-benchmem", "-timeout", "60m", pkg)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
