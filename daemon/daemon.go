@@ -379,6 +379,60 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		}
 		d.log.Warn("reconciled a turn cut off by a dead daemon", "task", t.Ref(), "turn", tu.Number)
 	}
+	return d.reconcileRunningTasks(ctx)
+}
+
+// reconcileRunningTasks settles a task left "running" with no turn running
+// or queued: the daemon died after its work turn's end was recorded and
+// before the task's status was. The task takes the status that turn's end
+// gives (blocked after a finished turn, failed after a failed one) and the
+// session the turn recorded.
+func (d *Daemon) reconcileRunningTasks(ctx context.Context) error {
+	tasks, err := d.st.ListTasks(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	for i := range tasks {
+		t := &tasks[i]
+		if t.Status != task.Running {
+			continue
+		}
+		turns, err := d.st.ListTurns(ctx, t.ID)
+		if err != nil {
+			return fmt.Errorf("reconcile task %s: %w", t.ID, err)
+		}
+		var last *store.Turn
+		live := false
+		for j := range turns {
+			switch turns[j].Status {
+			case store.TurnQueued, store.TurnRunning:
+				live = true
+			}
+			if turns[j].Kind == store.TurnWork {
+				last = &turns[j]
+			}
+		}
+		if live {
+			continue // its actor runs what is queued and sets the status
+		}
+		switch {
+		case last != nil && last.Status == store.TurnDone:
+			t.Status, t.FailReason = task.Blocked, ""
+			if last.SessionID != "" {
+				t.SessionID = last.SessionID
+			}
+		case last != nil && last.Status == store.TurnFailed:
+			t.Status, t.FailReason = task.Failed, fmt.Sprintf("work turn %d failed: %s", last.Number, last.Error)
+		default:
+			t.Status = task.Failed
+			t.FailReason = "the daemon stopped unexpectedly while this task was running; unblock the task to continue"
+		}
+		t.UpdatedAt = time.Now().UTC()
+		if err := d.st.SaveTask(ctx, t); err != nil {
+			return fmt.Errorf("reconcile task %s: %w", t.ID, err)
+		}
+		d.log.Warn("reconciled a task left running by a dead daemon", "task", t.Ref(), "status", t.Status)
+	}
 	return nil
 }
 
