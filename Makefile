@@ -36,7 +36,7 @@ test: deps lint
 	@$(MAKE) --no-print-directory fuzz
 
 # Every fuzz target from the committed corpus, a fixed number of executions
-# each (about 10 s here); FUZZTIME=30s or FUZZTIME=N x overrides it.
+# each (about 10 s here); FUZZTIME=30s or FUZZTIME=1000000x overrides it.
 fuzz:
 	@scripts/fuzz.sh
 
