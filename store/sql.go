@@ -55,8 +55,9 @@ func openSQL(path string, upTo int, opts ...Option) (*SQL, error) {
 	}
 	// synchronous(FULL): a commit is on disk (the WAL is synced) before the
 	// caller hears of it, so a 201 survives a power cut, not just a crash;
-	// NORMAL (WithSync(false)) leaves the sync to checkpoints. The writing connection never checkpoints (a checkpoint copies and
-	// syncs the database file, which would stall every queued write); the
+	// NORMAL (WithSync(false)) leaves the sync to checkpoints. The writing
+	// connection never checkpoints (a checkpoint copies and syncs the
+	// database file, which would stall every queued write); the
 	// checkpointer does it beside the writer.
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=synchronous(" + o.synchronous() + ")"
 	db, err := gorm.Open(sqlite.Open(dsn+"&_pragma=wal_autocheckpoint(0)"), &gorm.Config{
@@ -89,6 +90,9 @@ func openSQL(path string, upTo int, opts ...Option) (*SQL, error) {
 	}
 	ck, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
+		if rdDB, err := rd.DB(); err == nil {
+			_ = rdDB.Close()
+		}
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open %s for checkpoints: %w", path, err)
 	}
