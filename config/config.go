@@ -84,7 +84,26 @@ type Proxy struct {
 	Fallback   []Fallback `koanf:"fallback"`
 	// EditorUpstream is where the editor agent's /_svc/<agent>/... traffic goes.
 	EditorUpstream string `koanf:"editor_upstream"`
+	// NoGrant is what happens to traffic that presents no placeholder:
+	// "passthrough" (to the primary with exactly what the client presented,
+	// nothing injected) or "refuse".
+	NoGrant string `koanf:"no_grant"`
 }
+
+// proxy.no_grant values.
+const (
+	NoGrantPassthrough = "passthrough"
+	NoGrantRefuse      = "refuse"
+)
+
+// Agent runners. RunnerAuto is bwrap when it is installed; with no sandbox
+// the daemon refuses to launch agents rather than run them unsandboxed.
+const (
+	RunnerAuto    = "auto"
+	RunnerBwrap   = "bwrap"
+	RunnerDocker  = "docker"
+	RunnerProcess = "process"
+)
 
 // Fallback is one [[proxy.fallback]] entry.
 type Fallback struct {
@@ -138,7 +157,7 @@ func Defaults() Config {
 		Agent: Agent{
 			Driver:         "claude-code",
 			Command:        "claude",
-			Runner:         "process",
+			Runner:         RunnerAuto,
 			PermissionMode: "acceptEdits",
 			AskTimeout:     "10m",
 			TurnTimeout:    "60m",
@@ -146,7 +165,7 @@ func Defaults() Config {
 			MaxConcurrent:  8,
 		},
 		Credentials: Credentials{Provider: ProviderCredential{Kind: KindAPIKey}},
-		Proxy:       Proxy{Upstream: "https://api.anthropic.com", Credential: CredentialNone, EditorUpstream: "https://api2.cursor.sh"},
+		Proxy:       Proxy{Upstream: "https://api.anthropic.com", Credential: CredentialNone, EditorUpstream: "https://api2.cursor.sh", NoGrant: NoGrantPassthrough},
 		Storage:     Storage{Backend: "sql", Sync: "full"},
 		Protect:     Protect{Paths: []string{".lazy/config.toml"}},
 	}
@@ -237,7 +256,7 @@ func (p structProvider) Read() (map[string]any, error) {
 			"turn_timeout": c.Agent.TurnTimeout, "docker_image": c.Agent.DockerImage, "max_concurrent": c.Agent.MaxConcurrent,
 		},
 		"credentials": map[string]any{"provider": map[string]any{"kind": c.Credentials.Provider.Kind}},
-		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream},
+		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream, "no_grant": c.Proxy.NoGrant},
 		"storage":     map[string]any{"backend": c.Storage.Backend, "sync": c.Storage.Sync},
 		"protect":     map[string]any{"paths": toAny(c.Protect.Paths)},
 	}, nil
@@ -268,8 +287,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Daemon.ProxyListen != "" {
-		if _, _, err := net.SplitHostPort(c.Daemon.ProxyListen); err != nil {
-			return bad("daemon.proxy_listen", "%q is not HOST:PORT", c.Daemon.ProxyListen)
+		if err := loopbackAddr(c.Daemon.ProxyListen); err != nil {
+			return bad("daemon.proxy_listen", "%v: the proxy spends the real credential for whoever reaches it and binds to loopback only (sandboxed agents reach it through a Unix socket); use 127.0.0.1:PORT", err)
 		}
 	}
 	switch c.Agent.Driver {
@@ -278,15 +297,15 @@ func (c *Config) Validate() error {
 		return bad("agent.driver", "%q is not a driver; use claude-code or script", c.Agent.Driver)
 	}
 	switch c.Agent.Runner {
-	case "process", "bwrap", "docker":
+	case RunnerAuto, RunnerBwrap, RunnerDocker, RunnerProcess:
 	default:
-		return bad("agent.runner", "%q is not a runner; use process, bwrap or docker", c.Agent.Runner)
+		return bad("agent.runner", "%q is not a runner; use auto (bwrap when installed), bwrap, docker or process (no sandbox)", c.Agent.Runner)
 	}
 	switch c.Agent.PermissionMode {
 	case "acceptEdits", "default", "plan":
 	case "bypassPermissions":
-		if c.Agent.Runner == "process" {
-			return bad("agent.permission_mode", "bypassPermissions is allowed only inside a sandboxing runner; set agent.runner to bwrap or docker")
+		if c.Agent.Runner == RunnerProcess {
+			return bad("agent.permission_mode", "bypassPermissions is allowed only inside a sandboxing runner; set agent.runner to auto, bwrap or docker")
 		}
 	default:
 		return bad("agent.permission_mode", "%q is not a permission mode; use acceptEdits, default, plan or bypassPermissions", c.Agent.PermissionMode)
@@ -310,6 +329,11 @@ func (c *Config) Validate() error {
 	}
 	if err := checkUpstream("proxy.editor_upstream", c.Proxy.EditorUpstream, "", ""); err != nil {
 		return err
+	}
+	switch c.Proxy.NoGrant {
+	case NoGrantPassthrough, NoGrantRefuse:
+	default:
+		return bad("proxy.no_grant", "%q is not a setting; use \"passthrough\" (traffic with no placeholder goes to the primary as presented, nothing injected) or \"refuse\"", c.Proxy.NoGrant)
 	}
 	for i, f := range c.Proxy.Fallback {
 		if err := checkUpstream(fmt.Sprintf("proxy.fallback[%d].upstream", i), f.Upstream, f.Credential, fmt.Sprintf("proxy.fallback[%d].credential", i)); err != nil {

@@ -81,7 +81,10 @@ func TestLoadRefusals(t *testing.T) {
 		{"bad sync", "[storage]\nsync = \"sometimes\"\n", nil, "storage.sync"},
 		{"bad sync env", "", []string{"LAZY_STORAGE__SYNC=off"}, "storage.sync"},
 		{"dashboard not loopback", "[daemon]\ndashboard_listen = \"0.0.0.0:26010\"\n", nil, "loopback"},
-		{"bypass without sandbox", "[agent]\npermission_mode = \"bypassPermissions\"\n", nil, "sandboxing runner"},
+		{"bypass without sandbox", "[agent]\nrunner = \"process\"\npermission_mode = \"bypassPermissions\"\n", nil, "sandboxing runner"},
+		{"proxy not loopback", "[daemon]\nproxy_listen = \"0.0.0.0:26011\"\n", nil, "daemon.proxy_listen"},
+		{"proxy on a LAN address", "", []string{"LAZY_DAEMON__PROXY_LISTEN=192.168.1.5:26011"}, "daemon.proxy_listen"},
+		{"bad no_grant", "[proxy]\nno_grant = \"inject\"\n", nil, "proxy.no_grant"},
 		{"collision", "[proxy]\nupstream = \"https://api.example.com/v1\"\ncredential = \"provider\"\n[[proxy.fallback]]\nupstream = \"https://api.example.com:443/other\"\ncredential = \"none\"\n", nil, "proxy.fallback[0]"},
 		{"toml syntax", "[agent\n", nil, "TOML"},
 	}

@@ -19,8 +19,9 @@ port_window = [26000, 26099]   # the dashboard and the proxy take free ports her
 [agent]
 driver = "claude-code"          # claude-code | script
 command = "claude"              # the executable the driver runs
-runner = "process"              # process | bwrap | docker
-# permission_mode = "acceptEdits"  # bypassPermissions only with runner bwrap or docker
+runner = "auto"                 # auto: bwrap sandbox when installed, else agents are refused |
+                                # bwrap | docker | process (no sandbox: the agent can read your files)
+# permission_mode = "acceptEdits"  # bypassPermissions only inside a sandbox (auto, bwrap, docker)
 ask_timeout = "10m"
 # turn_timeout = "60m"
 # max_concurrent = 8            # agent processes running at once; further turns wait
@@ -34,6 +35,8 @@ kind = "api_key"                # api_key | oauth | auth_token
 [proxy]
 upstream = "https://api.anthropic.com"
 credential = "provider"         # "provider" | "none"
+no_grant = "passthrough"        # traffic with no placeholder: "passthrough" (as presented, nothing
+                                # injected) | "refuse"
 
 # [[proxy.fallback]]
 # upstream = "https://fallback.example"

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -14,6 +15,7 @@ import (
 type Credential struct {
 	Value     string
 	ExpiresAt time.Time // zero: does not expire
+	bytes     []byte    // Value, for the response scrubber
 }
 
 // Expired reports whether c has expired at now.
@@ -22,17 +24,34 @@ func (c Credential) Expired(now time.Time) bool {
 }
 
 // CredentialFile reads a credential file and re-reads it only when its
-// modification time or size changed, so a rotated credential is used on the
-// next request without a relaunch, and an unchanged one costs one stat.
+// identity changed (inode, device, modification or change time, size), so a
+// rotated credential is used on the next request without a relaunch, even one
+// written in place within the same second at the same size, and an unchanged
+// one costs one stat.
 type CredentialFile struct {
 	Path string
 
-	mu    sync.Mutex
-	mtime time.Time
-	size  int64
-	cred  Credential
-	err   error
-	read  bool
+	mu   sync.Mutex
+	id   fileID
+	cred Credential
+	err  error
+	read bool
+}
+
+// fileID is what tells one version of a file from another.
+type fileID struct {
+	dev, ino     uint64
+	mtime, ctime int64 // nanoseconds
+	size         int64
+}
+
+func idOf(st os.FileInfo) fileID {
+	id := fileID{mtime: st.ModTime().UnixNano(), size: st.Size()}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		id.dev, id.ino = uint64(sys.Dev), sys.Ino
+		id.ctime = sys.Ctim.Sec*1e9 + sys.Ctim.Nsec
+	}
+	return id
 }
 
 // ErrNoCredential is a credential file that is missing or empty.
@@ -47,7 +66,8 @@ func (f *CredentialFile) Load() (Credential, error) {
 		f.read = false
 		return Credential{}, fmt.Errorf("%w: %s", ErrNoCredential, f.Path)
 	}
-	if f.read && st.ModTime().Equal(f.mtime) && st.Size() == f.size {
+	id := idOf(st)
+	if f.read && id == f.id {
 		return f.cred, f.err
 	}
 	b, err := os.ReadFile(f.Path)
@@ -55,7 +75,7 @@ func (f *CredentialFile) Load() (Credential, error) {
 		return Credential{}, fmt.Errorf("%w: %s: %v", ErrNoCredential, f.Path, err)
 	}
 	f.cred, f.err = ParseCredential(b)
-	f.mtime, f.size, f.read = st.ModTime(), st.Size(), true
+	f.id, f.read = id, true
 	return f.cred, f.err
 }
 
@@ -69,7 +89,7 @@ func ParseCredential(b []byte) (Credential, error) {
 		if strings.ContainsAny(s, " \t\r\n") {
 			return Credential{}, errors.New("credential file holds more than one token: put the bare token alone, or JSON {\"token\": ...}")
 		}
-		return Credential{Value: s}, nil
+		return Credential{Value: s, bytes: []byte(s)}, nil
 	}
 	var j struct {
 		Token     string `json:"token"`
@@ -81,7 +101,7 @@ func ParseCredential(b []byte) (Credential, error) {
 	if j.Token == "" {
 		return Credential{}, fmt.Errorf("%w: JSON has no \"token\"", ErrNoCredential)
 	}
-	c := Credential{Value: j.Token}
+	c := Credential{Value: j.Token, bytes: []byte(j.Token)}
 	if j.ExpiresAt != "" {
 		t, err := time.Parse(time.RFC3339, j.ExpiresAt)
 		if err != nil {

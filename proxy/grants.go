@@ -15,8 +15,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -107,25 +107,31 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return nil
 }
 
-// Default prefixes when no real credential is there to copy the shape from.
+// knownPrefixes are the public prefixes of real credentials. A placeholder
+// copies one only when the real credential starts with it; everything else
+// gets its kind's fixed prefix, so a placeholder never carries a byte of a
+// secret that is not public.
+var knownPrefixes = []string{"sk-ant-api03-", "sk-ant-oat01-", "sk-ant-admin01-", "sk-ant-ort01-"}
+
+// defaultPrefix is the kind's fixed prefix.
 var defaultPrefix = map[string]string{
 	"api_key":    "sk-ant-api03-",
 	"oauth":      "sk-ant-oat01-",
 	"auth_token": "sk-ant-",
 }
 
-var prefixRE = regexp.MustCompile(`^((?:[A-Za-z]{1,6}[0-9]{0,2}-){1,3})`)
-
-// PlaceholderPrefix is the real credential's own prefix (e.g. "sk-ant-api03-"),
-// or the kind's usual one when the real value has no recognisable prefix.
+// PlaceholderPrefix is the real credential's own public prefix (e.g.
+// "sk-ant-api03-") when it has a known one, else the kind's fixed prefix.
 func PlaceholderPrefix(kind, real string) string {
-	if m := prefixRE.FindString(real); m != "" && len(m) < len(real) {
-		return m
+	for _, p := range knownPrefixes {
+		if strings.HasPrefix(real, p) && len(real) > len(p) {
+			return p
+		}
 	}
 	if p, ok := defaultPrefix[kind]; ok {
 		return p
 	}
-	return "sk-"
+	return "sk-ant-"
 }
 
 // randomPart is 192 bits of crypto randomness, base64url (32 characters).

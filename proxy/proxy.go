@@ -32,6 +32,15 @@ type Options struct {
 	// Transport reaches the upstreams (default: a pooled http.Transport).
 	Transport http.RoundTripper
 	Now       func() time.Time
+	// Port is the proxy's own TCP port: a request whose Host names another
+	// port is refused (0: any loopback port). The sandbox forwarder listens on
+	// the same port inside the sandbox, so the agent's Host matches.
+	Port int
+	// Tripwire is told when a task's traffic trips a wire (the real
+	// credential in a response, another task's placeholder in a request). The
+	// daemon revokes the task's grants and records it on the task. It must
+	// not block.
+	Tripwire func(taskID, taskRef, what string)
 }
 
 // Refusal causes, as the traffic stream and the 401 body name them.
@@ -42,14 +51,36 @@ const (
 	CauseProviderExpired    = "provider_credential_expired"
 	CauseEditorMissing      = "editor_credential_missing"
 	CauseNoUpstream         = "no_usable_upstream"
+	CauseRoleNotConfigured  = "role_not_configured"
+	CauseWrongGrantKind     = "wrong_grant_kind"
+	CauseCrossOrigin        = "cross_origin"
+	CauseNoGrant            = "no_grant"
+	CauseTripwire           = "tripwire"
+	CauseBodyTimeout        = "request_body_timeout"
 )
+
+// What a tripwire saw (the traffic line ends " tripwire: <what>").
+const (
+	TripRealCredential     = "real_credential_in_response"
+	TripForeignPlaceholder = "foreign_placeholder"
+)
+
+// BodyReadTimeout bounds how long a client may take to send a request body;
+// a body trickled slower than that is cut (408).
+var BodyReadTimeout = 60 * time.Second
 
 // MaxSubstituteBody is the largest body (by declared Content-Length) in
 // which the editor route replaces the placeholder.
 const MaxSubstituteBody = 64 << 10
 
-// maxReplayBody bounds a request body buffered so a fallback can resend it.
-const maxReplayBody = 32 << 20
+// maxReplayBody bounds a request body buffered so a fallback can resend it;
+// maxReplayTotal bounds all such bodies held at once. A body that does not
+// fit is streamed to the first target alone, with no fallback: memory stays
+// bounded whatever slow or hostile clients send.
+const (
+	maxReplayBody  = 32 << 20
+	maxReplayTotal = 64 << 20
+)
 
 // target is one upstream with its credential setting.
 type target struct {
@@ -71,6 +102,9 @@ type Proxy struct {
 	editorKey *CredentialFile
 	rp        *httputil.ReverseProxy
 	log       *slog.Logger
+	noGrant   string
+	replay    atomic.Int64 // bytes of request bodies held for replay
+	index     atomic.Pointer[grantIndex]
 }
 
 // New builds the proxy from config. An origin collision is refused by
@@ -99,7 +133,7 @@ func New(o Options) (*Proxy, error) {
 		}
 		return target{url: u, origin: org, credential: targets[org].Credential, primary: primary}, nil
 	}
-	p := &Proxy{o: o, roles: map[string]target{}, log: o.Log, kind: cfg.Credentials.Provider.Kind,
+	p := &Proxy{o: o, roles: map[string]target{}, log: o.Log, kind: cfg.Credentials.Provider.Kind, noGrant: cfg.Proxy.NoGrant,
 		provider:  &CredentialFile{Path: cfg.ProviderCredentialFile(o.Home)},
 		editorKey: &CredentialFile{Path: cfg.EditorCredentialFile(o.Home)}}
 	if p.primary, err = mk(cfg.Proxy.Upstream, true); err != nil {
@@ -147,7 +181,7 @@ func New(o Options) (*Proxy, error) {
 		FlushInterval:  -1,
 		BufferPool:     bufferPool{},
 		ErrorHandler:   p.errorHandler,
-		ModifyResponse: nil,
+		ModifyResponse: p.modifyResponse,
 		ErrorLog:       nil,
 	}
 	return p, nil
@@ -157,8 +191,8 @@ func New(o Options) (*Proxy, error) {
 // traffic record read it from the request context.
 type plan struct {
 	grant    *Grant
-	role     string
-	taskRef  string
+	role     string // claimed by x-svc-role on traffic with no grant
+	taskRef  string // claimed by x-svc-task-id on traffic with no grant
 	chain    []target
 	editor   bool
 	session  bool   // editor host-session route: forward the credential untouched
@@ -168,6 +202,11 @@ type plan struct {
 	body     []byte // buffered body for replay, when there are fallbacks
 	answered atomic.Pointer[target]
 	refused  string
+	tripwire string
+	reserved int64 // replay budget held by this request
+	// clearDeadline lifts the body read deadline once the body is read.
+	clearDeadline func()
+	bodyTimedOut  atomic.Bool
 }
 
 type planKey struct{}
@@ -178,17 +217,20 @@ func (p *Proxy) now() time.Time { return p.o.Now() }
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := p.now()
 	rec := &statusWriter{ResponseWriter: w}
-	pl := &plan{}
-	logPath := r.URL.Path
+	pl := &plan{clearDeadline: func() {}}
+	logPath := r.URL.EscapedPath()
 	defer func() {
-		tr := Traffic{Time: start.UTC(), Method: r.Method, Path: logPath, Status: rec.status, Millis: p.now().Sub(start).Milliseconds(), Refused: pl.refused}
+		if pl.reserved > 0 {
+			p.replay.Add(-pl.reserved)
+		}
+		tr := Traffic{Time: start.UTC(), Method: r.Method, Path: logPath, Status: rec.status, Millis: p.now().Sub(start).Milliseconds(), Refused: pl.refused, Tripwire: pl.tripwire}
 		if tr.Status == 0 {
 			tr.Status = 499
 		}
 		if pl.grant != nil {
 			tr.TaskRef, tr.TaskID, tr.Role = pl.grant.TaskRef, pl.grant.TaskID, pl.grant.Role
 		} else {
-			tr.TaskRef, tr.Role = pl.taskRef, pl.role
+			tr.ClaimedRef, tr.ClaimedRole = pl.taskRef, pl.role
 		}
 		if t := pl.answered.Load(); t != nil {
 			tr.Upstream = t.url.Host
@@ -201,6 +243,22 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
+	if !p.sameOrigin(r) {
+		p.refuseStatus(rec, pl, http.StatusForbidden, "permission_error", CauseCrossOrigin, "lazy proxy: requests from a web page (an Origin or Sec-Fetch-Site header, or a Host other than this proxy's own loopback address) are refused; only agents call the proxy")
+		return
+	}
+	if r.Method == http.MethodOptions {
+		writeAPIError(rec, http.StatusMethodNotAllowed, "invalid_request_error", "lazy proxy: OPTIONS is answered here and never forwarded", "")
+		return
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(start.Add(BodyReadTimeout)) == nil {
+			var once sync.Once
+			pl.clearDeadline = func() { once.Do(func() { _ = rc.SetReadDeadline(time.Time{}) }) }
+			r.Body = &deadlineBody{ReadCloser: r.Body, pl: pl}
+		}
+	}
 	if strings.HasPrefix(r.URL.Path, "/_svc/") {
 		masked, ok := p.planEditor(rec, r, pl)
 		logPath = masked
@@ -210,21 +268,104 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else if !p.planModel(rec, r, pl) {
 		return
 	}
+	if pl.grant != nil {
+		if g := p.foreignIn(r, pl.grant); g != nil {
+			p.trip(pl, TripForeignPlaceholder)
+			p.refuseStatus(rec, pl, http.StatusForbidden, "permission_error", CauseTripwire, "lazy proxy: this request carries another task's placeholder; the task's grant is revoked")
+			return
+		}
+	}
 	if len(pl.chain) > 1 && r.Body != nil && r.Body != http.NoBody {
-		b, err := io.ReadAll(io.LimitReader(r.Body, maxReplayBody+1))
-		if err != nil {
+		if err := p.bufferForReplay(r, pl); err != nil {
+			if pl.bodyTimedOut.Load() {
+				writeAPIError(rec, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("lazy proxy: the request body did not arrive within %s", BodyReadTimeout), CauseBodyTimeout)
+				return
+			}
 			writeAPIError(rec, http.StatusBadRequest, "invalid_request_error", "lazy proxy: could not read the request body: "+err.Error(), "")
 			return
 		}
-		if len(b) > maxReplayBody {
-			writeAPIError(rec, http.StatusRequestEntityTooLarge, "invalid_request_error", "lazy proxy: request body over 32 MiB", "")
-			return
-		}
-		pl.body = b
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		r.ContentLength = int64(len(b))
 	}
 	p.rp.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), planKey{}, pl)))
+}
+
+// sameOrigin refuses what a browser sends (an Origin, or a Sec-Fetch-Site
+// other than "none") and any Host that is not this proxy's loopback address,
+// so no web page, by form, fetch or DNS rebinding, reaches the proxy.
+func (p *Proxy) sameOrigin(r *http.Request) bool {
+	if r.Header.Get("Origin") != "" {
+		return false
+	}
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "none" {
+		return false
+	}
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = r.Host, ""
+	}
+	if host != "localhost" {
+		ip := net.ParseIP(strings.Trim(host, "[]"))
+		if ip == nil || !ip.IsLoopback() {
+			return false
+		}
+	}
+	return p.o.Port == 0 || port == strconv.Itoa(p.o.Port)
+}
+
+// deadlineBody lifts the body read deadline at the end of the body and notes
+// a body that did not arrive in time.
+type deadlineBody struct {
+	io.ReadCloser
+	pl *plan
+}
+
+func (d *deadlineBody) Read(b []byte) (int, error) {
+	n, err := d.ReadCloser.Read(b)
+	if err == io.EOF {
+		d.pl.clearDeadline()
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		d.pl.bodyTimedOut.Store(true)
+	}
+	return n, err
+}
+
+// bufferForReplay reads the body so a fallback can resend it, within the
+// per-request and the total replay budget. A body that does not fit goes to
+// the first target alone, streamed, with what was read put back in front.
+func (p *Proxy) bufferForReplay(r *http.Request, pl *plan) error {
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= maxReplayBody {
+		buf.Grow(int(r.ContentLength))
+	}
+	chunk := make([]byte, 64<<10)
+	n64 := int64(len(chunk))
+	for {
+		fits := buf.Len()+len(chunk) <= maxReplayBody
+		if fits && p.replay.Add(n64) > maxReplayTotal {
+			p.replay.Add(-n64)
+			fits = false
+		}
+		if !fits {
+			pl.chain = pl.chain[:1]
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(buf.Bytes()), r.Body), r.Body}
+			return nil
+		}
+		pl.reserved += int64(len(chunk))
+		n, err := r.Body.Read(chunk)
+		buf.Write(chunk[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	pl.body = buf.Bytes()
+	r.Body = io.NopCloser(bytes.NewReader(pl.body))
+	r.ContentLength = int64(len(pl.body))
+	return nil
 }
 
 // isModelRoute reports the paths observed at the model base URL.
@@ -241,21 +382,34 @@ func isRefresh(r *http.Request) bool {
 	return r.Method == http.MethodPost && (r.URL.Path == "/v1/oauth/token" || r.URL.Path == "/oauth/token")
 }
 
-// presented is the credential the client sent: x-api-key, or a bearer token.
-func presented(h http.Header) string {
-	if v := h.Get("x-api-key"); v != "" {
-		return v
+// presented is every credential the client sent: x-api-key, and the token of
+// the Authorization header whatever its scheme's case.
+func presented(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("x-api-key") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
 	}
-	if v, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer "); ok {
-		return strings.TrimSpace(v)
+	for _, v := range h.Values("Authorization") {
+		v = strings.TrimSpace(v)
+		if _, tok, ok := strings.Cut(v, " "); ok {
+			v = strings.TrimSpace(tok)
+		}
+		if v != "" {
+			out = append(out, v)
+		}
 	}
-	return ""
+	return out
 }
 
 // looksMinted reports a value shaped like one of our placeholders.
 func looksMinted(v string) bool {
-	return strings.Contains(v, "-svc-") || strings.HasPrefix(v, "key_svc_")
+	return strings.Contains(v, "svc-") || strings.Contains(v, "key_svc_")
 }
+
+// isEditorGrant reports a grant minted for the editor agent's key.
+func isEditorGrant(g *Grant) bool { return strings.HasPrefix(g.Placeholder, "key_svc_") }
 
 // resolve looks a presented value up in the registry.
 func (p *Proxy) resolve(v string) (*Grant, string) {
@@ -278,8 +432,23 @@ func (p *Proxy) resolve(v string) (*Grant, string) {
 }
 
 func (p *Proxy) refuse(w http.ResponseWriter, pl *plan, cause, msg string) {
+	p.refuseStatus(w, pl, http.StatusUnauthorized, "authentication_error", cause, "lazy proxy: "+msg)
+}
+
+func (p *Proxy) refuseStatus(w http.ResponseWriter, pl *plan, status int, kind, cause, msg string) {
 	pl.refused = cause
-	writeAPIError(w, http.StatusUnauthorized, "authentication_error", "lazy proxy: "+msg, cause)
+	writeAPIError(w, status, kind, msg, cause)
+}
+
+// trip records a tripwire on the request and tells the daemon once.
+func (p *Proxy) trip(pl *plan, what string) {
+	if pl.tripwire != "" {
+		return
+	}
+	pl.tripwire = what
+	if pl.grant != nil && p.o.Tripwire != nil {
+		p.o.Tripwire(pl.grant.TaskID, pl.grant.TaskRef, what)
+	}
 }
 
 var causeText = map[string]string{
@@ -288,6 +457,9 @@ var causeText = map[string]string{
 	CauseProviderMissing:    "the real provider credential is missing on this machine; write it to the file named by credentials.provider.file",
 	CauseProviderExpired:    "the real provider credential has expired; write a fresh one to the credential file (no relaunch needed)",
 	CauseEditorMissing:      "the editor agent's real key is missing; write it to the file named by credentials.editor.file",
+	CauseRoleNotConfigured:  "the grant's role is no longer in the config ([models.roles.*]); add it back, or relaunch the task with a configured role",
+	CauseWrongGrantKind:     "this placeholder was minted for another route (the editor key only on /_svc/<agent>/..., a model key only on the model routes)",
+	CauseNoGrant:            "no placeholder credential was presented and proxy.no_grant = \"refuse\"; agents get theirs at launch",
 }
 
 // planModel handles the model routes and refresh.
@@ -297,24 +469,51 @@ func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool
 		return false
 	}
 	if !isModelRoute(r) {
-		writeAPIError(w, http.StatusNotFound, "not_found_error", "lazy proxy: "+r.Method+" "+r.URL.Path+" is not a proxied route (only /v1/messages, /v1/messages/count_tokens, /api/hello and /_svc/...)", "")
+		writeAPIError(w, http.StatusNotFound, "not_found_error", "lazy proxy: "+r.Method+" "+r.URL.EscapedPath()+" is not a proxied route (only /v1/messages, /v1/messages/count_tokens, /api/hello and /_svc/...)", "")
 		return false
 	}
-	g, cause := p.resolve(presented(r.Header))
-	if cause != "" {
-		p.refuse(w, pl, cause, causeText[cause])
-		return false
+	var g *Grant
+	for _, v := range presented(r.Header) {
+		got, cause := p.resolve(v)
+		if cause != "" {
+			p.refuse(w, pl, cause, causeText[cause])
+			return false
+		}
+		if got == nil {
+			continue
+		}
+		if g != nil && got.TaskID != g.TaskID {
+			pl.grant = g
+			p.trip(pl, TripForeignPlaceholder)
+			p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, "lazy proxy: this request carries another task's placeholder; the task's grant is revoked")
+			return false
+		}
+		g = got
 	}
 	pl.grant = g
-	t := p.primary
-	if g != nil {
-		if rt, ok := p.roles[g.Role]; ok {
-			t = rt
-		}
-	} else {
-		// no grant (a host session on its own login): the headers attribute
-		// the traffic, and it goes to the primary
+	if g == nil {
+		// no grant (a host session on its own login): it goes to the
+		// primary with exactly what it presented, never with our credential
 		pl.role, pl.taskRef = r.Header.Get("x-svc-role"), r.Header.Get("x-svc-task-id")
+		if p.noGrant == config.NoGrantRefuse {
+			p.refuse(w, pl, CauseNoGrant, causeText[CauseNoGrant])
+			return false
+		}
+		pl.chain = []target{p.primary}
+		return true
+	}
+	if isEditorGrant(g) {
+		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
+		return false
+	}
+	t := p.primary
+	if g.Role != "" {
+		rt, ok := p.roles[g.Role]
+		if !ok {
+			p.refuse(w, pl, CauseRoleNotConfigured, causeText[CauseRoleNotConfigured])
+			return false
+		}
+		t = rt
 	}
 	pl.chain = []target{t}
 	if t.origin == p.primary.origin {
@@ -358,6 +557,10 @@ func (p *Proxy) planEditor(w http.ResponseWriter, r *http.Request, pl *plan) (st
 		return masked, false
 	}
 	pl.grant, pl.editorPH = g, token
+	if !isEditorGrant(g) || g.Local {
+		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
+		return masked, false
+	}
 	if _, err := p.editorKey.Load(); err != nil {
 		p.refuse(w, pl, CauseEditorMissing, causeText[CauseEditorMissing])
 		return masked, false
@@ -439,12 +642,15 @@ func (p *Proxy) answerRefresh(w http.ResponseWriter, r *http.Request, pl *plan) 
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pl := pr.In.Context().Value(planKey{}).(*plan)
 	out := pr.Out
-	if !pl.editor {
-		// model routes: what the client presented never goes upstream. The
+	if !pl.editor && pl.grant != nil {
+		// model routes under a grant: what the client presented never goes
+		// upstream. With no grant it goes as presented (passthrough). The
 		// editor route substitutes the key where the client put it instead.
 		out.Header.Del("x-api-key")
 		out.Header.Del("Authorization")
 	}
+	// an encoded response could carry a secret past the scrubber
+	out.Header.Set("Accept-Encoding", "identity")
 	out.Header.Del("x-svc-role")
 	out.Header.Del("x-svc-task-id")
 	out.Header.Del("X-Forwarded-For")
@@ -538,6 +744,9 @@ func (r *refusal) Error() string { return r.msg }
 
 // inject puts the target's own credential on the outgoing request.
 func (p *Proxy) inject(out *http.Request, t target, pl *plan) error {
+	if pl.grant == nil {
+		return nil // no grant: nothing of ours is ever added
+	}
 	switch t.credential {
 	case config.CredentialProvider:
 		c, cause := p.providerCredential()
@@ -557,7 +766,11 @@ func (p *Proxy) inject(out *http.Request, t target, pl *plan) error {
 		if err != nil {
 			return &refusal{cause: CauseEditorMissing, msg: causeText[CauseEditorMissing]}
 		}
-		substitute(out, pl.editorPH, c.Value)
+		body := substitute(out, pl.editorPH, c.Value)
+		if g := p.foreignInBytes(body, pl.grant); g != nil {
+			p.trip(pl, TripForeignPlaceholder)
+			return &refusal{cause: CauseTripwire, msg: "this request carries another task's placeholder; the task's grant is revoked"}
+		}
 	}
 	return nil
 }
@@ -565,9 +778,10 @@ func (p *Proxy) inject(out *http.Request, t target, pl *plan) error {
 // substitute replaces the placeholder with the real key in every header
 // value and, when the declared body is at most MaxSubstituteBody, in the body.
 // A larger or undeclared (streaming) body is forwarded untouched, unbuffered.
-func substitute(out *http.Request, placeholder, real string) {
+// It returns the body as the client sent it, when it read it.
+func substitute(out *http.Request, placeholder, real string) []byte {
 	if placeholder == "" {
-		return
+		return nil
 	}
 	for k, vs := range out.Header {
 		for i, v := range vs {
@@ -577,7 +791,7 @@ func substitute(out *http.Request, placeholder, real string) {
 		}
 	}
 	if out.Body == nil || out.Body == http.NoBody || out.ContentLength < 0 || out.ContentLength > MaxSubstituteBody {
-		return
+		return nil
 	}
 	var buf bytes.Buffer
 	buf.Grow(int(out.ContentLength))
@@ -585,15 +799,17 @@ func substitute(out *http.Request, placeholder, real string) {
 	out.Body.Close()
 	if err != nil {
 		out.Body = io.NopCloser(bytes.NewReader(nil))
-		return
+		return nil
 	}
-	b := buf.Bytes()
+	sent := buf.Bytes()
+	b := sent
 	if bytes.Contains(b, []byte(placeholder)) {
 		b = bytes.ReplaceAll(b, []byte(placeholder), []byte(real))
 	}
 	out.Body = io.NopCloser(bytes.NewReader(b))
 	out.ContentLength = int64(len(b))
 	out.Header.Set("Content-Length", strconv.Itoa(len(b)))
+	return sent
 }
 
 // errorHandler maps transport failures: timeout 504, client gone 499,
@@ -602,7 +818,20 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	pl := r.Context().Value(planKey{}).(*plan)
 	var ref *refusal
 	if errors.As(err, &ref) {
+		if ref.cause == CauseTripwire {
+			p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", ref.cause, "lazy proxy: "+ref.msg)
+			return
+		}
 		p.refuse(w, pl, ref.cause, ref.msg)
+		return
+	}
+	if pl.bodyTimedOut.Load() {
+		writeAPIError(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("lazy proxy: the request body did not arrive within %s", BodyReadTimeout), CauseBodyTimeout)
+		return
+	}
+	var enc *encodingError
+	if errors.As(err, &enc) {
+		writeAPIError(w, http.StatusBadGateway, "api_error", "lazy proxy: "+enc.Error(), "")
 		return
 	}
 	if errors.Is(err, context.Canceled) || r.Context().Err() != nil {

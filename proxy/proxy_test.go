@@ -93,6 +93,14 @@ func (f *fixture) grant(ph, role, ref, envVar string) {
 	f.grants.Store(&g)
 }
 
+// key grants a fresh placeholder to task ref and returns the header that
+// presents it.
+func (f *fixture) key(ref string) map[string]string {
+	ph := NewPlaceholder("api_key", "")
+	f.grant(ph, "", ref, "ANTHROPIC_API_KEY")
+	return map[string]string{"x-api-key": ph}
+}
+
 // lastTraffic is the newest traffic event. The proxy publishes it after the
 // response is complete, so it may land just after the client read the body.
 func (f *fixture) lastTraffic() Traffic {
@@ -249,8 +257,12 @@ func TestIdentityFromGrantNotHeaders(t *testing.T) {
 	if len(prim.Requests()) != 1 {
 		t.Fatal("traffic with no grant must go to the primary")
 	}
-	if tr := f.lastTraffic(); tr.Role != "reviewer" || tr.TaskRef != "T1" {
-		t.Errorf("fallback attribution: %+v", tr)
+	tr := f.lastTraffic()
+	if tr.ClaimedRole != "reviewer" || tr.ClaimedRef != "T1" || tr.TaskRef != "" || tr.TaskID != "" {
+		t.Errorf("header attribution must be kept apart from the grant's: %+v", tr)
+	}
+	if !strings.Contains(tr.Line(), " T1? reviewer? ") || !strings.Contains(tr.Line(), "unverified") {
+		t.Errorf("header attribution must be marked unverified: %s", tr.Line())
 	}
 }
 
@@ -287,7 +299,7 @@ func TestFallback(t *testing.T) {
 	cfg.Proxy.Fallback = []config.Fallback{{Upstream: failing.srv.URL, Credential: "provider"}, {Upstream: good.srv.URL, Credential: "provider"}, {Upstream: nocred.srv.URL, Credential: "none"}}
 	f := newFixture(t, cfg)
 	f.writeCred("provider", realKey)
-	resp := f.do("POST", "/v1/messages", nil, msgBody)
+	resp := f.do("POST", "/v1/messages", f.key("fb"), msgBody)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || len(failing.Requests()) != 1 || len(good.Requests()) != 1 || len(nocred.Requests()) != 0 {
 		t.Fatalf("status %d; failing %d good %d", resp.StatusCode, len(failing.Requests()), len(good.Requests()))
@@ -307,7 +319,7 @@ func TestFallbackSkippedWithoutCredential(t *testing.T) {
 	cfg := cfgFor(prim.srv.URL, "none")
 	cfg.Proxy.Fallback = []config.Fallback{{Upstream: fb.srv.URL, Credential: "provider"}}
 	f := newFixture(t, cfg) // no provider credential file at all
-	resp := f.do("POST", "/v1/messages", nil, msgBody)
+	resp := f.do("POST", "/v1/messages", f.key("fb"), msgBody)
 	resp.Body.Close()
 	if resp.StatusCode != 500 || len(fb.Requests()) != 0 {
 		t.Fatalf("a fallback without its credential must be skipped: status %d, fallback saw %d", resp.StatusCode, len(fb.Requests()))
@@ -317,13 +329,23 @@ func TestFallbackSkippedWithoutCredential(t *testing.T) {
 func TestRotation(t *testing.T) {
 	up := newUpstream(t)
 	f := newFixture(t, cfgFor(up.srv.URL, "provider"))
+	key := f.key("rot")
 	f.writeCred("provider", "sk-ant-api03-FIRST")
-	f.do("POST", "/v1/messages", nil, msgBody).Body.Close()
+	f.do("POST", "/v1/messages", key, msgBody).Body.Close()
 	f.writeCred("provider", "sk-ant-api03-SECOND-longer")
-	f.do("POST", "/v1/messages", nil, msgBody).Body.Close()
+	f.do("POST", "/v1/messages", key, msgBody).Body.Close()
+	// same size, and the modification time put back: the new inode tells
+	path := filepath.Join(f.home, "credentials", "provider")
+	st, _ := os.Stat(path)
+	f.writeCred("provider", "sk-ant-api03-THIRD--longer")
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	f.do("POST", "/v1/messages", key, msgBody).Body.Close()
 	reqs := up.Requests()
-	if reqs[0].Header.Get("x-api-key") != "sk-ant-api03-FIRST" || reqs[1].Header.Get("x-api-key") != "sk-ant-api03-SECOND-longer" {
-		t.Fatalf("rotation not picked up: %q then %q", reqs[0].Header.Get("x-api-key"), reqs[1].Header.Get("x-api-key"))
+	got := []string{reqs[0].Header.Get("x-api-key"), reqs[1].Header.Get("x-api-key"), reqs[2].Header.Get("x-api-key")}
+	if got[0] != "sk-ant-api03-FIRST" || got[1] != "sk-ant-api03-SECOND-longer" || got[2] != "sk-ant-api03-THIRD--longer" {
+		t.Fatalf("rotation not picked up: %q", got)
 	}
 }
 

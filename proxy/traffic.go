@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -16,15 +17,36 @@ type Traffic struct {
 	Status   int       `json:"status"`
 	Upstream string    `json:"upstream,omitempty"` // host
 	Millis   int64     `json:"ms"`
-	Refused  string    `json:"refused,omitempty"` // cause of a credential refusal
+	Refused  string    `json:"refused,omitempty"`  // cause of a credential refusal
+	Tripwire string    `json:"tripwire,omitempty"` // what tripped a wire
+	// ClaimedRef and ClaimedRole come from x-svc-* headers on traffic with
+	// no grant: anyone can send them, so they never match a task filter and
+	// the line marks them unverified.
+	ClaimedRef  string `json:"claimed_task_ref,omitempty"`
+	ClaimedRole string `json:"claimed_role,omitempty"`
 }
 
-// Line renders the traffic line of CONTRACT §6.
+// Line renders the traffic line of CONTRACT §6. Every field is made safe for
+// one line: a byte outside printable ASCII, or a space, is written %XX, so no
+// path or header can forge a line of its own.
 func (t Traffic) Line() string {
-	ref, role, up := dash(t.TaskRef), dash(t.Role), dash(t.Upstream)
-	s := fmt.Sprintf("net> %s %s %s %s %s -> %d %s %dms", t.Time.UTC().Format(time.RFC3339), ref, role, t.Method, t.Path, t.Status, up, t.Millis)
+	ref, role := dash(t.TaskRef), dash(t.Role)
+	unverified := false
+	if t.TaskRef == "" && t.ClaimedRef != "" {
+		ref, unverified = t.ClaimedRef+"?", true
+	}
+	if t.Role == "" && t.ClaimedRole != "" {
+		role, unverified = t.ClaimedRole+"?", true
+	}
+	s := fmt.Sprintf("net> %s %s %s %s %s -> %d %s %dms", t.Time.UTC().Format(time.RFC3339), safe(ref), safe(role), safe(t.Method), safe(t.Path), t.Status, safe(dash(t.Upstream)), t.Millis)
 	if t.Refused != "" {
-		s += " refused: " + t.Refused
+		s += " refused: " + safe(t.Refused)
+	}
+	if t.Tripwire != "" {
+		s += " tripwire: " + safe(t.Tripwire)
+	}
+	if unverified {
+		s += " (attribution unverified: x-svc headers, no grant)"
 	}
 	return s
 }
@@ -34,4 +56,27 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// safe percent-encodes every byte that is a space or not printable ASCII.
+func safe(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

@@ -1,0 +1,150 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// The response side: every response from an upstream is scrubbed of the real
+// credentials before a byte reaches the client, whatever the upstream sent.
+
+// secrets are the real credentials as last read (a stat each: rotation).
+func (p *Proxy) secrets() secretSet {
+	var s secretSet
+	if c, err := p.provider.Load(); err == nil && c.Value != "" {
+		s = append(s, c.bytes)
+	}
+	if c, err := p.editorKey.Load(); err == nil && c.Value != "" {
+		s = append(s, c.bytes)
+	}
+	return s
+}
+
+// encodingError is a response encoded in a way the scrubber cannot read.
+type encodingError struct{ enc string }
+
+func (e *encodingError) Error() string {
+	return fmt.Sprintf("the upstream answered with Content-Encoding %q although identity was asked; the proxy scans every response for credentials and cannot read that encoding", e.enc)
+}
+
+// modifyResponse scrubs headers, decodes gzip (which the scrubber cannot
+// read) and wraps the body in the scrubber.
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	pl := resp.Request.Context().Value(planKey{}).(*plan)
+	pl.clearDeadline()
+	secrets := p.secrets()
+	if len(secrets) == 0 {
+		return nil
+	}
+	hit := func() { p.trip(pl, TripRealCredential) }
+	if secrets.maskHeader(resp.Header) {
+		hit()
+	}
+	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			return &encodingError{enc: enc + " (corrupt)"}
+		}
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{zr, resp.Body}
+		resp.Header.Del("Content-Encoding")
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+		resp.Uncompressed = true
+	default:
+		return &encodingError{enc: enc}
+	}
+	resp.Body = newScrubber(resp.Body, secrets, resp.Trailer, hit)
+	return nil
+}
+
+// grantIndex finds grants by the random part of their placeholder, so a
+// placeholder is recognised wherever it sits in a header, query or body.
+type grantIndex struct {
+	snap   *Grants
+	byRand map[string]*Grant
+}
+
+const randLen = 32 // base64url of 192 bits
+
+func (p *Proxy) grantsByRand() map[string]*Grant {
+	snap := p.o.Grants.Load()
+	if ix := p.index.Load(); ix != nil && ix.snap == snap {
+		return ix.byRand
+	}
+	ix := &grantIndex{snap: snap, byRand: map[string]*Grant{}}
+	if snap != nil {
+		for k, g := range *snap {
+			if len(k) >= randLen {
+				g := g
+				ix.byRand[k[len(k)-randLen:]] = &g
+			}
+		}
+	}
+	p.index.Store(ix)
+	return ix.byRand
+}
+
+// foreignToken finds a live placeholder of another task than own in s.
+func (p *Proxy) foreignToken(s string, own *Grant, byRand map[string]*Grant) *Grant {
+	for off := 0; ; {
+		i := strings.Index(s[off:], "svc")
+		if i < 0 {
+			return nil
+		}
+		i += off + 4 // past "svc-" or "svc_"
+		off = i - 3
+		if i+randLen > len(s) {
+			return nil
+		}
+		if g, ok := byRand[s[i:i+randLen]]; ok && g.TaskID != own.TaskID {
+			return g
+		}
+	}
+}
+
+// foreignIn looks for another task's placeholder in the request's headers and
+// query: an agent presenting one is using what is not its own.
+func (p *Proxy) foreignIn(r *http.Request, own *Grant) *Grant {
+	if !strings.Contains(r.URL.RawQuery, "svc") {
+		hasMarker := false
+		for _, vs := range r.Header {
+			for _, v := range vs {
+				if strings.Contains(v, "svc") {
+					hasMarker = true
+				}
+			}
+		}
+		if !hasMarker {
+			return nil
+		}
+	}
+	byRand := p.grantsByRand()
+	if g := p.foreignToken(r.URL.RawQuery, own, byRand); g != nil {
+		return g
+	}
+	for _, vs := range r.Header {
+		for _, v := range vs {
+			if g := p.foreignToken(v, own, byRand); g != nil {
+				return g
+			}
+		}
+	}
+	return nil
+}
+
+// foreignInBytes is foreignIn for a body the proxy read (the editor route).
+func (p *Proxy) foreignInBytes(b []byte, own *Grant) *Grant {
+	if !bytes.Contains(b, []byte("svc")) {
+		return nil
+	}
+	return p.foreignToken(string(b), own, p.grantsByRand())
+}

@@ -1,0 +1,162 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Scrubbing: the real credential never travels back to a client. Every
+// response header and body passes a scanner that masks each occurrence of a
+// real secret with '*' of the same length (so Content-Length stays true) and
+// reports the hit. The body is scanned as it streams: only a tail that could
+// be the start of a secret is held back until the next chunk shows whether it
+// is one, so an SSE event (which ends in "\n\n") is never delayed, and a
+// secret split across chunk boundaries at any offset is still caught.
+
+// secretSet is the byte strings that must never reach a client.
+type secretSet [][]byte
+
+func (s secretSet) maxLen() int {
+	n := 0
+	for _, x := range s {
+		n = max(n, len(x))
+	}
+	return n
+}
+
+// maskAll masks every full occurrence of a secret in b, in place, and reports
+// whether there was one.
+func (s secretSet) maskAll(b []byte) bool {
+	hit := false
+	for _, x := range s {
+		if len(x) == 0 {
+			continue
+		}
+		off := 0
+		for {
+			i := bytes.Index(b[off:], x)
+			if i < 0 {
+				break
+			}
+			for j := off + i; j < off+i+len(x); j++ {
+				b[j] = '*'
+			}
+			off += i + len(x)
+			hit = true
+		}
+	}
+	return hit
+}
+
+// heldTail is the length of the longest suffix of b that is a proper prefix
+// of some secret: those bytes may yet become a secret with the next chunk.
+func (s secretSet) heldTail(b []byte) int {
+	hold := 0
+	for _, x := range s {
+		if len(x) < 2 {
+			continue
+		}
+		start := max(0, len(b)-(len(x)-1))
+		for i := start; i < len(b)-hold; {
+			j := bytes.IndexByte(b[i:len(b)-hold], x[0])
+			if j < 0 {
+				break
+			}
+			i += j
+			if bytes.HasPrefix(x, b[i:]) {
+				hold = len(b) - i
+				break
+			}
+			i++
+		}
+	}
+	return hold
+}
+
+// maskString masks secrets in a header value.
+func (s secretSet) maskString(v string) (string, bool) {
+	for _, x := range s {
+		if len(x) > 0 && strings.Contains(v, string(x)) {
+			b := []byte(v)
+			s.maskAll(b)
+			return string(b), true
+		}
+	}
+	return v, false
+}
+
+// maskHeader masks secrets in every value of h.
+func (s secretSet) maskHeader(h http.Header) bool {
+	hit := false
+	for k, vs := range h {
+		for i, v := range vs {
+			if m, ok := s.maskString(v); ok {
+				h[k][i] = m
+				hit = true
+			}
+		}
+		if _, ok := s.maskString(k); ok {
+			delete(h, k) // a secret in a header name: drop the header
+			hit = true
+		}
+	}
+	return hit
+}
+
+// scrubber wraps a response body. It reads into the caller's buffer, masks
+// what is whole there, and keeps back only a tail that may be the start of a
+// secret. At EOF it also masks the trailers (the transport fills them then).
+type scrubber struct {
+	src     io.ReadCloser
+	secrets secretSet
+	carry   []byte // held back: a possible start of a secret
+	trailer http.Header
+	onHit   func()
+	eof     error
+}
+
+func newScrubber(src io.ReadCloser, secrets secretSet, trailer http.Header, onHit func()) *scrubber {
+	return &scrubber{src: src, secrets: secrets, trailer: trailer, onHit: onHit, carry: make([]byte, 0, secrets.maxLen())}
+}
+
+func (s *scrubber) Read(p []byte) (int, error) {
+	if s.eof != nil {
+		if len(s.carry) == 0 {
+			return 0, s.eof
+		}
+		n := copy(p, s.carry)
+		s.carry = s.carry[:copy(s.carry, s.carry[n:])]
+		return n, nil
+	}
+	if len(p) <= len(s.carry) {
+		// a caller buffer smaller than a secret: read through our own
+		tmp := make([]byte, len(s.carry)+512)
+		n, err := s.Read(tmp)
+		m := copy(p, tmp[:n])
+		if m < n {
+			s.carry = append(append([]byte{}, tmp[m:n]...), s.carry...)
+		}
+		return m, err
+	}
+	n0 := copy(p, s.carry)
+	n, err := s.src.Read(p[n0:])
+	data := p[:n0+n]
+	if s.secrets.maskAll(data) {
+		s.onHit()
+	}
+	if err != nil {
+		s.eof = err
+		s.carry = s.carry[:0]
+		if err == io.EOF && s.trailer != nil && s.secrets.maskHeader(s.trailer) {
+			s.onHit()
+		}
+		return len(data), err
+	}
+	hold := s.secrets.heldTail(data)
+	s.carry = append(s.carry[:0], data[len(data)-hold:]...)
+	return len(data) - hold, nil
+}
+
+func (s *scrubber) Close() error { return s.src.Close() }
