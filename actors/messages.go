@@ -153,6 +153,10 @@ type MintVar struct{ Kind, ShapeOf string }
 // Minted is the reply to MintGrants: env var → placeholder.
 type Minted struct{ Env map[string]string }
 
+// Tripwire tells a task actor that its traffic tripped a wire at the proxy:
+// it records it on the task and revokes the task's grants. No reply.
+type Tripwire struct{ What string }
+
 // RevokeTask drops every grant of a task. Reply: *Done or error.
 type RevokeTask struct{ TaskID string }
 

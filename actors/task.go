@@ -181,6 +181,8 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 	case *Wake:
 		ctx.Respond(&Done{})
 		a.next(ctx)
+	case *Tripwire:
+		a.tripped(m.What)
 	case *GetHealth:
 		ctx.Respond(a.health())
 	case *InjectPanic:
@@ -309,6 +311,13 @@ func (a *TaskActor) unblock(message string) any {
 	if err, ok := res.(error); ok {
 		_ = os.Remove(a.recoveryPath(id))
 		return err
+	}
+	if a.task.Tripwire != "" {
+		// the reviewer's unblock re-arms the task: its next turn gets a new grant
+		a.task.Tripwire = ""
+		if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+			a.log.Error("clear tripwire", "err", err)
+		}
 	}
 	return res
 }
@@ -547,7 +556,7 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int)) jobResu
 	a.task.Turns++
 	a.setStatus(task.Running, "")
 	a.publish(Event{Kind: "turn_start", Turn: tu.Number, Detail: "work turn (" + tu.Trigger + ")"})
-	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree,
+	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Prompt: tu.Prompt, Number: tu.Number}
 	launcher := a.deps.Launcher
 	return func(ctx context.Context, onStart func(int)) jobResult {
@@ -610,7 +619,7 @@ func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int)) jobResul
 	}
 	j.turn = tu
 	a.publish(Event{Kind: "turn_start", Turn: tu.Number, Detail: "ask turn"})
-	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree,
+	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
 	launcher := a.deps.Launcher
 	return func(ctx context.Context, onStart func(int)) jobResult {
@@ -785,6 +794,26 @@ func (a *TaskActor) cancelTask(ctx actor.Context) error {
 	}
 	a.queue = nil
 	return a.endTask(task.Cancelled)
+}
+
+// tripped records a tripwire on the task and revokes its grants. Until the
+// reviewer unblocks the task, no turn is given a new grant.
+func (a *TaskActor) tripped(what string) {
+	if a.task == nil {
+		return
+	}
+	note := fmt.Sprintf("tripwire: %s at %s; the task's grant was revoked. Review what the agent did; unblocking the task gives its next turn a new grant", what, a.now().UTC().Format(time.RFC3339))
+	a.task.Tripwire, a.task.UpdatedAt = note, a.now()
+	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+		a.log.Error("record tripwire", "task", a.task.Ref(), "err", err)
+	}
+	if a.deps.Revoke != nil {
+		if err := a.deps.Revoke(a.id); err != nil {
+			a.log.Error("revoke grants after a tripwire", "task", a.task.Ref(), "err", err)
+		}
+	}
+	a.log.Warn("tripwire", "task", a.task.Ref(), "what", what)
+	a.publish(Event{Kind: "tripwire", Detail: note})
 }
 
 // endTask moves the task to an end state and revokes its grants.

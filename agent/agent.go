@@ -181,9 +181,17 @@ type Spec struct {
 	Home     string   // the per-task HOME
 	Env      []string // the whole environment (see Env)
 	Timeout  time.Duration
-	Writable []string      // further paths a sandbox must leave writable (the git dir)
-	Hide     []string      // paths a sandbox must hide (state dir, lazy home)
+	Writable []string      // further paths a sandbox must leave writable (parts of the git dir)
+	ReadOnly []string      // paths that stay read-only inside the writable ones
+	Hide     []string      // directories a sandbox must hide (lazy home, state dir)
+	HideFile []string      // files a sandbox must hide (credential files elsewhere)
 	OnStart  func(pid int) // called with the agent's pid once it runs
+	// ProxySocket is the host path of the proxy's Unix socket; a sandbox
+	// binds it in and runs the forwarder (Self, `lazy sandbox-exec`) that
+	// listens on the sandbox's own loopback at ProxyPort.
+	ProxySocket string
+	ProxyPort   int
+	Self        string
 }
 
 // Outcome is how a turn's process ended.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"lazy/gitx"
 	"lazy/gitx/gitxtest"
 	"lazy/scriptagent"
 	"lazy/scriptagent/agenttest"
@@ -101,6 +104,8 @@ func TestParseResultSkipsNotices(t *testing.T) {
 type turnEnv struct {
 	stub     *stubmodel.Server
 	url      string
+	port     int
+	socket   string // the stub also answers here, as the proxy does
 	worktree string
 	home     string
 }
@@ -109,14 +114,33 @@ func newTurnEnv(t *testing.T) turnEnv {
 	stub := stubmodel.New()
 	srv := httptest.NewServer(stub)
 	t.Cleanup(srv.Close)
+	sock := filepath.Join(shortTemp(t), "proxy.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := &http.Server{Handler: stub}
+	go us.Serve(ln)
+	t.Cleanup(func() { us.Close() })
 	repo := gitxtest.NewRepo(t, nil)
 	home := filepath.Join(t.TempDir(), "home")
-	return turnEnv{stub: stub, url: srv.URL, worktree: repo, home: home}
+	return turnEnv{stub: stub, url: srv.URL, port: srv.Listener.Addr().(*net.TCPAddr).Port, socket: sock, worktree: repo, home: home}
+}
+
+// shortTemp is a temp dir with a path short enough for a Unix socket.
+func shortTemp(t *testing.T) string {
+	d, err := os.MkdirTemp("", "lz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
 
 func (e turnEnv) spec(t *testing.T, prompt string) Spec {
 	return Spec{Command: self(t), Args: ClaudeCode{}.WorkArgv(prompt, ""), Dir: e.worktree, Home: e.home,
-		Env: Env(os.Environ(), e.home, e.url, map[string]string{EnvAPIKey: "sk-ant-api03-svc-placeholder"}), Timeout: time.Minute}
+		Env: Env(os.Environ(), e.home, e.url, map[string]string{EnvAPIKey: "sk-ant-api03-svc-placeholder"}), Timeout: time.Minute,
+		ProxySocket: e.socket, ProxyPort: e.port, Self: self(t)[0]}
 }
 
 func checkTurn(t *testing.T, e turnEnv, r Runner) {
@@ -179,17 +203,93 @@ func TestBwrapConfines(t *testing.T) {
 		}
 	}
 	outside := t.TempDir()
+	credFile := filepath.Join(outside, "provider-key")
+	if err := os.WriteFile(credFile, []byte("s3cret-file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// a host service on loopback the agent must not reach
+	host, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	go func() {
+		for {
+			c, err := host.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HOSTSERVICE\n"))
+			c.Close()
+		}
+	}()
+	hostPort := host.Addr().(*net.TCPAddr).Port
+	e := newTurnEnv(t)
 	script := `cat ` + state + `/secret 2>/dev/null && echo LEAK; ` +
+		`cat ` + credFile + ` 2>/dev/null | grep -q s3cret && echo LEAK_CRED; ` +
 		`echo x > ` + outside + `/f 2>/dev/null && echo WROTE_OUTSIDE; ` +
+		`(exec 3<>/dev/tcp/127.0.0.1/` + itoa(hostPort) + ` && cat <&3) 2>/dev/null | grep -q HOSTSERVICE && echo REACHED_HOST; ` +
+		`(exec 3<>/dev/tcp/127.0.0.1/` + itoa(e.port) + ` && printf 'HEAD /api/hello HTTP/1.0\r\nHost: 127.0.0.1:` + itoa(e.port) + `\r\n\r\n' >&3 && cat <&3) 2>/dev/null | grep -q 'HTTP/1' && echo REACHED_PROXY; ` +
 		`echo ok > ` + wt + `/in.txt && echo WROTE_WORKTREE; echo $HOME`
-	out, err := Bwrap{}.Run(context.Background(), Spec{Command: []string{"/bin/sh", "-c", script}, Dir: wt, Home: home,
-		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}, Hide: []string{state}, Timeout: time.Minute})
+	out, err := Bwrap{}.Run(context.Background(), Spec{Command: []string{"/bin/bash", "-c", script}, Dir: wt, Home: home,
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}, Hide: []string{state}, HideFile: []string{credFile}, Timeout: time.Minute,
+		ProxySocket: e.socket, ProxyPort: e.port, Self: self(t)[0]})
 	if err != nil {
 		t.Fatalf("%v %s", err, out.Combined())
 	}
 	s := string(out.Stdout)
-	if strings.Contains(s, "LEAK") || strings.Contains(s, "WROTE_OUTSIDE") || !strings.Contains(s, "WROTE_WORKTREE") {
-		t.Fatalf("sandbox output: %s", s)
+	for _, bad := range []string{"LEAK", "LEAK_CRED", "WROTE_OUTSIDE", "REACHED_HOST"} {
+		if strings.Contains(s, bad) {
+			t.Errorf("sandbox: %s\n%s", bad, out.Combined())
+		}
+	}
+	if !strings.Contains(s, "WROTE_WORKTREE") || !strings.Contains(s, "REACHED_PROXY") {
+		t.Fatalf("sandbox output (the worktree and the proxy must work): %s", out.Combined())
+	}
+}
+
+// TestBwrapGitDir: in a task worktree the agent commits on its branch, and
+// cannot plant a hook, change the repository's config, move another branch,
+// or point its worktree at a git dir of its own.
+func TestBwrapGitDir(t *testing.T) {
+	requireBwrap(t)
+	e := newTurnEnv(t)
+	ctx := context.Background()
+	state := t.TempDir()
+	wt := filepath.Join(state, "worktrees", "fix")
+	if err := gitx.AddWorktree(ctx, e.worktree, wt, "lazy/fix", "HEAD"); err != nil {
+		t.Fatal(err)
+	}
+	common := filepath.Join(e.worktree, ".git")
+	sp, err := gitx.ForSandbox(common, wt, "lazy/fix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	git := "git -c user.name=a -c user.email=a@x"
+	script := `set +e; echo hi > f.txt; ` + git + ` add f.txt && ` + git + ` commit -qm agent && echo COMMITTED; ` +
+		`printf '#!/bin/sh\necho PWNED\n' > ` + common + `/hooks/post-checkout 2>/dev/null && echo PLANTED_HOOK; ` +
+		`printf '[core]\n\tfsmonitor = echo PWNED\n' >> ` + common + `/config 2>/dev/null && echo WROTE_CONFIG; ` +
+		`echo 0000000000000000000000000000000000000000 > ` + common + `/refs/heads/main 2>/dev/null && echo MOVED_MAIN; ` +
+		`echo "gitdir: /tmp/evil" > .git 2>/dev/null && echo REDIRECTED; ` +
+		`echo /tmp/evil > $(cat .git | cut -d' ' -f2)/commondir 2>/dev/null && echo REDIRECTED_COMMON; true`
+	home := filepath.Join(state, "home")
+	out, err := Bwrap{}.Run(ctx, Spec{Command: []string{"/bin/bash", "-c", script}, Dir: wt, Home: home,
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}, Hide: []string{state}, Writable: sp.Writable, ReadOnly: sp.ReadOnly,
+		Timeout: time.Minute, ProxySocket: e.socket, ProxyPort: e.port, Self: self(t)[0]})
+	if err != nil {
+		t.Fatalf("%v %s", err, out.Combined())
+	}
+	s := string(out.Stdout)
+	if !strings.Contains(s, "COMMITTED") {
+		t.Fatalf("the agent could not commit on its branch: %s", out.Combined())
+	}
+	for _, bad := range []string{"PLANTED_HOOK", "WROTE_CONFIG", "MOVED_MAIN", "REDIRECTED", "REDIRECTED_COMMON"} {
+		if strings.Contains(s, bad) {
+			t.Errorf("sandbox allowed %s:\n%s", bad, out.Combined())
+		}
+	}
+	if log := strings.TrimSpace(gitxtest.Git(t, wt, "log", "-1", "--format=%s", "lazy/fix")); log != "agent" {
+		t.Errorf("branch head: %q", log)
 	}
 }
 
@@ -223,12 +323,20 @@ func TestCrashAndMissing(t *testing.T) {
 func TestDockerArgv(t *testing.T) {
 	s := Spec{Name: "fix-3", Command: []string{"claude"}, Args: ClaudeCode{}.WorkArgv("go", ""), Dir: "/s/wt", Home: "/s/home",
 		Env: []string{"HOME=/s/home", "ANTHROPIC_API_KEY=sk-ant-svc-x"}, Writable: []string{"/p/.git"}}
-	got := Docker{Image: "img:1"}.Argv(s)
 	uid := strings.Join([]string{itoa(os.Getuid()), itoa(os.Getgid())}, ":")
-	want := []string{"docker", "run", "--rm", "-i", "--init", "--network", "host", "--name", "lazy-fix-3", "--user", uid,
-		"-v", "/s/wt:/s/wt", "-v", "/s/home:/s/home", "-v", "/p/.git:/p/.git", "-w", "/s/wt",
+	s.ReadOnly = []string{"/s/wt/.git"}
+	s.ProxySocket, s.ProxyPort, s.Self = "/tmp/lazy-proxy-1/proxy.sock", 26001, "/usr/bin/lazy"
+	s.HideFile = []string{"/etc/secret-key"}
+	// no host network; the proxy socket and the forwarder mounted; nothing
+	// secret mounted (a hidden file is simply not there)
+	want := []string{"docker", "run", "--rm", "-i", "--init", "--network", "none", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+		"--name", "lazy-fix-3", "--user", uid,
+		"-v", "/s/wt:/s/wt", "-v", "/s/home:/s/home", "-v", "/p/.git:/p/.git", "-v", "/s/wt/.git:/s/wt/.git:ro",
+		"-v", "/tmp/lazy-proxy-1/proxy.sock:/run/lazy/proxy.sock", "-v", "/usr/bin/lazy:/run/lazy/lazy:ro", "-w", "/s/wt",
 		"-e", "HOME=/s/home", "-e", "ANTHROPIC_API_KEY=sk-ant-svc-x", "img:1",
+		"/run/lazy/lazy", "sandbox-exec", "--listen", "127.0.0.1:26001", "--socket", "/run/lazy/proxy.sock", "--",
 		"claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits", "go"}
+	got := Docker{Image: "img:1"}.Argv(s)
 	if !slices.Equal(got, want) {
 		t.Errorf("docker argv:\n got %q\nwant %q", got, want)
 	}

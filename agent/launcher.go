@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"lazy/gitx"
 )
 
 // TurnRequest is one turn for one task.
 type TurnRequest struct {
 	TaskID, Ref, Role string
 	Worktree          string
+	Branch            string // the task's branch, from the daemon's record
 	Session           string // "" for the first turn
 	Ask               bool   // a read-only ask turn
 	Prompt            string
@@ -27,8 +30,12 @@ type Launcher struct {
 	BaseURL     string   // the proxy URL agents call
 	DaemonEnv   []string
 	AgentsDir   string   // per-task homes live at AgentsDir/<ref>/home
-	GitDir      string   // the project's git dir, writable in a sandbox
-	Hide        []string // hidden in a sandbox (state dir, lazy home)
+	GitDir      string   // the project's common git dir; a sandbox may write only what a commit needs
+	Hide        []string // directories hidden in a sandbox (lazy home, state dir)
+	HideFile    []string // files hidden in a sandbox (credential files)
+	ProxySocket string   // the proxy's Unix socket, bound into a sandbox
+	ProxyPort   int      // the port of BaseURL, where the forwarder listens inside
+	Self        string   // the lazy binary (the forwarder inside a sandbox)
 	TurnTimeout time.Duration
 	AskTimeout  time.Duration
 	// Placeholders returns env var → placeholder for the task's role.
@@ -60,10 +67,15 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 	spec := Spec{
 		Name: fmt.Sprintf("%s-%d", req.Ref, req.Number), Command: l.Command, Args: args,
 		Dir: req.Worktree, Home: home, Env: Env(l.DaemonEnv, home, l.BaseURL, ph),
-		Timeout: timeout, Hide: l.Hide, OnStart: req.OnStart,
+		Timeout: timeout, Hide: l.Hide, HideFile: l.HideFile, OnStart: req.OnStart,
+		ProxySocket: l.ProxySocket, ProxyPort: l.ProxyPort, Self: l.Self,
 	}
-	if l.GitDir != "" {
-		spec.Writable = []string{l.GitDir}
+	if l.GitDir != "" && l.Runner.Name() != RunnerProcess {
+		sp, err := gitx.ForSandbox(l.GitDir, req.Worktree, req.Branch)
+		if err != nil {
+			return Result{}, Outcome{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		spec.Writable, spec.ReadOnly = sp.Writable, sp.ReadOnly
 	}
 	if l.Slots != nil {
 		select {

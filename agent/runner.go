@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"lazy/agent/forwarder"
 )
 
 // Runner starts a turn and waits for it.
@@ -18,24 +20,78 @@ type Runner interface {
 	Run(ctx context.Context, s Spec) (Outcome, error)
 }
 
-// NewRunner returns the runner named in config.
+// Runner names (config.Runner* mirror these).
+const (
+	RunnerAuto    = "auto"
+	RunnerBwrap   = "bwrap"
+	RunnerDocker  = "docker"
+	RunnerProcess = "process"
+)
+
+// NewRunner returns the runner named in config. "auto" is bwrap when a
+// sandbox can be made here; otherwise a runner that refuses every turn and
+// names both fixes, because running an agent unsandboxed is a choice the
+// user makes explicitly.
 func NewRunner(name, dockerImage string) (Runner, error) {
 	switch name {
-	case "process":
-		return Process{}, nil
-	case "bwrap":
+	case RunnerAuto:
+		if err := ProbeBwrap(""); err != nil {
+			return Refuse{Why: err.Error()}, nil
+		}
 		return Bwrap{}, nil
-	case "docker":
+	case RunnerProcess:
+		return Process{}, nil
+	case RunnerBwrap:
+		return Bwrap{}, nil
+	case RunnerDocker:
 		return Docker{Image: dockerImage}, nil
 	}
-	return nil, fmt.Errorf("agent.runner: unknown runner %q; use process, bwrap or docker", name)
+	return nil, fmt.Errorf("agent.runner: unknown runner %q; use auto, bwrap, docker or process", name)
+}
+
+// ProbeBwrap checks that bwrap is installed and can make a sandbox with its
+// own network namespace here.
+func ProbeBwrap(exe string) error {
+	if exe == "" {
+		exe = "bwrap"
+	}
+	path, err := exec.LookPath(exe)
+	if err != nil {
+		return fmt.Errorf("bwrap is not installed")
+	}
+	out, err := exec.Command(path, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--dev", "/dev", "--proc", "/proc", "true").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("bwrap cannot make a sandbox here (%v: %s)", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Refuse is the "auto" runner on a machine with no usable sandbox: every
+// turn fails, saying why and what to do.
+type Refuse struct{ Why string }
+
+// Name is the runner's config name.
+func (Refuse) Name() string { return RunnerAuto }
+
+// Run refuses.
+func (r Refuse) Run(context.Context, Spec) (Outcome, error) {
+	return Outcome{}, fmt.Errorf("%w: %s, and agent.runner = \"auto\" runs agents only inside a sandbox: install it (apt-get install bubblewrap), or set agent.runner = \"process\" to run agents unsandboxed, able to read your files", ErrUnavailable, r.Why)
+}
+
+// Sandboxed reports whether turns run by r are sandboxed.
+func Sandboxed(r Runner) bool {
+	switch r.(type) {
+	case Bwrap, Docker:
+		return true
+	}
+	return false
 }
 
 // Process runs the agent as a plain child process in the worktree.
 type Process struct{}
 
 // Name is the runner's config name.
-func (Process) Name() string { return "process" }
+func (Process) Name() string { return RunnerProcess }
 
 // Run starts the argv with exactly s.Env.
 func (Process) Run(ctx context.Context, s Spec) (Outcome, error) {
@@ -142,15 +198,18 @@ func lastLine(b []byte) string {
 }
 
 // Bwrap runs the turn inside a bubblewrap sandbox: the whole filesystem
-// read-only, the worktree, the task home and the git dir writable, the state
-// dir and lazy home hidden, fresh /dev and /proc, its own pid namespace. The
-// network is shared so the agent reaches the proxy on loopback.
+// read-only; the worktree, the task home and what a commit needs of the git
+// dir writable; the lazy home, the state dir and the credential files hidden;
+// fresh /dev, /proc and /run; its own pid, ipc, uts and network namespaces.
+// The network namespace has only loopback: the forwarder (the lazy binary)
+// listens there at the proxy's port and copies to the proxy's Unix socket,
+// bound in. The proxy is the agent's only way out.
 type Bwrap struct {
 	Path string // bwrap executable; default "bwrap"
 }
 
 // Name is the runner's config name.
-func (Bwrap) Name() string { return "bwrap" }
+func (Bwrap) Name() string { return RunnerBwrap }
 
 // Argv is the full bwrap command line for s.
 func (b Bwrap) Argv(s Spec) []string {
@@ -158,8 +217,8 @@ func (b Bwrap) Argv(s Spec) []string {
 	if exe == "" {
 		exe = "bwrap"
 	}
-	argv := []string{exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session",
-		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"}
+	argv := []string{exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--new-session",
+		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run"}
 	for _, h := range s.Hide {
 		argv = append(argv, "--tmpfs", h)
 	}
@@ -168,14 +227,24 @@ func (b Bwrap) Argv(s Spec) []string {
 			argv = append(argv, "--bind", w, w)
 		}
 	}
+	for _, r := range s.ReadOnly {
+		argv = append(argv, "--ro-bind", r, r)
+	}
+	for _, f := range s.HideFile {
+		argv = append(argv, "--ro-bind", "/dev/null", f)
+	}
+	cmd := append(append([]string{}, s.Command...), s.Args...)
+	if s.ProxySocket != "" && s.Self != "" {
+		argv = append(argv, "--bind", s.ProxySocket, forwarder.Socket, "--ro-bind", s.Self, forwarder.Self)
+		cmd = append([]string{forwarder.Self}, forwarder.Args(s.ProxyPort, cmd)...)
+	}
 	argv = append(argv, "--chdir", s.Dir, "--clearenv")
 	for _, kv := range s.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		argv = append(argv, "--setenv", k, v)
 	}
 	argv = append(argv, "--")
-	argv = append(argv, s.Command...)
-	return append(argv, s.Args...)
+	return append(argv, cmd...)
 }
 
 // Run runs the turn sandboxed.
@@ -190,31 +259,34 @@ func (b Bwrap) Run(ctx context.Context, s Spec) (Outcome, error) {
 		exe = "bwrap"
 	}
 	if _, err := exec.LookPath(exe); err != nil {
-		return Outcome{}, fmt.Errorf("%w: bwrap not found: install Debian's bubblewrap (apt-get install bubblewrap) or set agent.runner = \"process\"", ErrUnavailable)
+		return Outcome{}, fmt.Errorf("%w: bwrap not found: install Debian's bubblewrap (apt-get install bubblewrap) or set agent.runner = \"process\" (no sandbox)", ErrUnavailable)
 	}
 	inner := s
 	inner.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	return runArgv(ctx, b.Argv(s), inner)
 }
 
-// Docker runs the turn in a container. No engine runs on this project's
-// build machines, so its argv is what the tests check.
+// Docker runs the turn in a container with the same shape as the bwrap
+// sandbox: no network but loopback (--network none), the proxy's Unix socket
+// and the lazy binary mounted for the forwarder, only the worktree, the task
+// home and what a commit needs of the git dir mounted writable, nothing
+// secret mounted. No engine runs on this project's build machines, so its
+// argv is what the tests check.
 type Docker struct {
 	Image string
 	Path  string // docker executable; default "docker"
 }
 
 // Name is the runner's config name.
-func (Docker) Name() string { return "docker" }
+func (Docker) Name() string { return RunnerDocker }
 
-// Argv is the exact `docker run` command line for s. Host networking lets the
-// agent reach the proxy on loopback; the env carries placeholders only.
+// Argv is the exact `docker run` command line for s.
 func (d Docker) Argv(s Spec) []string {
 	exe := d.Path
 	if exe == "" {
 		exe = "docker"
 	}
-	argv := []string{exe, "run", "--rm", "-i", "--init", "--network", "host"}
+	argv := []string{exe, "run", "--rm", "-i", "--init", "--network", "none", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"}
 	if s.Name != "" {
 		argv = append(argv, "--name", "lazy-"+s.Name)
 	}
@@ -224,13 +296,20 @@ func (d Docker) Argv(s Spec) []string {
 			argv = append(argv, "-v", w+":"+w)
 		}
 	}
+	for _, r := range s.ReadOnly {
+		argv = append(argv, "-v", r+":"+r+":ro")
+	}
+	cmd := append(append([]string{}, s.Command...), s.Args...)
+	if s.ProxySocket != "" && s.Self != "" {
+		argv = append(argv, "-v", s.ProxySocket+":"+forwarder.Socket, "-v", s.Self+":"+forwarder.Self+":ro")
+		cmd = append([]string{forwarder.Self}, forwarder.Args(s.ProxyPort, cmd)...)
+	}
 	argv = append(argv, "-w", s.Dir)
 	for _, kv := range s.Env {
 		argv = append(argv, "-e", kv)
 	}
 	argv = append(argv, d.Image)
-	argv = append(argv, s.Command...)
-	return append(argv, s.Args...)
+	return append(argv, cmd...)
 }
 
 // Run starts the container; with no engine it fails as unavailable.

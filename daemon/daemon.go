@@ -56,6 +56,7 @@ type Daemon struct {
 	review  *Review
 	dash    *http.Server
 	prx     *http.Server
+	sockDir string // holds the proxy's Unix socket, bound into sandboxes
 	info    httpapi.DaemonInfo
 	lock    *os.File
 	stopped chan struct{}
@@ -113,11 +114,18 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	dashPort := dashLn.Addr().(*net.TCPAddr).Port
 	proxyPort := proxyLn.Addr().(*net.TCPAddr).Port
 	proxyURL := "http://" + proxyLn.Addr().String()
+	sockLn, err := d.listenSocket()
+	if err != nil {
+		dashLn.Close()
+		proxyLn.Close()
+		return nil, err
+	}
 	creds := &credentials{cfg: cfg, home: home}
 
 	launcher := &agent.Launcher{
 		BaseURL: proxyURL, DaemonEnv: o.Environ, AgentsDir: paths.Agents,
-		GitDir: filepath.Join(o.Root, ".git"), Hide: []string{home},
+		GitDir: filepath.Join(o.Root, ".git"), Hide: hidden(home, paths.State), HideFile: hiddenFiles(home, cfg),
+		ProxySocket: sockLn.Addr().String(), ProxyPort: proxyPort, Self: o.SelfExe,
 		TurnTimeout: cfg.TurnTimeoutDuration(), AskTimeout: cfg.AskTimeoutDuration(),
 		Slots: agent.NewSlots(cfg.Agent.MaxConcurrent),
 	}
@@ -130,6 +138,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	launcher.Command = agentCommand(cfg, o.SelfExe)
+	warnings := runnerWarnings(launcher.Runner)
+	for _, w := range warnings {
+		o.Log.Warn(w)
+	}
 
 	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log,
 		Task: &actors.TaskDeps{Store: st, Launcher: launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
@@ -146,7 +158,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.review = &Review{svc: d.svc}
 
 	d.info = httpapi.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
-		BaseURL: "http://127.0.0.1:" + strconv.Itoa(dashPort), ProxyURL: proxyURL, StartedAt: time.Now().UTC(), Version: version.String()}
+		BaseURL: "http://127.0.0.1:" + strconv.Itoa(dashPort), ProxyURL: proxyURL, StartedAt: time.Now().UTC(), Version: version.String(),
+		Runner: launcher.Runner.Name(), Warnings: warnings}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	d.stopFn = cancel
@@ -155,17 +168,29 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: sup.Grants, Log: o.Log,
+	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: sup.Grants, Log: o.Log, Port: proxyPort,
 		Publish: func(t proxy.Traffic) {
 			sup.Publish(actors.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &t})
+		},
+		Tripwire: func(taskID, ref, what string) {
+			// revoke at once, then let the task's actor record it
+			go func() {
+				if err := sup.Revoke(taskID); err != nil {
+					o.Log.Error("revoke grants after a tripwire", "task", ref, "err", err)
+				}
+				if err := sup.Send(taskID, &actors.Tripwire{What: what}); err != nil {
+					o.Log.Error("record tripwire", "task", ref, "err", err)
+				}
+			}()
 		}})
 	if err != nil {
 		return nil, err
 	}
-	d.dash = &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second}
-	d.prx = &http.Server{Handler: prx, ReadHeaderTimeout: 30 * time.Second}
+	d.dash = &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	d.prx = &http.Server{Handler: prx, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	go d.serve(d.dash, dashLn, "dashboard")
 	go d.serve(d.prx, proxyLn, "proxy")
+	go d.serve(d.prx, sockLn, "proxy socket")
 
 	if err := d.wake(ctx); err != nil {
 		return nil, err
@@ -196,6 +221,61 @@ func (d *Daemon) serve(s *http.Server, ln net.Listener, name string) {
 	if err := s.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		d.log.Error("listener failed", "listener", name, "err", err)
 	}
+}
+
+// listenSocket opens the proxy's Unix socket in a fresh private dir (0700)
+// under the temp dir: a state dir path can be longer than a socket path may.
+func (d *Daemon) listenSocket() (net.Listener, error) {
+	dir, err := os.MkdirTemp("", "lazy-proxy-")
+	if err != nil {
+		return nil, fmt.Errorf("proxy socket: %w (check that the temp dir is writable)", err)
+	}
+	d.sockDir = dir
+	ln, err := net.Listen("unix", filepath.Join(dir, "proxy.sock"))
+	if err != nil {
+		return nil, fmt.Errorf("proxy socket: %w", err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "proxy.sock"), 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("proxy socket: %w", err)
+	}
+	return ln, nil
+}
+
+// hidden are the directories a sandbox hides: the lazy home and the state
+// dir when it lies elsewhere.
+func hidden(home, state string) []string {
+	out := []string{home}
+	if rel, err := filepath.Rel(home, state); err != nil || strings.HasPrefix(rel, "..") {
+		out = append(out, state)
+	}
+	return out
+}
+
+// hiddenFiles are the configured credential files outside the lazy home
+// (inside it they are hidden with it).
+func hiddenFiles(home string, cfg *config.Config) []string {
+	var out []string
+	for _, f := range []string{cfg.ProviderCredentialFile(home), cfg.EditorCredentialFile(home)} {
+		if rel, err := filepath.Rel(home, f); err == nil && !strings.HasPrefix(rel, "..") {
+			continue
+		}
+		if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// runnerWarnings is what the operator must be told about the runner.
+func runnerWarnings(r agent.Runner) []string {
+	switch r := r.(type) {
+	case agent.Process:
+		return []string{"agent.runner = \"process\": agents run unsandboxed and can read every file you can (credentials, other projects) and reach the network; set agent.runner = \"auto\" to sandbox them"}
+	case agent.Refuse:
+		return []string{"no sandbox: " + r.Why + "; agent turns are refused until you install it (apt-get install bubblewrap) or set agent.runner = \"process\" (unsandboxed)"}
+	}
+	return nil
 }
 
 // Info is what daemon.json holds.
@@ -263,6 +343,18 @@ func openStore(cfg *config.Config, paths config.Paths) (store.Store, error) {
 	sync := store.WithSync(cfg.Storage.Sync != "normal")
 	if cfg.Storage.Backend == "file" {
 		return store.OpenFile(paths.FileStore, sync)
+	}
+	// SQLite makes its -wal and -shm files with the database's mode: make
+	// the database 0600 first, so none of the three is readable by others
+	f, err := os.OpenFile(paths.DB, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the store %s: %w", paths.DB, err)
+	}
+	f.Close()
+	for _, p := range []string{paths.DB, paths.DB + "-wal", paths.DB + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("secure %s: %w", p, err)
+		}
 	}
 	return store.OpenSQL(paths.DB, sync)
 }
@@ -469,6 +561,9 @@ func (d *Daemon) wake(ctx context.Context) error {
 
 // mint returns the placeholder env of a task's role.
 func (d *Daemon) mint(c *credentials, taskID, ref, role string) (map[string]string, error) {
+	if t, err := d.st.GetTask(context.Background(), taskID); err == nil && t.Tripwire != "" {
+		return nil, fmt.Errorf("no new grant: %s", t.Tripwire)
+	}
 	kind := d.cfg.Credentials.Provider.Kind
 	envVar := map[string]string{config.KindAPIKey: agent.EnvAPIKey, config.KindOAuth: agent.EnvOAuth, config.KindAuthToken: agent.EnvAuthToken}[kind]
 	local := role != "" && d.cfg.Models.Roles[role].Local
@@ -506,6 +601,10 @@ func (d *Daemon) shutdown() {
 }
 
 func (d *Daemon) cleanup() {
+	if d.sockDir != "" {
+		_ = os.RemoveAll(d.sockDir)
+		d.sockDir = ""
+	}
 	if d.st != nil {
 		_ = d.st.Close()
 		d.st = nil

@@ -37,6 +37,30 @@ func (e *Error) Unwrap() error { return e.Err }
 // env keeps git from prompting or reading the user's global hooks config.
 var gitEnv = []string{"GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0", "LC_ALL=C"}
 
+// SafeConfig goes before every git command the daemon runs. An agent can
+// write files in its worktree (and, without a sandbox, in the repository's
+// git dir); none of what it writes may make the daemon run a program: no
+// hooks, no fsmonitor, no external diff or pager, no credential helper or
+// ssh command, no signing program. Command-line settings win over every
+// config file, so a planted .git/config or hook changes nothing.
+var SafeConfig = []string{
+	"-c", "core.hooksPath=/dev/null",
+	"-c", "core.fsmonitor=false",
+	"-c", "core.pager=cat",
+	"-c", "core.editor=false",
+	"-c", "core.askPass=",
+	"-c", "core.sshCommand=false",
+	"-c", "core.gitProxy=",
+	"-c", "core.alternateRefsCommand=",
+	"-c", "credential.helper=",
+	"-c", "diff.external=",
+	"-c", "commit.gpgSign=false",
+	"-c", "tag.gpgSign=false",
+	"-c", "gpg.program=false",
+	"-c", "protocol.ext.allow=never",
+	"-c", "safe.bareRepository=explicit",
+}
+
 // Run runs git in dir and returns its trimmed stdout.
 func Run(ctx context.Context, dir string, args ...string) (string, error) {
 	out, err := RunRaw(ctx, dir, args...)
@@ -45,7 +69,7 @@ func Run(ctx context.Context, dir string, args ...string) (string, error) {
 
 // RunRaw runs git in dir and returns its stdout untouched.
 func RunRaw(ctx context.Context, dir string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd := exec.CommandContext(ctx, "git", append(append([]string{}, SafeConfig...), args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), gitEnv...)
 	var stdout, stderr bytes.Buffer

@@ -211,7 +211,13 @@ func wantsHTML(c echo.Context) bool {
 	return c.Request().Method == http.MethodGet && !strings.HasPrefix(p, "/api/") && !strings.HasPrefix(p, "/rpc/") && p != "/metrics"
 }
 
-func (h *handler) page() views.Page { return views.Page{Version: version.Label} }
+func (h *handler) page() views.Page {
+	p := views.Page{Version: version.Label}
+	if h.d.Info != nil {
+		p.Warnings = h.d.Info().Warnings
+	}
+	return p
+}
 
 func (h *handler) render(c echo.Context, code int, page string, data any) error {
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)

@@ -66,6 +66,11 @@ type DaemonInfo struct {
 	ProxyURL      string    `json:"proxy_url"`
 	StartedAt     time.Time `json:"started_at"`
 	Version       string    `json:"version"`
+	// Runner is the agent runner in use; Warnings are what the operator
+	// must know (agents unsandboxed, or refused for want of a sandbox),
+	// printed at start and shown on every dashboard page.
+	Runner   string   `json:"runner"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // WatchArgs are the arguments of watch. Tasks nil means every task; an empty

@@ -67,7 +67,9 @@ func TestUpgradeApprovalsKeepsRows(t *testing.T) {
 	}
 	ctx := context.Background()
 	tk := newTask("")
-	if err := old.CreateTask(ctx, tk); err != nil {
+	// the row as a version-14 binary wrote it (today's struct has newer columns)
+	now := time.Now()
+	if err := old.db.Exec(`INSERT INTO tasks(id, status, created_at, updated_at, last_activity) VALUES (?, ?, ?, ?, ?)`, tk.ID, "blocked", now, now, now).Error; err != nil {
 		t.Fatal(err)
 	}
 	if err := old.db.Exec(`INSERT INTO approvals(task_id, path, approved_at) VALUES (?, ?, ?)`, tk.ID, ".github/ci.yml", time.Now()).Error; err != nil {

@@ -109,6 +109,9 @@ var migrations = []migration{
 		`DROP TABLE approvals`,
 		`ALTER TABLE approvals_v16 RENAME TO approvals`,
 	}},
+	{17, "tasks.tripwire", []string{
+		`ALTER TABLE tasks ADD COLUMN tripwire TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

@@ -34,6 +34,10 @@ type Task struct {
 	SessionID    string      `json:"session_id"`
 	Turns        int         `json:"turns"`
 	FailReason   string      `json:"fail_reason"`
+	// Tripwire says what tripped a wire at the proxy (the real credential
+	// in a response, another task's placeholder): the grant was revoked and
+	// no turn gets a new one until the reviewer unblocks the task.
+	Tripwire     string      `json:"tripwire,omitempty"`
 	CreatedAt    time.Time   `json:"created_at"`
 	UpdatedAt    time.Time   `json:"updated_at"`
 	LastActivity time.Time   `json:"last_activity"`

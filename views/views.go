@@ -93,6 +93,9 @@ type Page struct {
 	Title   string
 	Version string
 	Notice  string
+	// Warnings are the daemon's standing warnings (agents unsandboxed),
+	// shown as a banner on every page.
+	Warnings []string
 	// Script names a script of /assets to load, if the page has one.
 	Script string
 	// BodyData are data attributes for <body> (the island reads them).

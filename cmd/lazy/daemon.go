@@ -75,6 +75,7 @@ func (a *app) printStatus(ctx context.Context, p config.Paths) error {
 		return nil
 	}
 	fmt.Fprintf(a.out, "daemon: running (pid %d)\ndashboard: %s\nproxy: %s\nstate: %s\n", info.PID, info.BaseURL, info.ProxyURL, p.State)
+	printWarnings(a.errOut, info.Warnings)
 	return nil
 }
 
@@ -195,6 +196,8 @@ func (a *app) runForeground(ctx context.Context, detached bool) error {
 	if !detached {
 		info := d.Info()
 		fmt.Fprintf(a.out, "daemon: running (pid %d)\ndashboard: %s\nproxy: %s\nstate: %s\n", info.PID, info.BaseURL, info.ProxyURL, p.State)
+		printWarnings(a.errOut, info.Warnings)
+		printWarnings(a.errOut, info.Warnings)
 	}
 	<-d.Done()
 	return nil
@@ -230,4 +233,11 @@ func (a *app) stopDaemon(ctx context.Context) error {
 	}
 	fmt.Fprintln(a.errOut)
 	return fmt.Errorf("the daemon (pid %d) is still running after 30s; see %s, or kill it", info.PID, p.Log)
+}
+
+// printWarnings prints the daemon's standing warnings.
+func printWarnings(w io.Writer, warnings []string) {
+	for _, s := range warnings {
+		fmt.Fprintln(w, "warning: "+s)
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"lazy/agent/forwarder"
 	"lazy/client"
 	"lazy/config"
 	"lazy/gitx"
@@ -26,6 +27,10 @@ func main() {
 	// the scripted agent is this binary too; it keeps the claude argv contract
 	if len(os.Args) > 1 && os.Args[1] == "script-agent" {
 		os.Exit(scriptagent.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	}
+	// the forwarder inside an agent's sandbox: the proxy is its only way out
+	if len(os.Args) > 1 && os.Args[1] == "sandbox-exec" {
+		os.Exit(forwarder.Main(os.Args[2:], os.Stderr))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

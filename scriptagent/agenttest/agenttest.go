@@ -6,14 +6,19 @@ import (
 	"os"
 	"testing"
 
+	"lazy/agent/forwarder"
 	"lazy/scriptagent"
 )
 
 // Main is a TestMain: run as `<test binary> script-agent ...` it is the
-// scripted agent; otherwise it runs the tests.
+// scripted agent, as `<test binary> sandbox-exec ...` the sandbox's
+// forwarder; otherwise it runs the tests.
 func Main(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "script-agent" {
 		os.Exit(scriptagent.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "sandbox-exec" {
+		os.Exit(forwarder.Main(os.Args[2:], os.Stderr))
 	}
 	os.Exit(m.Run())
 }
