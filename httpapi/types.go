@@ -22,6 +22,7 @@ type TaskInfo struct {
 	Turns        int       `json:"turns"`
 	LastActivity time.Time `json:"last_activity"`
 	FailReason   string    `json:"fail_reason,omitempty"`
+	Tripwire     string    `json:"tripwire,omitempty"`
 	Worktree     string    `json:"worktree"`
 	CreatedAt    time.Time `json:"created_at"`
 }
@@ -98,5 +99,5 @@ type CommitDiff struct {
 func InfoOf(t *store.Task) TaskInfo {
 	return TaskInfo{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Ref: t.Ref(), Title: t.Title,
 		Status: string(t.Status), Role: t.Role, Branch: t.Branch, Parent: t.Parent, Turns: t.Turns,
-		LastActivity: t.LastActivity, FailReason: t.FailReason, Worktree: t.Worktree, CreatedAt: t.CreatedAt}
+		LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, Worktree: t.Worktree, CreatedAt: t.CreatedAt}
 }

@@ -35,7 +35,7 @@ func (e *encodingError) Error() string {
 // read) and wraps the body in the scrubber.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	pl := resp.Request.Context().Value(planKey{}).(*plan)
-	pl.clearDeadline()
+	pl.clearDeadline() // the body is sent: stop the watchdog
 	secrets := p.secrets()
 	if len(secrets) == 0 {
 		return nil

@@ -105,6 +105,9 @@ type Proxy struct {
 	noGrant   string
 	replay    atomic.Int64 // bytes of request bodies held for replay
 	index     atomic.Pointer[grantIndex]
+	// tripped holds the placeholders of tasks that tripped a wire: they
+	// are refused from that instant, before the registry catches up.
+	tripped sync.Map
 }
 
 // New builds the proxy from config. An origin collision is refused by
@@ -204,7 +207,7 @@ type plan struct {
 	refused  string
 	tripwire string
 	reserved int64 // replay budget held by this request
-	// clearDeadline lifts the body read deadline once the body is read.
+	// clearDeadline stops the body watchdog once the body is read.
 	clearDeadline func()
 	bodyTimedOut  atomic.Bool
 }
@@ -252,12 +255,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Body != nil && r.Body != http.NoBody {
+		// a watchdog, not a deadline: the connection's deadline is left to
+		// net/http (its own background read uses it) unless the body is
+		// still arriving when the time is up; then a past deadline cuts it
 		rc := http.NewResponseController(w)
-		if rc.SetReadDeadline(start.Add(BodyReadTimeout)) == nil {
-			var once sync.Once
-			pl.clearDeadline = func() { once.Do(func() { _ = rc.SetReadDeadline(time.Time{}) }) }
-			r.Body = &deadlineBody{ReadCloser: r.Body, pl: pl}
-		}
+		timer := time.AfterFunc(BodyReadTimeout, func() {
+			pl.bodyTimedOut.Store(true)
+			_ = rc.SetReadDeadline(time.Unix(1, 0))
+		})
+		pl.clearDeadline = func() { timer.Stop() }
+		defer timer.Stop()
+		r.Body = &deadlineBody{ReadCloser: r.Body, pl: pl}
 	}
 	if strings.HasPrefix(r.URL.Path, "/_svc/") {
 		masked, ok := p.planEditor(rec, r, pl)
@@ -322,8 +330,6 @@ func (d *deadlineBody) Read(b []byte) (int, error) {
 	n, err := d.ReadCloser.Read(b)
 	if err == io.EOF {
 		d.pl.clearDeadline()
-	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		d.pl.bodyTimedOut.Store(true)
 	}
 	return n, err
 }
@@ -416,6 +422,9 @@ func (p *Proxy) resolve(v string) (*Grant, string) {
 	if v == "" {
 		return nil, ""
 	}
+	if _, ok := p.tripped.Load(v); ok {
+		return nil, CauseUnknownPlaceholder
+	}
 	gs := p.o.Grants.Load()
 	if gs != nil {
 		if g, ok := (*gs)[v]; ok {
@@ -446,7 +455,17 @@ func (p *Proxy) trip(pl *plan, what string) {
 		return
 	}
 	pl.tripwire = what
-	if pl.grant != nil && p.o.Tripwire != nil {
+	if pl.grant == nil {
+		return
+	}
+	if gs := p.o.Grants.Load(); gs != nil {
+		for ph, g := range *gs {
+			if g.TaskID == pl.grant.TaskID {
+				p.tripped.Store(ph, struct{}{})
+			}
+		}
+	}
+	if p.o.Tripwire != nil {
 		p.o.Tripwire(pl.grant.TaskID, pl.grant.TaskRef, what)
 	}
 }

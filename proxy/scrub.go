@@ -15,6 +15,10 @@ import (
 // is one, so an SSE event (which ends in "\n\n") is never delayed, and a
 // secret split across chunk boundaries at any offset is still caught.
 
+// minPartial is the shortest start of a secret that is masked when a stream
+// ends on it: shorter ones are no more than a public prefix.
+const minPartial = 16
+
 // secretSet is the byte strings that must never reach a client.
 type secretSet [][]byte
 
@@ -147,6 +151,15 @@ func (s *scrubber) Read(p []byte) (int, error) {
 		s.onHit()
 	}
 	if err != nil {
+		// the stream ends: a held tail is the start of a secret that never
+		// completed; one long enough to hold more than the public prefix
+		// ("sk-ant-api03-") is masked, not sent
+		if hold := s.secrets.heldTail(data); hold >= minPartial {
+			for i := len(data) - hold; i < len(data); i++ {
+				data[i] = '*'
+			}
+			s.onHit()
+		}
 		s.eof = err
 		s.carry = s.carry[:0]
 		if err == io.EOF && s.trailer != nil && s.secrets.maskHeader(s.trailer) {

@@ -11,6 +11,7 @@ type TaskRow struct {
 	Turns                                   int
 	LastActivity                            time.Time
 	FailReason                              string
+	Tripwire                                string
 }
 
 // TasksPage is the task list at /.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"lazy/agent"
 	"lazy/config"
 	"lazy/gitx/gitxtest"
 	"lazy/httpapi"
@@ -58,6 +59,8 @@ type project struct {
 	env   []string
 	paths config.Paths
 	real  string
+	// upstream is the stub's URL
+	upstream string
 }
 
 // artifactDir is a fresh directory for a test's project. With
@@ -97,10 +100,14 @@ func newProject(t *testing.T, runner string) *project {
 	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(real+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &project{t: t, root: root, home: home, stub: stub, real: real, paths: config.PathsFor(home, root)}
+	p := &project{t: t, root: root, home: home, stub: stub, real: real, paths: config.PathsFor(home, root), upstream: srv.URL}
 	p.env = append(os.Environ(), "LAZY_HOME="+home)
 	p.lazy(0, "init")
-	cfg := fmt.Sprintf("[daemon]\nport_window = [27100, 27199]\n[agent]\ndriver = \"script\"\nrunner = %q\nturn_timeout = \"2m\"\n[proxy]\nupstream = %q\ncredential = \"provider\"\n", runner, srv.URL)
+	runnerLine := ""
+	if runner != "" { // "": the default runner
+		runnerLine = fmt.Sprintf("runner = %q\n", runner)
+	}
+	cfg := fmt.Sprintf("[daemon]\nport_window = [27100, 27199]\n[agent]\ndriver = \"script\"\n%sturn_timeout = \"2m\"\n[proxy]\nupstream = %q\ncredential = \"provider\"\n", runnerLine, srv.URL)
 	if err := os.WriteFile(filepath.Join(root, ".lazy", "config.toml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -214,13 +221,25 @@ func checkTaskReachesBlocked(t *testing.T, runner string) {
 func TestTaskReachesBlockedProcess(t *testing.T) { checkTaskReachesBlocked(t, "process") }
 
 func TestTaskReachesBlockedBwrap(t *testing.T) {
-	if _, err := exec.LookPath("bwrap"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("bwrap missing on CI")
-		}
-		t.Skip("bwrap not installed")
-	}
+	requireBwrap(t)
 	checkTaskReachesBlocked(t, "bwrap")
+}
+
+// TestTaskReachesBlockedDefault: the default runner (auto) sandboxes.
+func TestTaskReachesBlockedDefault(t *testing.T) {
+	requireBwrap(t)
+	checkTaskReachesBlocked(t, "")
+}
+
+// requireBwrap skips where bubblewrap cannot run, and fails on CI.
+func requireBwrap(t *testing.T) {
+	t.Helper()
+	if err := agent.ProbeBwrap(""); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%v on CI: make test installs bubblewrap", err)
+		}
+		t.Skip(err)
+	}
 }
 
 func TestDaemonLifecycleAndCLI(t *testing.T) {

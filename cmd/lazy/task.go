@@ -99,6 +99,9 @@ func (a *app) taskCmd() *cobra.Command {
 			}
 			t := d.Task
 			fmt.Fprintf(a.out, "task %s (%s)\nstatus: %s\nbranch: %s from %s\nturns: %d\nlast activity: %s\n", t.Ref, t.ID, t.Status, t.Branch, t.Parent, t.Turns, ago(t.LastActivity))
+			if t.Tripwire != "" {
+				fmt.Fprintf(a.out, "tripwire: %s\n", t.Tripwire)
+			}
 			if t.FailReason != "" {
 				fmt.Fprintf(a.out, "reason: %s\n", t.FailReason)
 			}
