@@ -21,27 +21,27 @@ var (
 
 // Task is one task row.
 type Task struct {
-	ID           string      `json:"id" gorm:"primaryKey;size:32"`
-	Code         *string     `json:"code" gorm:"uniqueIndex"`
-	Title        string      `json:"title"`
-	Prompt       string      `json:"prompt"`
-	Status       task.Status `json:"status" gorm:"size:16;index"`
-	Role         string      `json:"role"`
-	Branch       string      `json:"branch"`
-	Parent       string      `json:"parent"`
-	Worktree     string      `json:"worktree"`
-	Scope        string      `json:"scope"` // JSON list of globs; empty means everything
-	SessionID    string      `json:"session_id"`
-	Turns        int         `json:"turns"`
-	FailReason   string      `json:"fail_reason"`
+	ID         string      `json:"id" gorm:"primaryKey;size:32"`
+	Code       *string     `json:"code" gorm:"uniqueIndex"`
+	Title      string      `json:"title"`
+	Prompt     string      `json:"prompt"`
+	Status     task.Status `json:"status" gorm:"size:16;index"`
+	Role       string      `json:"role"`
+	Branch     string      `json:"branch"`
+	Parent     string      `json:"parent"`
+	Worktree   string      `json:"worktree"`
+	Scope      string      `json:"scope"` // JSON list of globs; empty means everything
+	SessionID  string      `json:"session_id"`
+	Turns      int         `json:"turns"`
+	FailReason string      `json:"fail_reason"`
 	// Tripwire says what tripped a wire at the proxy (the real credential
 	// in a response, another task's placeholder): the grant was revoked and
 	// no turn gets a new one until the reviewer unblocks the task.
-	Tripwire     string      `json:"tripwire,omitempty"`
-	CreatedAt    time.Time   `json:"created_at"`
-	UpdatedAt    time.Time   `json:"updated_at"`
-	LastActivity time.Time   `json:"last_activity"`
-	EndedAt      *time.Time  `json:"ended_at"`
+	Tripwire     string     `json:"tripwire,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	LastActivity time.Time  `json:"last_activity"`
+	EndedAt      *time.Time `json:"ended_at"`
 }
 
 // CodeString is the code, or "" when the task has none.

@@ -59,7 +59,7 @@ func TestRealClientThroughProxy(t *testing.T) {
 		{"auth_token", "ANTHROPIC_AUTH_TOKEN", "Authorization"},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
-			p := newProject(t, "process")
+			p := newProject(t, "")
 			p.useClaude(t, claude, tc.kind)
 			p.lazy(0, "daemon", "start")
 			p.lazy(0, "task", "new", "--code", "hi", "-m", "say hi")
@@ -242,9 +242,19 @@ func TestDockerRunnerArgv(t *testing.T) {
 	if strings.Contains(joined, p.real) {
 		t.Fatal("the real credential is in the docker argv")
 	}
-	for _, want := range []string{"run --rm -i --init --network host --name lazy-dock-1", "-v " + ti.Worktree + ":" + ti.Worktree, "-w " + ti.Worktree, "-e ANTHROPIC_API_KEY=sk-ant-api03-svc-", "-e HOME=" + filepath.Join(p.paths.Agents, "dock", "home"), "lazy-agent:latest " + lazyBin + " script-agent -p --output-format json --permission-mode acceptEdits hello"} {
+	for _, want := range []string{"run --rm -i --init --network none --cap-drop ALL --security-opt no-new-privileges --name lazy-dock-1",
+		"-v " + ti.Worktree + ":" + ti.Worktree, "-v " + ti.Worktree + "/.git:" + ti.Worktree + "/.git:ro", "-w " + ti.Worktree,
+		":/run/lazy/proxy.sock -v " + lazyBin + ":/run/lazy/lazy:ro",
+		"-e ANTHROPIC_API_KEY=sk-ant-api03-svc-", "-e HOME=" + filepath.Join(p.paths.Agents, "dock", "home"),
+		"lazy-agent:latest /run/lazy/lazy sandbox-exec --listen 127.0.0.1:", "--socket /run/lazy/proxy.sock -- " + lazyBin + " script-agent -p --output-format json --permission-mode acceptEdits hello"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("docker argv lacks %q:\n%s", want, joined)
+		}
+	}
+	// nothing secret is mounted: not the lazy home, the state dir, the credentials
+	for _, bad := range []string{"-v " + p.home + ":", "-v " + p.paths.State + ":", "credentials", "--network host", "auth-token", "proxy-tokens"} {
+		if strings.Contains(joined, bad) {
+			t.Errorf("docker argv holds %q:\n%s", bad, joined)
 		}
 	}
 	if !strings.Contains(ti.FailReason, "no engine in tests") {
@@ -256,7 +266,7 @@ func TestDockerRunnerArgv(t *testing.T) {
 // task's session in plan mode and the answer lands in the thread.
 func TestRealClientAsk(t *testing.T) {
 	claude := claudePath(t)
-	p := newProject(t, "process")
+	p := newProject(t, "") // the default runner: the real client inside the sandbox
 	p.useClaude(t, claude, "api_key")
 	p.lazy(0, "daemon", "start")
 	p.lazy(0, "task", "new", "--code", "cl", "-m", "remember the word PINEAPPLE")

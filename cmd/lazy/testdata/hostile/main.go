@@ -19,10 +19,10 @@ import (
 
 // Plan is what the test knows and the agent should not be able to use.
 type Plan struct {
-	Files        []string          `json:"files"`         // secrets to read
-	Ports        map[string]int    `json:"ports"`         // host services to reach directly
-	Placeholders map[string]string `json:"placeholders"`  // name -> a placeholder not ours
-	Marker       string            `json:"marker"`        // the hook planted writes this file
+	Files        []string          `json:"files"`        // secrets to read
+	Ports        map[string]int    `json:"ports"`        // host services to reach directly
+	Placeholders map[string]string `json:"placeholders"` // name -> a placeholder not ours
+	Marker       string            `json:"marker"`       // the hook planted writes this file
 }
 
 // Attempt is one attack and what came of it.
