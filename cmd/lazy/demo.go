@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"lazy/agent"
 	"lazy/daemon"
 	"lazy/httpapi"
 	"lazy/stubmodel"
@@ -80,7 +81,13 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte("sk-ant-api03-demo"+hex.EncodeToString(r[:])+"\n"), 0o600); err != nil {
 		return err
 	}
-	cfg := fmt.Sprintf("[agent]\ndriver = \"script\"\nrunner = \"process\"\n\n[proxy]\nupstream = \"http://%s\"\ncredential = \"provider\"\n", ln.Addr())
+	// the demo sandboxes its scripted agent where bubblewrap works, and
+	// runs it as a plain process (with the dashboard's warning) elsewhere
+	runner := "auto"
+	if agent.ProbeBwrap("") != nil {
+		runner = "process"
+	}
+	cfg := fmt.Sprintf("[agent]\ndriver = \"script\"\nrunner = %q\n\n[proxy]\nupstream = \"http://%s\"\ncredential = \"provider\"\n", runner, ln.Addr())
 	if err := os.WriteFile(filepath.Join(root, ".lazy", "config.toml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
