@@ -173,11 +173,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			sup.Publish(actors.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &t})
 		},
 		Tripwire: func(taskID, ref, what string) {
-			// revoke at once, then let the task's actor record it
+			// the proxy refuses the task's placeholders from this instant;
+			// the task's actor records the trip and revokes its grants
 			go func() {
-				if err := sup.Revoke(taskID); err != nil {
-					o.Log.Error("revoke grants after a tripwire", "task", ref, "err", err)
-				}
 				if err := sup.Send(taskID, &actors.Tripwire{What: what}); err != nil {
 					o.Log.Error("record tripwire", "task", ref, "err", err)
 				}

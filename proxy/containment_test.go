@@ -429,11 +429,7 @@ func TestSlowBodyCut(t *testing.T) {
 	old := BodyReadTimeout
 	BodyReadTimeout = 300 * time.Millisecond
 	t.Cleanup(func() { BodyReadTimeout = old })
-	up := newUpstream(t)
-	cfg := cfgFor(up.srv.URL, "provider")
-	cfg.Proxy.Fallback = []config.Fallback{{Upstream: up.srv.URL + "/fb", Credential: "provider"}}
-	f := newFixture(t, cfg)
-	f.writeCred("provider", realKey)
+	up, f := fallbackFixture(t)
 	key := f.key("slow")
 	conn, err := net.Dial("tcp", f.srv.Listener.Addr().String())
 	if err != nil {
@@ -467,11 +463,7 @@ func TestSlowBodyCut(t *testing.T) {
 // TestReplayBudget: bodies held for fallback replay never exceed the total
 // budget; a body beyond it still goes through, to the first target alone.
 func TestReplayBudget(t *testing.T) {
-	up := newUpstream(t)
-	cfg := cfgFor(up.srv.URL, "provider")
-	cfg.Proxy.Fallback = []config.Fallback{{Upstream: up.srv.URL + "/fb", Credential: "provider"}}
-	f := newFixture(t, cfg)
-	f.writeCred("provider", realKey)
+	up, f := fallbackFixture(t)
 	key := f.key("big")
 	f.p.replay.Store(maxReplayTotal - 1) // as if other bodies held it all
 	body := `{"pad":"` + strings.Repeat("x", 200<<10) + `"}`
@@ -501,4 +493,15 @@ func mineBefore(f *fixture) string {
 		}
 	}
 	return ""
+}
+
+// fallbackFixture is a proxy whose primary has a fallback (so bodies are held
+// for replay), with the real key in place.
+func fallbackFixture(t *testing.T) (*upstream, *fixture) {
+	up := newUpstream(t)
+	cfg := cfgFor(up.srv.URL, "provider")
+	cfg.Proxy.Fallback = []config.Fallback{{Upstream: up.srv.URL + "/fb", Credential: "provider"}}
+	f := newFixture(t, cfg)
+	f.writeCred("provider", realKey)
+	return up, f
 }

@@ -35,7 +35,7 @@ func (e *encodingError) Error() string {
 // read) and wraps the body in the scrubber.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	pl := resp.Request.Context().Value(planKey{}).(*plan)
-	pl.clearDeadline() // the body is sent: stop the watchdog
+	pl.stopWatchdog() // the body is sent: stop the watchdog
 	secrets := p.secrets()
 	if len(secrets) == 0 {
 		return nil
@@ -93,8 +93,10 @@ func (p *Proxy) grantsByRand() map[string]*Grant {
 	return ix.byRand
 }
 
-// foreignToken finds a live placeholder of another task than own in s.
-func (p *Proxy) foreignToken(s string, own *Grant, byRand map[string]*Grant) *Grant {
+// foreignToken finds a live placeholder of another task than own in s. The
+// index is built only when s carries the marker.
+func (p *Proxy) foreignToken(s string, own *Grant) *Grant {
+	var byRand map[string]*Grant
 	for off := 0; ; {
 		i := strings.Index(s[off:], "svc")
 		if i < 0 {
@@ -105,6 +107,9 @@ func (p *Proxy) foreignToken(s string, own *Grant, byRand map[string]*Grant) *Gr
 		if i+randLen > len(s) {
 			return nil
 		}
+		if byRand == nil {
+			byRand = p.grantsByRand()
+		}
 		if g, ok := byRand[s[i:i+randLen]]; ok && g.TaskID != own.TaskID {
 			return g
 		}
@@ -114,26 +119,12 @@ func (p *Proxy) foreignToken(s string, own *Grant, byRand map[string]*Grant) *Gr
 // foreignIn looks for another task's placeholder in the request's headers and
 // query: an agent presenting one is using what is not its own.
 func (p *Proxy) foreignIn(r *http.Request, own *Grant) *Grant {
-	if !strings.Contains(r.URL.RawQuery, "svc") {
-		hasMarker := false
-		for _, vs := range r.Header {
-			for _, v := range vs {
-				if strings.Contains(v, "svc") {
-					hasMarker = true
-				}
-			}
-		}
-		if !hasMarker {
-			return nil
-		}
-	}
-	byRand := p.grantsByRand()
-	if g := p.foreignToken(r.URL.RawQuery, own, byRand); g != nil {
+	if g := p.foreignToken(r.URL.RawQuery, own); g != nil {
 		return g
 	}
 	for _, vs := range r.Header {
 		for _, v := range vs {
-			if g := p.foreignToken(v, own, byRand); g != nil {
+			if g := p.foreignToken(v, own); g != nil {
 				return g
 			}
 		}
@@ -146,5 +137,5 @@ func (p *Proxy) foreignInBytes(b []byte, own *Grant) *Grant {
 	if !bytes.Contains(b, []byte("svc")) {
 		return nil
 	}
-	return p.foreignToken(string(b), own, p.grantsByRand())
+	return p.foreignToken(string(b), own)
 }

@@ -207,9 +207,9 @@ type plan struct {
 	refused  string
 	tripwire string
 	reserved int64 // replay budget held by this request
-	// clearDeadline stops the body watchdog once the body is read.
-	clearDeadline func()
-	bodyTimedOut  atomic.Bool
+	// stopWatchdog stops the body watchdog once the body is read.
+	stopWatchdog func()
+	bodyTimedOut atomic.Bool
 }
 
 type planKey struct{}
@@ -220,7 +220,7 @@ func (p *Proxy) now() time.Time { return p.o.Now() }
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := p.now()
 	rec := &statusWriter{ResponseWriter: w}
-	pl := &plan{clearDeadline: func() {}}
+	pl := &plan{stopWatchdog: func() {}}
 	logPath := r.URL.EscapedPath()
 	defer func() {
 		if pl.reserved > 0 {
@@ -263,9 +263,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			pl.bodyTimedOut.Store(true)
 			_ = rc.SetReadDeadline(time.Unix(1, 0))
 		})
-		pl.clearDeadline = func() { timer.Stop() }
+		pl.stopWatchdog = func() { timer.Stop() }
 		defer timer.Stop()
-		r.Body = &deadlineBody{ReadCloser: r.Body, pl: pl}
+		r.Body = &watchdogBody{ReadCloser: r.Body, pl: pl}
 	}
 	if strings.HasPrefix(r.URL.Path, "/_svc/") {
 		masked, ok := p.planEditor(rec, r, pl)
@@ -319,17 +319,16 @@ func (p *Proxy) sameOrigin(r *http.Request) bool {
 	return p.o.Port == 0 || port == strconv.Itoa(p.o.Port)
 }
 
-// deadlineBody lifts the body read deadline at the end of the body and notes
-// a body that did not arrive in time.
-type deadlineBody struct {
+// watchdogBody stops the body watchdog at the end of the body.
+type watchdogBody struct {
 	io.ReadCloser
 	pl *plan
 }
 
-func (d *deadlineBody) Read(b []byte) (int, error) {
+func (d *watchdogBody) Read(b []byte) (int, error) {
 	n, err := d.ReadCloser.Read(b)
 	if err == io.EOF {
-		d.pl.clearDeadline()
+		d.pl.stopWatchdog()
 	}
 	return n, err
 }
