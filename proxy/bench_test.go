@@ -80,3 +80,48 @@ func BenchmarkGrantLookup(b *testing.B) {
 		}
 	}
 }
+
+// rtFunc is an in-memory upstream: no network, so the benchmark below is the
+// proxy's own CPU per request.
+type rtFunc func(*http.Request) (*http.Response, error)
+
+func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// BenchmarkServeModelRequest is one granted /v1/messages request through
+// ServeHTTP, with scrubbing on, against an in-memory upstream.
+func BenchmarkServeModelRequest(b *testing.B) {
+	home := b.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(realKey), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg := cfgFor("http://127.0.0.1:1", "provider")
+	ph := NewPlaceholder("api_key", "")
+	g := Grants{ph: {Placeholder: ph, TaskRef: "b", TaskID: strings.Repeat("b", 32), EnvVar: "ANTHROPIC_API_KEY"}}
+	ptr := &atomic.Pointer[Grants]{}
+	ptr.Store(&g)
+	reply := []byte(`{"id":"msg_1","type":"message","content":[{"type":"text","text":"one two three"}],"usage":{"input_tokens":10,"output_tokens":3}}`)
+	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr, Port: 1, Publish: func(Traffic) {},
+		Transport: rtFunc(func(r *http.Request) (*http.Response, error) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(reply)),
+				ContentLength: int64(len(reply)), Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
+		})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(msgBody)
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest("POST", "http://127.0.0.1:1/v1/messages?beta=true", bytes.NewReader(body))
+		req.Header.Set("x-api-key", ph)
+		req.Header.Set("anthropic-version", "2023-06-01")
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+	}
+}

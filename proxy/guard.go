@@ -7,20 +7,32 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // The response side: every response from an upstream is scrubbed of the real
 // credentials before a byte reaches the client, whatever the upstream sent.
 
-// secrets are the real credentials as last read (a stat each: rotation).
-func (p *Proxy) secrets() secretSet {
+// secretsMaxAge bounds how stale the scrubber's copy of a credential that
+// this request did not read may be (a rotated key is scanned for within it).
+const secretsMaxAge = time.Second
+
+// secrets are the real credentials: the ones this request injected, as read
+// for it, and the others as read within secretsMaxAge.
+func (p *Proxy) secrets(pl *plan) secretSet {
 	var s secretSet
-	if c, err := p.provider.Load(); err == nil && c.Value != "" {
-		s = append(s, c.bytes)
+	add := func(c *Credential, f *CredentialFile) {
+		if c == nil {
+			if got, err := f.Recent(secretsMaxAge); err == nil {
+				c = &got
+			}
+		}
+		if c != nil && c.Value != "" {
+			s = append(s, c.bytes)
+		}
 	}
-	if c, err := p.editorKey.Load(); err == nil && c.Value != "" {
-		s = append(s, c.bytes)
-	}
+	add(pl.cred, p.provider)
+	add(pl.editorCred, p.editorKey)
 	return s
 }
 
@@ -36,7 +48,7 @@ func (e *encodingError) Error() string {
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	pl := resp.Request.Context().Value(planKey{}).(*plan)
 	pl.stopWatchdog() // the body is sent: stop the watchdog
-	secrets := p.secrets()
+	secrets := p.secrets(pl)
 	if len(secrets) == 0 {
 		return nil
 	}

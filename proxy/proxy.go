@@ -103,6 +103,8 @@ type Proxy struct {
 	rp        *httputil.ReverseProxy
 	log       *slog.Logger
 	noGrant   string
+	bodies    watchdog     // cuts bodies that arrive too slowly
+	ownHost   string       // 127.0.0.1:<Port>, the Host agents send
 	replay    atomic.Int64 // bytes of request bodies held for replay
 	index     atomic.Pointer[grantIndex]
 	// tripped holds the placeholders of tasks that tripped a wire: they
@@ -159,6 +161,9 @@ func New(o Options) (*Proxy, error) {
 		}
 		p.roles[name] = t
 	}
+	if o.Port != 0 {
+		p.ownHost = "127.0.0.1:" + strconv.Itoa(o.Port)
+	}
 	eu, err := url.Parse(cfg.Proxy.EditorUpstream)
 	if err != nil {
 		return nil, fmt.Errorf("proxy.editor_upstream: %w", err)
@@ -207,6 +212,9 @@ type plan struct {
 	refused  string
 	tripwire string
 	reserved int64 // replay budget held by this request
+	// cred and editorCred are the real credentials as read for this request
+	// (one stat each), injected by the transport and known to the scrubber
+	cred, editorCred *Credential
 	// stopWatchdog stops the body watchdog once the body is read.
 	stopWatchdog func()
 	bodyTimedOut atomic.Bool
@@ -259,12 +267,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// net/http (its own background read uses it) unless the body is
 		// still arriving when the time is up; then a past deadline cuts it
 		rc := http.NewResponseController(w)
-		timer := time.AfterFunc(BodyReadTimeout, func() {
+		p.bodies.watch(pl, start.Add(BodyReadTimeout), func() {
 			pl.bodyTimedOut.Store(true)
 			_ = rc.SetReadDeadline(time.Unix(1, 0))
 		})
-		pl.stopWatchdog = func() { timer.Stop() }
-		defer timer.Stop()
+		pl.stopWatchdog = func() { p.bodies.done(pl) }
+		defer p.bodies.done(pl)
 		r.Body = &watchdogBody{ReadCloser: r.Body, pl: pl}
 	}
 	if strings.HasPrefix(r.URL.Path, "/_svc/") {
@@ -305,6 +313,9 @@ func (p *Proxy) sameOrigin(r *http.Request) bool {
 	}
 	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "none" {
 		return false
+	}
+	if r.Host == p.ownHost {
+		return true // what every agent sends: the address it was given
 	}
 	host, port, err := net.SplitHostPort(r.Host)
 	if err != nil {
@@ -539,10 +550,12 @@ func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool
 	}
 	// a primary whose credential is resolvable but missing or expired: 401
 	if t.credential == config.CredentialProvider {
-		if _, cause := p.providerCredential(); cause != "" {
+		c, cause := p.providerCredential()
+		if cause != "" {
 			p.refuse(w, pl, cause, causeText[cause])
 			return false
 		}
+		pl.cred = &c
 	}
 	return true
 }
@@ -579,10 +592,12 @@ func (p *Proxy) planEditor(w http.ResponseWriter, r *http.Request, pl *plan) (st
 		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
 		return masked, false
 	}
-	if _, err := p.editorKey.Load(); err != nil {
+	c, err := p.editorKey.Load()
+	if err != nil {
 		p.refuse(w, pl, CauseEditorMissing, causeText[CauseEditorMissing])
 		return masked, false
 	}
+	pl.editorCred = &c
 	return masked, true
 }
 
@@ -767,10 +782,14 @@ func (p *Proxy) inject(out *http.Request, t target, pl *plan) error {
 	}
 	switch t.credential {
 	case config.CredentialProvider:
-		c, cause := p.providerCredential()
-		if cause != "" {
-			return &refusal{cause: cause, msg: causeText[cause]}
+		if pl.cred == nil { // a fallback with a credential behind a primary without
+			c, cause := p.providerCredential()
+			if cause != "" {
+				return &refusal{cause: cause, msg: causeText[cause]}
+			}
+			pl.cred = &c
 		}
+		c := *pl.cred
 		if p.kind == config.KindAPIKey {
 			out.Header.Set("x-api-key", c.Value)
 		} else {
@@ -780,11 +799,7 @@ func (p *Proxy) inject(out *http.Request, t target, pl *plan) error {
 		if pl.session {
 			return nil
 		}
-		c, err := p.editorKey.Load()
-		if err != nil {
-			return &refusal{cause: CauseEditorMissing, msg: causeText[CauseEditorMissing]}
-		}
-		body := substitute(out, pl.editorPH, c.Value)
+		body := substitute(out, pl.editorPH, pl.editorCred.Value)
 		if g := p.foreignInBytes(body, pl.grant); g != nil {
 			p.trip(pl, TripForeignPlaceholder)
 			return &refusal{cause: CauseTripwire, msg: "this request carries another task's placeholder; the task's grant is revoked"}

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,10 +85,14 @@ func serveUpstream(args []string) error {
 	return (&http.Server{Handler: s}).Serve(ln)
 }
 
-// serveBare is the floor: a ReverseProxy that swaps the presented key.
+// serveBare is the floor: a ReverseProxy that swaps the presented key. With
+// --tuned it is the floor a careful Go proxy reaches: idle connections for
+// every client and a buffer pool; without, http.DefaultTransport (2 idle
+// connections per host).
 func serveBare(args []string) error {
 	fs := flag.NewFlagSet("serve-bare", flag.ExitOnError)
 	up := fs.String("upstream", "", "upstream URL")
+	tuned := fs.Bool("tuned", false, "idle connections >= clients and a BufferPool")
 	_ = fs.Parse(args)
 	u, err := url.Parse(*up)
 	if err != nil {
@@ -100,6 +105,10 @@ func serveBare(args []string) error {
 		},
 		FlushInterval: -1,
 	}
+	if *tuned {
+		rp.Transport = &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
+		rp.BufferPool = benchPool{}
+	}
 	ln, err := listen()
 	if err != nil {
 		return err
@@ -107,7 +116,16 @@ func serveBare(args []string) error {
 	return (&http.Server{Handler: rp}).Serve(ln)
 }
 
-// serveLazy is lazy's proxy with one grant and a credential file.
+// benchPool reuses 32 KiB copy buffers, as a tuned proxy does.
+type benchPool struct{}
+
+var bufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (benchPool) Get() []byte  { return *(bufs.Get().(*[]byte)) }
+func (benchPool) Put(b []byte) { bufs.Put(&b) }
+
+// serveLazy is lazy's proxy with one grant and a credential file: fail-closed
+// injection, the response scrubber and the tripwires all on.
 func serveLazy(args []string) error {
 	fs := flag.NewFlagSet("serve-lazy", flag.ExitOnError)
 	up := fs.String("upstream", "", "upstream URL")
@@ -130,13 +148,25 @@ func serveLazy(args []string) error {
 	ptr := &atomic.Pointer[proxy.Grants]{}
 	ptr.Store(&g)
 	var events atomic.Int64
-	p, err := proxy.New(proxy.Options{Config: &cfg, Home: home, Grants: ptr, Publish: func(proxy.Traffic) { events.Add(1) }})
-	if err != nil {
-		return err
-	}
 	ln, err := listen()
 	if err != nil {
 		return err
+	}
+	p, err := proxy.New(proxy.Options{Config: &cfg, Home: home, Grants: ptr, Port: ln.Addr().(*net.TCPAddr).Port,
+		Publish: func(proxy.Traffic) { events.Add(1) }})
+	if err != nil {
+		return err
+	}
+	if prof := os.Getenv("LAZYBENCH_CPUPROFILE"); prof != "" {
+		// profile the proxy for 10 s from start (for finding where it spends)
+		f, err := os.Create(prof)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		time.AfterFunc(10*time.Second, func() { pprof.StopCPUProfile(); f.Close() })
 	}
 	return (&http.Server{Handler: p}).Serve(ln)
 }
@@ -286,6 +316,22 @@ func spawn(self string, args ...string) (*server, error) {
 
 func (s *server) stop() { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait() }
 
+// cpuSeconds is a process's user + system CPU so far.
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// the fields after the command name, which is in parentheses
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
 // rssMB reads a process's peak and current resident set.
 func rssMB(pid int) (hwm, now float64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -339,6 +385,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
 	rounds := fs.Int("rounds", 3, "interleaved rounds")
 	dur := fs.Duration("duration", 2*time.Second, "per measurement")
+	proxyOnly := fs.Bool("proxy-only", false, "the proxy table alone, no Go benchmarks")
 	_ = fs.Parse(args)
 	self, err := os.Executable()
 	if err != nil {
@@ -350,11 +397,16 @@ func run(args []string) error {
 		return err
 	}
 	defer up.stop()
-	bare, err := spawn(self, "serve-bare", "--upstream", up.addr)
+	bare, err := spawn(self, "serve-bare", "--upstream", up.addr, "--tuned")
 	if err != nil {
 		return err
 	}
 	defer bare.stop()
+	plain, err := spawn(self, "serve-bare", "--upstream", up.addr)
+	if err != nil {
+		return err
+	}
+	defer plain.stop()
 	lz, err := spawn(self, "serve-lazy", "--upstream", up.addr, "--placeholder", placeholder)
 	if err != nil {
 		return err
@@ -362,11 +414,12 @@ func run(args []string) error {
 	defer lz.stop()
 	targets := []struct {
 		name, url, key string
-	}{{"direct", up.addr, realKey}, {"bare", bare.addr, "ignored"}, {"lazy", lz.addr, placeholder}}
+		srv            *server // the proxy process, for its CPU
+	}{{"direct", up.addr, realKey, nil}, {"bare", bare.addr, "ignored", bare}, {"plain", plain.addr, "ignored", plain}, {"lazy", lz.addr, placeholder, lz}}
 	type key struct{ target, figure string }
 	samples := map[key][]float64{}
 	add := func(t, f string, v float64) { samples[key{t, f}] = append(samples[key{t, f}], v) }
-	fmt.Fprintf(os.Stderr, "lazybench: %d rounds x 3 targets x 3 loads of %s, interleaved\n", *rounds, *dur)
+	fmt.Fprintf(os.Stderr, "lazybench: %d rounds x %d targets x 3 loads of %s, interleaved\n", *rounds, len(targets), *dur)
 	for r := 1; r <= *rounds; r++ {
 		for _, t := range targets {
 			fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s\n", r, *rounds, t.name)
@@ -376,9 +429,16 @@ func run(args []string) error {
 			}
 			add(t.name, "p50_1", one.P50us)
 			add(t.name, "p99_1", one.P99us)
+			cpu0 := 0.0
+			if t.srv != nil {
+				cpu0 = cpuSeconds(t.srv.cmd.Process.Pid)
+			}
 			many, err := runLoad(self, t.url, t.key, 64, *dur, false)
 			if err != nil {
 				return err
+			}
+			if t.srv != nil && many.Count > 0 {
+				add(t.name, "cpu_64", (cpuSeconds(t.srv.cmd.Process.Pid)-cpu0)*1e6/float64(many.Count))
 			}
 			add(t.name, "p50_64", many.P50us)
 			add(t.name, "p99_64", many.P99us)
@@ -398,16 +458,26 @@ func run(args []string) error {
 	addRow := func(name string, lazy, base float64, unit, baseIs string) {
 		rows = append(rows, row{name, lazy, base, unit, baseIs})
 	}
-	const bareIs, directIs = "bare ReverseProxy", "direct to upstream"
-	addRow("proxy: added p50 over direct, 1 client", m("lazy", "p50_1")-m("direct", "p50_1"), m("bare", "p50_1")-m("direct", "p50_1"), "us", bareIs)
+	const bareIs, plainIs, directIs = "tuned bare ReverseProxy", "bare, DefaultTransport", "direct to upstream"
+	added := func(t, f string) float64 { return m(t, f) - m("direct", f) }
+	addRow("proxy: added p50 over direct, 1 client", added("lazy", "p50_1"), added("bare", "p50_1"), "us", bareIs)
+	addRow("proxy: added p50 over direct, 64 clients", added("lazy", "p50_64"), added("bare", "p50_64"), "us", bareIs)
 	addRow("proxy: p50 latency, 1 client", m("lazy", "p50_1"), m("direct", "p50_1"), "us", directIs)
 	addRow("proxy: p99 latency, 1 client", m("lazy", "p99_1"), m("bare", "p99_1"), "us", bareIs)
 	addRow("proxy: p99 latency, 64 clients", m("lazy", "p99_64"), m("bare", "p99_64"), "us", bareIs)
 	addRow("proxy: throughput, 64 clients", m("lazy", "rps_64"), m("bare", "rps_64"), "req/s", bareIs)
+	addRow("proxy: throughput, 64 clients", m("lazy", "rps_64"), m("plain", "rps_64"), "req/s", plainIs)
 	addRow("proxy: throughput, 64 clients", m("lazy", "rps_64"), m("direct", "rps_64"), "req/s", directIs)
+	addRow("proxy: CPU per request, 64 clients", m("lazy", "cpu_64"), m("bare", "cpu_64"), "us", bareIs)
 	addRow("proxy: peak RSS under load", lzHWM, bareHWM, "MB", bareIs)
-	addRow("proxy: SSE added time to first event", m("lazy", "ttfb")-m("direct", "ttfb"), m("bare", "ttfb")-m("direct", "ttfb"), "us", bareIs)
+	addRow("proxy: peak RSS under load", lzHWM, 40, "MB", "target")
+	addRow("proxy: SSE added time to first event", added("lazy", "ttfb"), added("bare", "ttfb"), "us", bareIs)
+	addRow("proxy: SSE added time to first event", added("lazy", "ttfb"), 1000, "us", "target")
 	addRow("proxy: SSE gap between events (2 ms upstream)", m("lazy", "gap"), m("direct", "gap"), "us", directIs)
+	if *proxyOnly {
+		printTable(os.Stdout, rows)
+		return nil
+	}
 
 	fmt.Fprintln(os.Stderr, "lazybench: Go benchmarks (store, daemon, supervisor, httpapi, proxy)")
 	gb := func(pkg, pattern, benchtime string, env ...string) map[string]map[string]float64 {

@@ -1,0 +1,70 @@
+package proxy
+
+import (
+	"sync"
+	"time"
+)
+
+// watchdog cuts request bodies that have not arrived by their deadline. One
+// goroutine, running only while bodies are being read, serves every request:
+// a runtime timer per request costs more (it wakes the network poller) than
+// a map insert and delete.
+type watchdog struct {
+	mu      sync.Mutex
+	live    map[*plan]watched
+	running bool
+}
+
+type watched struct {
+	deadline time.Time
+	cut      func()
+}
+
+// watch registers pl's body; cut runs if it is still registered at deadline.
+func (w *watchdog) watch(pl *plan, deadline time.Time, cut func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.live == nil {
+		w.live = map[*plan]watched{}
+	}
+	w.live[pl] = watched{deadline: deadline, cut: cut}
+	if !w.running {
+		w.running = true
+		go w.loop()
+	}
+}
+
+// done unregisters pl (its body arrived, or the request ended).
+func (w *watchdog) done(pl *plan) {
+	w.mu.Lock()
+	delete(w.live, pl)
+	w.mu.Unlock()
+}
+
+func (w *watchdog) loop() {
+	for {
+		tick := min(time.Second, BodyReadTimeout/4)
+		time.Sleep(tick)
+		now := time.Now()
+		var due []func()
+		w.mu.Lock()
+		for pl, x := range w.live {
+			if !now.Before(x.deadline) {
+				due = append(due, x.cut)
+				delete(w.live, pl)
+			}
+		}
+		if len(w.live) == 0 {
+			w.running = false
+			w.mu.Unlock()
+			for _, cut := range due {
+				cut()
+			}
+			return
+		}
+		w.mu.Unlock()
+		for _, cut := range due {
+			cut()
+		}
+	}
+}
