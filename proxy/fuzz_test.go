@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -90,7 +92,7 @@ func FuzzProxySubstitution(f *testing.F) {
 		if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " \t\r\n#") {
 			return
 		}
-		req, err := http.NewRequest(http.MethodPost, "http://proxy"+path, bytes.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1"+path, bytes.NewReader(body))
 		if err != nil {
 			return
 		}
@@ -127,6 +129,90 @@ func FuzzParseCredential(f *testing.F) {
 		c, err := ParseCredential(b)
 		if err == nil && c.Value == "" {
 			t.Fatalf("%q parsed to an empty credential", b)
+		}
+	})
+}
+
+// echoPlan is what the echoing upstream does with one fuzz input: the
+// credential it received, between Prefix and Suffix, in a header, a cookie
+// and the body; the body split in two writes at Split, gzip-encoded or sent
+// with an encoding the proxy cannot read, by Mode.
+type echoPlan struct {
+	Prefix, Suffix []byte
+	Split          int
+	Mode           byte
+}
+
+// FuzzEchoingUpstream: whatever an upstream does with the real credential it
+// was sent — echo it in headers, cookies, redirects, a body split anywhere,
+// gzip it, wrap it in any bytes — none of it reaches the client.
+func FuzzEchoingUpstream(f *testing.F) {
+	const real = "sk-ant-api03-REALFUZZKEY-0123456789abcdef"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var pl echoPlan
+		_ = json.NewDecoder(req.Body).Decode(&pl)
+		key := req.Header.Get("x-api-key")
+		body := append(append(append([]byte{}, pl.Prefix...), key...), pl.Suffix...)
+		w.Header().Set("X-Echo", key)
+		w.Header().Set("Set-Cookie", "k="+key)
+		w.Header().Set("Location", "/?k="+key)
+		switch pl.Mode % 3 {
+		case 1:
+			var zb bytes.Buffer
+			zw := gzip.NewWriter(&zb)
+			_, _ = zw.Write(body)
+			_ = zw.Close()
+			body = zb.Bytes()
+			w.Header().Set("Content-Encoding", "gzip")
+		case 2:
+			w.Header().Set("Content-Encoding", "br")
+		}
+		at := 0
+		if len(body) > 0 {
+			at = ((pl.Split % len(body)) + len(body)) % len(body)
+		}
+		_, _ = w.Write(body[:at])
+		w.(http.Flusher).Flush()
+		_, _ = w.Write(body[at:])
+	}))
+	f.Cleanup(up.Close)
+	home := f.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
+		f.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(real), 0o600); err != nil {
+		f.Fatal(err)
+	}
+	cfg := config.Defaults()
+	cfg.Proxy.Upstream, cfg.Proxy.Credential = up.URL, "provider"
+	ptr := &atomic.Pointer[Grants]{}
+	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte(`{"text":"`), []byte(`"}`), 5, byte(0))
+	f.Add([]byte("data: "), []byte("\n\n"), 20, byte(1))
+	f.Add([]byte{}, []byte{}, 0, byte(2))
+	f.Add([]byte("sk-ant-api03-REAL"), []byte("sk-ant"), -3, byte(0))
+	f.Fuzz(func(t *testing.T, prefix, suffix []byte, split int, mode byte) {
+		// a trip revokes the grant: a fresh one for every input
+		ph := NewPlaceholder("api_key", real)
+		ptr.Store(&Grants{ph: {Placeholder: ph, TaskRef: "t", TaskID: "x", EnvVar: "ANTHROPIC_API_KEY"}})
+		b, _ := json.Marshal(echoPlan{Prefix: prefix, Suffix: suffix, Split: split, Mode: mode})
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/v1/messages", bytes.NewReader(b))
+		req.Header.Set("x-api-key", ph)
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, req)
+		out := rec.Body.String()
+		for k, vs := range rec.Header() {
+			out += k + strings.Join(vs, " ")
+		}
+		if strings.Contains(out, real) {
+			t.Fatalf("the real credential reached the client (mode %d, split %d): %q", mode%3, split, out)
+		}
+		if rec.Code == 200 && !bytes.Contains(prefix, []byte(real[:8])) && !bytes.Contains(suffix, []byte(real[:8])) &&
+			!strings.Contains(out, strings.Repeat("*", len(real))) {
+			t.Fatalf("an echo that was scrubbed must show where (mode %d): %q", mode%3, out)
 		}
 	})
 }
