@@ -203,11 +203,11 @@ type plan struct {
 	taskRef  string // claimed by x-svc-task-id on traffic with no grant
 	chain    []target
 	editor   bool
-	session  bool   // editor host-session route: forward the credential untouched
-	editorPH string // the placeholder in the editor path
-	outPath  string // upstream path (editor route)
-	reqPath  string // the path to append to each target's base path
-	body     []byte // buffered body for replay, when there are fallbacks
+	session  bool        // editor host-session route: forward the credential untouched
+	editorPH string      // the placeholder in the editor path
+	outPath  string      // upstream path (editor route)
+	reqPath  string      // the path to append to each target's base path
+	body     *replayBody // buffered body for replay, when there are fallbacks
 	answered atomic.Pointer[target]
 	refused  string
 	tripwire string
@@ -348,16 +348,19 @@ func (d *watchdogBody) Read(b []byte) (int, error) {
 // per-request and the total replay budget. A body that does not fit goes to
 // the first target alone, streamed, with what was read put back in front.
 func (p *Proxy) bufferForReplay(r *http.Request, pl *plan) error {
-	var buf bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength <= maxReplayBody {
-		buf.Grow(int(r.ContentLength))
-	}
-	chunk := make([]byte, 64<<10)
-	n64 := int64(len(chunk))
+	const chunkSize = 64 << 10
+	var held replayBody // whole chunks: memory is what was reserved, no regrowth
 	for {
-		fits := buf.Len()+len(chunk) <= maxReplayBody
-		if fits && p.replay.Add(n64) > maxReplayTotal {
-			p.replay.Add(-n64)
+		size := int64(chunkSize)
+		if r.ContentLength >= 0 {
+			if held.n == r.ContentLength {
+				break // the declared length, all of it (net/http holds the client to it)
+			}
+			size = min(size, r.ContentLength-held.n)
+		}
+		fits := held.n+size <= maxReplayBody
+		if fits && p.replay.Add(size) > maxReplayTotal {
+			p.replay.Add(-size)
 			fits = false
 		}
 		if !fits {
@@ -365,23 +368,45 @@ func (p *Proxy) bufferForReplay(r *http.Request, pl *plan) error {
 			r.Body = struct {
 				io.Reader
 				io.Closer
-			}{io.MultiReader(bytes.NewReader(buf.Bytes()), r.Body), r.Body}
+			}{io.MultiReader(held.reader(), r.Body), r.Body}
 			return nil
 		}
-		pl.reserved += int64(len(chunk))
-		n, err := r.Body.Read(chunk)
-		buf.Write(chunk[:n])
-		if err == io.EOF {
+		pl.reserved += size
+		chunk := make([]byte, size)
+		n, err := io.ReadFull(r.Body, chunk)
+		held.add(chunk[:n])
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			break
 		}
 		if err != nil {
 			return err
 		}
 	}
-	pl.body = buf.Bytes()
-	r.Body = io.NopCloser(bytes.NewReader(pl.body))
-	r.ContentLength = int64(len(pl.body))
+	pl.body = &held
+	r.Body = io.NopCloser(held.reader())
+	r.ContentLength = held.n
 	return nil
+}
+
+// replayBody is a request body held in chunks, to be sent more than once.
+type replayBody struct {
+	chunks [][]byte
+	n      int64
+}
+
+func (b *replayBody) add(c []byte) {
+	if len(c) > 0 {
+		b.chunks, b.n = append(b.chunks, c), b.n+int64(len(c))
+	}
+}
+
+// reader reads the whole body from its start.
+func (b *replayBody) reader() io.Reader {
+	rs := make([]io.Reader, len(b.chunks))
+	for i, c := range b.chunks {
+		rs[i] = bytes.NewReader(c)
+	}
+	return io.MultiReader(rs...)
 }
 
 // isModelRoute reports the paths observed at the model base URL.
@@ -736,8 +761,8 @@ func (c *chainTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			continue // a fallback without a usable credential is skipped
 		}
 		if pl.body != nil {
-			out.Body = io.NopCloser(bytes.NewReader(pl.body))
-			out.ContentLength = int64(len(pl.body))
+			out.Body = io.NopCloser(pl.body.reader())
+			out.ContentLength = pl.body.n
 		}
 		resp, err := c.base.RoundTrip(out)
 		last := i == len(pl.chain)-1
