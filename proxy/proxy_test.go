@@ -487,6 +487,9 @@ func TestPlaceholderShape(t *testing.T) {
 		{"oauth", "sk-ant-oat01-abcdefghijklmnop", "sk-ant-oat01-svc-"},
 		{"api_key", "", "sk-ant-api03-svc-"},
 		{"auth_token", "opaque", "sk-ant-svc-"},
+		// a custom credential's own start is never copied: it may be secret
+		{"api_key", "myco-SECRETPART-abcdefghijklmnop", "sk-ant-api03-svc-"},
+		{"auth_token", "sk-ant-api03x-SECRET", "sk-ant-svc-"},
 	} {
 		ph := NewPlaceholder(tc.kind, tc.real)
 		if !strings.HasPrefix(ph, tc.prefix) || len(ph) != len(tc.prefix)+32 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"io/fs"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -206,6 +207,7 @@ func checkTaskReachesBlocked(t *testing.T, runner string) {
 	if !strings.HasPrefix(ti.Worktree, p.paths.State) {
 		t.Errorf("worktree %s is not under the state dir %s", ti.Worktree, p.paths.State)
 	}
+	checkStatePrivate(t, p.paths.State)
 	// the stub saw a placeholder, never the real credential... and the real one on the last hop
 	reqs := p.stub.Requests()
 	if len(reqs) == 0 {
@@ -471,3 +473,39 @@ func TestVersionAndUsage(t *testing.T) {
 type execCmd = exec.Cmd
 
 func newExec(name string, args ...string) *execCmd { return exec.Command(name, args...) }
+
+// checkStatePrivate: every file lazy keeps in the state dir is 0600 and every
+// dir 0700 (lazy.db and its -wal and -shm included). The worktrees and the
+// agents' homes hold what git and the agent write; their top dirs are checked.
+func checkStatePrivate(t *testing.T, state string) {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(state, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(state, path)
+		parts := strings.Split(rel, string(filepath.Separator))
+		if (parts[0] == "worktrees" || parts[0] == "agents") && len(parts) > 1 {
+			return fs.SkipDir
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.Mode().Type()&fs.ModeSocket != 0 {
+			return nil
+		}
+		n++
+		if perm := info.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s is %o: others can read it", rel, perm)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 8 {
+		t.Fatalf("only %d entries in the state dir", n)
+	}
+}
