@@ -169,6 +169,8 @@ func Status(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, store.ErrBadStorageCall):
 		return http.StatusBadRequest
+	case errors.Is(err, store.ErrReadOnly):
+		return http.StatusForbidden
 	}
 	return http.StatusInternalServerError
 }

@@ -1,14 +1,19 @@
 package store_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"lazy/client"
 	"lazy/httpapi"
+	"lazy/review"
 	"lazy/store"
 	"lazy/store/storetest"
 )
@@ -42,8 +47,10 @@ func TestFileContract(t *testing.T) {
 	}
 }
 
-// TestRemoteContract runs the contract through the real storage RPC: the
-// daemon's echo handler over an SQL store, called by the RPC client.
+// TestRemoteContract runs the contract's reads through the real storage RPC
+// (the daemon's echo handler over an SQL store, called by the RPC client);
+// its writes go to the backing store as the daemon's own would, because the
+// storage RPC is read-only (TestRemoteRefusesWrites).
 func TestRemoteContract(t *testing.T) {
 	storetest.Run(t, func(t *testing.T, dir string) store.Store {
 		backing, err := store.OpenSQL(filepath.Join(dir, "lazy.db"))
@@ -56,6 +63,89 @@ func TestRemoteContract(t *testing.T) {
 		}
 		srv := httptest.NewServer(e)
 		t.Cleanup(func() { srv.Close(); _ = backing.Close() })
-		return store.NewRemote(&client.Client{Base: srv.URL, Token: "tok", HTTP: http.DefaultClient})
+		return readsRemote{Remote: store.NewRemote(&client.Client{Base: srv.URL, Token: "tok", HTTP: http.DefaultClient}), w: backing}
 	})
+}
+
+// readsRemote reads through the remote store and writes to the daemon's.
+type readsRemote struct {
+	*store.Remote
+	w store.Store
+}
+
+func (r readsRemote) CreateTask(ctx context.Context, t *store.Task) error {
+	return r.w.CreateTask(ctx, t)
+}
+func (r readsRemote) SaveTask(ctx context.Context, t *store.Task) error { return r.w.SaveTask(ctx, t) }
+func (r readsRemote) CreateTurn(ctx context.Context, t *store.Turn) error {
+	return r.w.CreateTurn(ctx, t)
+}
+func (r readsRemote) SaveTurn(ctx context.Context, t *store.Turn) error { return r.w.SaveTurn(ctx, t) }
+func (r readsRemote) MarkLaunched(ctx context.Context, id string, at time.Time, ids []string) error {
+	return r.w.MarkLaunched(ctx, id, at, ids)
+}
+func (r readsRemote) AddComment(ctx context.Context, c *store.Comment) error {
+	return r.w.AddComment(ctx, c)
+}
+func (r readsRemote) AddReviewComment(ctx context.Context, c *review.ReviewComment) error {
+	return r.w.AddReviewComment(ctx, c)
+}
+func (r readsRemote) SaveReviewComment(ctx context.Context, c *review.ReviewComment) error {
+	return r.w.SaveReviewComment(ctx, c)
+}
+func (r readsRemote) AddApproval(ctx context.Context, a *store.Approval) error {
+	return r.w.AddApproval(ctx, a)
+}
+
+// TestRemoteRefusesWrites: no storage.<write> changes the store, whoever
+// holds the auth token: the client refuses, and so does the daemon when the
+// RPC is called by hand (a forged reply, a rewritten or un-withdrawn
+// comment, a self-granted approval).
+func TestRemoteRefusesWrites(t *testing.T) {
+	dir := t.TempDir()
+	backing, err := store.OpenSQL(filepath.Join(dir, "lazy.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backing.Close()
+	e, err := httpapi.New(httpapi.Deps{Token: "tok", Storage: backing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e)
+	defer srv.Close()
+	ctx := context.Background()
+	tk := storetest.NewTask("")
+	if err := backing.CreateTask(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	c := client.Client{Base: srv.URL, Token: "tok", HTTP: http.DefaultClient}
+	rc := &review.ReviewComment{ID: "c1", TaskID: tk.ID, ThreadID: "c1", File: "a", Line: 1, Side: "new", Intent: review.Comment, Body: "hi", Actor: "agent", CreatedAt: time.Now()}
+	calls := map[string]store.StorageArgs{
+		"createTask": {Task: storetest.NewTask("x")}, "saveTask": {Task: tk}, "createTurn": {Turn: &store.Turn{TaskID: tk.ID}},
+		"saveTurn": {Turn: &store.Turn{ID: "t", TaskID: tk.ID}}, "markLaunched": {ID: "t", At: time.Now()},
+		"addComment": {Comment: &store.Comment{ID: "m", TaskID: tk.ID, Body: "x"}}, "addReviewComment": {Review: rc},
+		"saveReviewComment": {Review: rc}, "addApproval": {Approval: &store.Approval{TaskID: tk.ID, Path: ".github/x", Kind: "protected"}},
+	}
+	for op, args := range calls {
+		err := c.Call(ctx, "storage."+op, args, nil)
+		var se interface{ HTTPStatus() int }
+		if err == nil || !errors.As(err, &se) || se.HTTPStatus() != http.StatusForbidden || !strings.Contains(err.Error(), "read-only") {
+			t.Errorf("storage.%s: got %v, want 403 read-only", op, err)
+		}
+	}
+	if got, _ := backing.ListReviewComments(ctx, tk.ID); len(got) != 0 {
+		t.Errorf("a review comment was written: %+v", got)
+	}
+	if got, _ := backing.ListApprovals(ctx, tk.ID); len(got) != 0 {
+		t.Errorf("an approval was written: %+v", got)
+	}
+	remote := store.NewRemote(&c)
+	if err := remote.AddApproval(ctx, &store.Approval{TaskID: tk.ID, Path: "x"}); !errors.Is(err, store.ErrReadOnly) {
+		t.Errorf("the remote store's write: %v", err)
+	}
+	// reads still work
+	if got, err := remote.GetTask(ctx, tk.ID); err != nil || got.ID != tk.ID {
+		t.Fatalf("read through the RPC: %v", err)
+	}
 }

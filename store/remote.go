@@ -18,7 +18,9 @@ type Caller interface {
 
 // Remote is the store of a running daemon, reached over its storage RPC
 // (`storage.<op>`). The dev web server reads through it; it never opens a
-// store file itself.
+// store file itself. The storage RPC is read-only: every write goes through a
+// review or task command (and so through the task actor and its rules), so
+// the write methods here refuse without calling.
 type Remote struct{ c Caller }
 
 var _ Store = (*Remote)(nil)
@@ -58,9 +60,7 @@ func (r *Remote) call(ctx context.Context, op string, a StorageArgs, out any) er
 	return fmt.Errorf("storage.%s: %w", op, err)
 }
 
-func (r *Remote) CreateTask(ctx context.Context, t *Task) error {
-	return r.call(ctx, "createTask", StorageArgs{Task: t}, nil)
-}
+func (r *Remote) CreateTask(ctx context.Context, t *Task) error { return readOnly("createTask") }
 
 func (r *Remote) GetTask(ctx context.Context, id string) (*Task, error) {
 	var t Task
@@ -72,17 +72,11 @@ func (r *Remote) ListTasks(ctx context.Context) ([]Task, error) {
 	return ts, r.call(ctx, "listTasks", StorageArgs{}, &ts)
 }
 
-func (r *Remote) SaveTask(ctx context.Context, t *Task) error {
-	return r.call(ctx, "saveTask", StorageArgs{Task: t}, nil)
-}
+func (r *Remote) SaveTask(ctx context.Context, t *Task) error { return readOnly("saveTask") }
 
-func (r *Remote) CreateTurn(ctx context.Context, t *Turn) error {
-	return r.call(ctx, "createTurn", StorageArgs{Turn: t}, t)
-}
+func (r *Remote) CreateTurn(ctx context.Context, t *Turn) error { return readOnly("createTurn") }
 
-func (r *Remote) SaveTurn(ctx context.Context, t *Turn) error {
-	return r.call(ctx, "saveTurn", StorageArgs{Turn: t}, nil)
-}
+func (r *Remote) SaveTurn(ctx context.Context, t *Turn) error { return readOnly("saveTurn") }
 
 func (r *Remote) ListTurns(ctx context.Context, taskID string) ([]Turn, error) {
 	var ts []Turn
@@ -95,12 +89,10 @@ func (r *Remote) TurnsInState(ctx context.Context, state string) ([]Turn, error)
 }
 
 func (r *Remote) MarkLaunched(ctx context.Context, turnID string, at time.Time, delivered []string) error {
-	return r.call(ctx, "markLaunched", StorageArgs{ID: turnID, At: at, IDs: delivered}, nil)
+	return readOnly("markLaunched")
 }
 
-func (r *Remote) AddComment(ctx context.Context, c *Comment) error {
-	return r.call(ctx, "addComment", StorageArgs{Comment: c}, nil)
-}
+func (r *Remote) AddComment(ctx context.Context, c *Comment) error { return readOnly("addComment") }
 
 func (r *Remote) ListComments(ctx context.Context, taskID string) ([]Comment, error) {
 	var cs []Comment
@@ -108,11 +100,11 @@ func (r *Remote) ListComments(ctx context.Context, taskID string) ([]Comment, er
 }
 
 func (r *Remote) AddReviewComment(ctx context.Context, c *review.ReviewComment) error {
-	return r.call(ctx, "addReviewComment", StorageArgs{Review: c}, nil)
+	return readOnly("addReviewComment")
 }
 
 func (r *Remote) SaveReviewComment(ctx context.Context, c *review.ReviewComment) error {
-	return r.call(ctx, "saveReviewComment", StorageArgs{Review: c}, nil)
+	return readOnly("saveReviewComment")
 }
 
 func (r *Remote) GetReviewComment(ctx context.Context, id string) (*review.ReviewComment, error) {
@@ -130,9 +122,7 @@ func (r *Remote) AsksInState(ctx context.Context, state review.AskState) ([]revi
 	return cs, r.call(ctx, "asksInState", StorageArgs{State: string(state)}, &cs)
 }
 
-func (r *Remote) AddApproval(ctx context.Context, a *Approval) error {
-	return r.call(ctx, "addApproval", StorageArgs{Approval: a}, nil)
-}
+func (r *Remote) AddApproval(ctx context.Context, a *Approval) error { return readOnly("addApproval") }
 
 func (r *Remote) ListApprovals(ctx context.Context, taskID string) ([]Approval, error) {
 	var as []Approval
@@ -145,7 +135,15 @@ func (r *Remote) Close() error { return nil }
 // ErrBadStorageCall is a storage RPC with missing or unknown arguments.
 var ErrBadStorageCall = errors.New("bad storage call")
 
-// Serve runs one storage.<op> against st: the daemon's side of Remote.
+// ErrReadOnly is a write asked of the storage RPC.
+var ErrReadOnly = errors.New("the storage RPC is read-only")
+
+func readOnly(op string) error {
+	return fmt.Errorf("storage.%s: %w: every write goes through a review or task command (reviewPostComment, reviewUnblock, reviewAccept, approve, taskNew, …), which the task actor checks against its rules", op, ErrReadOnly)
+}
+
+// Serve runs one read-only storage.<op> against st: the daemon's side of
+// Remote. A write op is refused (ErrReadOnly, 403).
 func Serve(ctx context.Context, st Store, op string, raw []byte) (any, error) {
 	var a StorageArgs
 	if len(raw) > 0 {
@@ -153,75 +151,28 @@ func Serve(ctx context.Context, st Store, op string, raw []byte) (any, error) {
 			return nil, fmt.Errorf("%w: storage.%s arguments: %v", ErrBadStorageCall, op, err)
 		}
 	}
-	need := func(ok bool, what string) error {
-		if !ok {
-			return fmt.Errorf("%w: storage.%s needs %s", ErrBadStorageCall, op, what)
-		}
-		return nil
-	}
-	ok := map[string]string{"ok": "true"}
 	switch op {
-	case "createTask":
-		if err := need(a.Task != nil, "task"); err != nil {
-			return nil, err
-		}
-		return ok, st.CreateTask(ctx, a.Task)
 	case "getTask":
 		return st.GetTask(ctx, a.ID)
 	case "listTasks":
 		return nonNil(st.ListTasks(ctx))
-	case "saveTask":
-		if err := need(a.Task != nil, "task"); err != nil {
-			return nil, err
-		}
-		return ok, st.SaveTask(ctx, a.Task)
-	case "createTurn":
-		if err := need(a.Turn != nil, "turn"); err != nil {
-			return nil, err
-		}
-		err := st.CreateTurn(ctx, a.Turn)
-		return a.Turn, err
-	case "saveTurn":
-		if err := need(a.Turn != nil, "turn"); err != nil {
-			return nil, err
-		}
-		return ok, st.SaveTurn(ctx, a.Turn)
 	case "listTurns":
 		return nonNil(st.ListTurns(ctx, a.TaskID))
 	case "turnsInState":
 		return nonNil(st.TurnsInState(ctx, a.State))
-	case "markLaunched":
-		return ok, st.MarkLaunched(ctx, a.ID, a.At, a.IDs)
-	case "addComment":
-		if err := need(a.Comment != nil, "comment"); err != nil {
-			return nil, err
-		}
-		return ok, st.AddComment(ctx, a.Comment)
 	case "listComments":
 		return nonNil(st.ListComments(ctx, a.TaskID))
-	case "addReviewComment":
-		if err := need(a.Review != nil, "review"); err != nil {
-			return nil, err
-		}
-		return ok, st.AddReviewComment(ctx, a.Review)
-	case "saveReviewComment":
-		if err := need(a.Review != nil, "review"); err != nil {
-			return nil, err
-		}
-		return ok, st.SaveReviewComment(ctx, a.Review)
 	case "getReviewComment":
 		return st.GetReviewComment(ctx, a.ID)
 	case "listReviewComments":
 		return nonNil(st.ListReviewComments(ctx, a.TaskID))
 	case "asksInState":
 		return nonNil(st.AsksInState(ctx, review.AskState(a.State)))
-	case "addApproval":
-		if err := need(a.Approval != nil, "approval"); err != nil {
-			return nil, err
-		}
-		return ok, st.AddApproval(ctx, a.Approval)
 	case "listApprovals":
 		return nonNil(st.ListApprovals(ctx, a.TaskID))
+	case "createTask", "saveTask", "createTurn", "saveTurn", "markLaunched", "addComment",
+		"addReviewComment", "saveReviewComment", "addApproval":
+		return nil, readOnly(op)
 	}
 	return nil, fmt.Errorf("%w: unknown storage op %q", ErrBadStorageCall, op)
 }

@@ -2,12 +2,12 @@ package main
 
 import (
 	"bufio"
-	"io/fs"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
