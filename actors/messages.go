@@ -120,6 +120,14 @@ type launched struct {
 	epoch int
 }
 
+// renderUnblock asks the actor, from a job about to start its agent, for the
+// unblock prompt of the comments queued now. Reply: string or error.
+type renderUnblock struct{ epoch int }
+
+// askActor sends a message to the task's own actor from its job goroutine
+// and waits for the reply.
+type askActor func(msg any) (any, error)
+
 // ActorHealth is one row of `lazy actors` and /api/actors.
 type ActorHealth struct {
 	Name         string     `json:"name"`

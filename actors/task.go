@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -81,6 +82,7 @@ type job struct {
 	turn      *store.Turn // the work or ask turn row
 	delivered []string    // comments rendered into an unblock prompt
 	launched  bool
+	message   string // an unblock's own message, rendered after its comments at launch
 }
 
 type jobResult struct {
@@ -107,7 +109,16 @@ type TaskActor struct {
 	cancel  context.CancelFunc
 	resCh   chan jobResult
 	lastErr string
+	// delivering are the comments rendered into the prompt of the turn that
+	// is starting now: from then on they can no longer be withdrawn
+	delivering map[string]bool
 }
+
+// epochs numbers jobs across every actor instance: a job's end that arrives
+// after a restart must never be taken for the new instance's job.
+var epochs atomic.Int64
+
+func nextEpoch() int { return int(epochs.Add(1)) }
 
 // NewTaskActor returns the producer of the actor for task id.
 func NewTaskActor(id string, deps *TaskDeps) actor.Producer {
@@ -191,6 +202,12 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		if m.epoch == a.epoch && a.running != nil {
 			a.onLaunched(a.running)
 		}
+	case *renderUnblock:
+		if m.epoch != a.epoch || a.running == nil {
+			ctx.Respond(errors.New("the turn was cut off before it launched"))
+			return
+		}
+		ctx.Respond(a.renderUnblock(a.running))
 	case *jobDone:
 		if m.epoch != a.epoch || a.running == nil {
 			return
@@ -295,6 +312,13 @@ func (a *TaskActor) recoveryPath(turnID string) string {
 func (a *TaskActor) unblock(message string) any {
 	if err := a.requireLive(); err != nil {
 		return err
+	}
+	// the size rule is checked now, with the comments queued now, so the
+	// reviewer hears of it at once (it is checked again at launch)
+	if all, err := a.deps.Store.ListReviewComments(a.bg(), a.id); err == nil {
+		if err := review.UnblockFits(len(review.RenderUnblockPrompt(review.Queued(all), func(string) []review.ReviewComment { return nil }, message))); err != nil {
+			return err
+		}
 	}
 	id := task.NewID(a.now())
 	if a.deps.RecoveryDir != "" {
@@ -425,6 +449,9 @@ func (a *TaskActor) withdraw(id string) any {
 	if v := review.CanWithdraw(c, a.id); !v.OK {
 		return v.Err()
 	}
+	if a.delivering[c.ID] {
+		return review.BeingDelivered().Err()
+	}
 	now := a.now()
 	c.WithdrawnAt = &now
 	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
@@ -487,7 +514,7 @@ func (a *TaskActor) lockPath() string { return filepath.Join(a.deps.LockDir, a.i
 
 // start prepares a job in the actor and runs its slow part in a goroutine.
 func (a *TaskActor) start(ctx actor.Context, j *job) {
-	var run func(ctx context.Context, onStart func(int)) jobResult
+	var run func(ctx context.Context, onStart func(int), ask askActor) jobResult
 	switch j.kind {
 	case jobWork:
 		run = a.prepareWork(j)
@@ -500,7 +527,7 @@ func (a *TaskActor) start(ctx actor.Context, j *job) {
 		return // refused or failed while preparing; already recorded
 	}
 	jctx, cancel := context.WithCancel(context.Background())
-	a.epoch++
+	a.epoch = nextEpoch()
 	a.running, a.since, a.cancel = j, a.now(), cancel
 	a.resCh = make(chan jobResult, 1)
 	epoch, resCh := a.epoch, a.resCh
@@ -512,7 +539,13 @@ func (a *TaskActor) start(ctx actor.Context, j *job) {
 		if err != nil {
 			r.err = err
 		} else {
-			r = run(jctx, func(int) { root.Send(self, &launched{epoch: epoch}) })
+			ask := func(msg any) (any, error) {
+				if m, ok := msg.(*renderUnblock); ok {
+					m.epoch = epoch
+				}
+				return root.RequestFuture(self, msg, time.Minute).Result()
+			}
+			r = run(jctx, func(int) { root.Send(self, &launched{epoch: epoch}) }, ask)
 			// release before reporting: the next job takes the lock as soon
 			// as the actor hears of this one's end
 			lock.Unlock()
@@ -524,28 +557,11 @@ func (a *TaskActor) start(ctx actor.Context, j *job) {
 
 // prepareWork marks a work turn running; an unblock renders every queued
 // comment into its prompt now, so comments posted while it waited ride along.
-func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int)) jobResult {
+func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), askActor) jobResult {
 	tu, err := a.loadTurn(j.turnID)
 	if err != nil {
 		a.log.Error("load queued turn", "turn", j.turnID, "err", err)
 		return nil
-	}
-	if tu.Trigger == "unblock" {
-		all, err := a.deps.Store.ListReviewComments(a.bg(), a.id)
-		if err != nil {
-			a.endTurn(tu, agent.Outcome{}, "", store.TurnFailed, "could not read the queued comments: "+err.Error())
-			a.setStatus(task.Failed, "unblock failed: "+err.Error())
-			return nil
-		}
-		queued := review.Queued(all)
-		byThread := map[string][]review.ReviewComment{}
-		for _, c := range all {
-			byThread[c.ThreadID] = append(byThread[c.ThreadID], c)
-		}
-		tu.Prompt = review.RenderUnblockPrompt(queued, func(id string) []review.ReviewComment { return byThread[id] }, tu.Prompt)
-		for _, c := range queued {
-			j.delivered = append(j.delivered, c.ID)
-		}
 	}
 	tu.Status = store.TurnRunning // started_at is set when the agent process starts
 	if err := a.deps.Store.SaveTurn(a.bg(), tu); err != nil {
@@ -559,11 +575,59 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int)) jobResu
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Prompt: tu.Prompt, Number: tu.Number}
 	launcher := a.deps.Launcher
-	return func(ctx context.Context, onStart func(int)) jobResult {
+	render := tu.Trigger == "unblock"
+	j.message = tu.Prompt
+	return func(ctx context.Context, onStart func(int), ask askActor) jobResult {
 		req.OnStart = onStart
+		if render {
+			// the queued comments are decided when the agent starts, not when
+			// the turn began waiting for a slot: one withdrawn meanwhile is
+			// never sent
+			req.RenderPrompt = func(context.Context) (string, error) {
+				res, err := ask(&renderUnblock{})
+				if err != nil {
+					return "", err
+				}
+				if e, ok := res.(error); ok {
+					return "", e
+				}
+				return res.(string), nil
+			}
+		}
 		r, out, err := launcher.RunTurn(ctx, req)
 		return jobResult{result: r, outcome: out, err: err}
 	}
+}
+
+// renderUnblock renders an unblock's prompt from the comments still queued
+// now, in the actor (so no withdrawal interleaves), and holds them as being
+// delivered until the launch is recorded. A prompt over MaxUnblockPrompt is
+// refused: the comments stay queued.
+func (a *TaskActor) renderUnblock(j *job) any {
+	all, err := a.deps.Store.ListReviewComments(a.bg(), a.id)
+	if err != nil {
+		return fmt.Errorf("could not read the queued comments: %w", err)
+	}
+	queued := review.Queued(all)
+	byThread := map[string][]review.ReviewComment{}
+	for _, c := range all {
+		byThread[c.ThreadID] = append(byThread[c.ThreadID], c)
+	}
+	prompt := review.RenderUnblockPrompt(queued, func(id string) []review.ReviewComment { return byThread[id] }, j.message)
+	if err := review.UnblockFits(len(prompt)); err != nil {
+		return err
+	}
+	j.delivered = j.delivered[:0]
+	a.delivering = map[string]bool{}
+	for _, c := range queued {
+		j.delivered = append(j.delivered, c.ID)
+		a.delivering[c.ID] = true
+	}
+	j.turn.Prompt = prompt
+	if err := a.deps.Store.SaveTurn(a.bg(), j.turn); err != nil {
+		a.log.Error("record the unblock prompt", "err", err)
+	}
+	return prompt
 }
 
 // onLaunched marks an unblock's comments delivered once its agent runs, and
@@ -575,7 +639,9 @@ func (a *TaskActor) onLaunched(j *job) {
 	j.launched = true
 	now := a.now()
 	// one write: the turn launched and its comments are delivered, or neither
-	if err := a.deps.Store.MarkLaunched(a.bg(), j.turn.ID, now, j.delivered); err != nil {
+	err := a.deps.Store.MarkLaunched(a.bg(), j.turn.ID, now, j.delivered)
+	a.delivering = nil
+	if err != nil {
 		a.log.Error("record the launch", "turn", j.turn.Number, "err", err)
 		return
 	}
@@ -597,7 +663,7 @@ func (a *TaskActor) failAsk(c *review.ReviewComment, reason string) {
 }
 
 // prepareAsk checks an ask can run now and starts its read-only turn.
-func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int)) jobResult {
+func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), askActor) jobResult {
 	c, err := a.loadComment(j.commentID)
 	if err != nil || c == nil || !c.InFlight() {
 		return nil // withdrawn, answered or gone meanwhile
@@ -622,7 +688,7 @@ func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int)) jobResul
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
 	launcher := a.deps.Launcher
-	return func(ctx context.Context, onStart func(int)) jobResult {
+	return func(ctx context.Context, onStart func(int), _ askActor) jobResult {
 		req.OnStart = onStart
 		r, out, err := launcher.RunTurn(ctx, req)
 		return jobResult{result: r, outcome: out, err: err}
@@ -655,6 +721,7 @@ func (a *TaskActor) finish(ctx actor.Context, j *job, r jobResult) {
 }
 
 func (a *TaskActor) finishWork(j *job, r jobResult) {
+	a.delivering = nil // a launch that failed delivered nothing
 	tu := j.turn
 	if r.err != nil {
 		var le *gitx.LockedError
@@ -760,7 +827,7 @@ func (a *TaskActor) abort(ctx actor.Context, cause string) {
 		r.err = errors.New("the agent did not stop within 15s")
 	}
 	a.running, a.cancel = nil, nil
-	a.epoch++
+	a.epoch = nextEpoch()
 	if j.turn != nil {
 		a.endTurn(j.turn, r.outcome, "", store.TurnInterrupted, cause)
 	}

@@ -18,18 +18,18 @@ import (
 
 // prepareGit captures what a sync, accept or decision needs and returns its
 // slow part; the goroutine reads only the values captured here.
-func (a *TaskActor) prepareGit(ctx actor.Context, j *job) func(context.Context, func(int)) jobResult {
+func (a *TaskActor) prepareGit(ctx actor.Context, j *job) func(context.Context, func(int), askActor) jobResult {
 	t := *a.task
 	deps := a.deps
 	switch j.kind {
 	case jobSync:
-		return func(ctx context.Context, _ func(int)) jobResult { return runSync(ctx, &t) }
+		return func(ctx context.Context, _ func(int), _ askActor) jobResult { return runSync(ctx, &t) }
 	case jobAccept:
 		args := *j.accept
-		return func(ctx context.Context, _ func(int)) jobResult { return runAccept(ctx, deps, &t, args) }
+		return func(ctx context.Context, _ func(int), _ askActor) jobResult { return runAccept(ctx, deps, &t, args) }
 	case jobDecide:
 		args := *j.decide
-		return func(ctx context.Context, _ func(int)) jobResult { return runDecide(ctx, deps, &t, args) }
+		return func(ctx context.Context, _ func(int), _ askActor) jobResult { return runDecide(ctx, deps, &t, args) }
 	}
 	return nil
 }

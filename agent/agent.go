@@ -25,10 +25,12 @@ type Result struct {
 // Driver builds argv for one agent CLI and parses its result.
 type Driver interface {
 	Name() string
-	// WorkArgv is a work turn; session is "" for the first turn.
-	WorkArgv(prompt, session string) []string
-	// AskArgv is a read-only ask turn resuming session.
-	AskArgv(question, session string) []string
+	// WorkArgv is a work turn; session is "" for the first turn. The
+	// prompt goes on standard input: one argv string is capped at 128 KiB.
+	WorkArgv(session string) []string
+	// AskArgv is a read-only ask turn resuming session; the question goes
+	// on standard input.
+	AskArgv(session string) []string
 	ParseResult(stdout []byte) (Result, error)
 }
 
@@ -43,8 +45,9 @@ var _ Driver = ClaudeCode{}
 // Name is the driver's config name.
 func (ClaudeCode) Name() string { return "claude-code" }
 
-// WorkArgv: -p --output-format json [--resume S] --permission-mode MODE PROMPT.
-func (d ClaudeCode) WorkArgv(prompt, session string) []string {
+// WorkArgv: -p --output-format json [--resume S] --permission-mode MODE,
+// the prompt on standard input.
+func (d ClaudeCode) WorkArgv(session string) []string {
 	mode := d.PermissionMode
 	if mode == "" {
 		mode = "acceptEdits"
@@ -53,24 +56,17 @@ func (d ClaudeCode) WorkArgv(prompt, session string) []string {
 	if session != "" {
 		args = append(args, "--resume", session)
 	}
-	return append(args, "--permission-mode", mode, positional(prompt))
+	return append(args, "--permission-mode", mode)
 }
 
-// positional keeps a prompt that starts with "-" from being read as a flag.
-func positional(s string) string {
-	if strings.HasPrefix(s, "-") {
-		return " " + s
-	}
-	return s
-}
-
-// AskArgv: -p --output-format json --resume S --permission-mode plan QUESTION.
-func (ClaudeCode) AskArgv(question, session string) []string {
+// AskArgv: -p --output-format json --resume S --permission-mode plan, the
+// question on standard input.
+func (ClaudeCode) AskArgv(session string) []string {
 	args := []string{"-p", "--output-format", "json"}
 	if session != "" {
 		args = append(args, "--resume", session)
 	}
-	return append(args, "--permission-mode", "plan", positional(question))
+	return append(args, "--permission-mode", "plan")
 }
 
 // ParseResult takes the last line of stdout that is a JSON object with a
@@ -177,6 +173,7 @@ type Spec struct {
 	Name     string   // e.g. "fix-login-3", for container names and logs
 	Command  []string // executable and fixed leading args
 	Args     []string // the driver's argv
+	Stdin    []byte   // the prompt
 	Dir      string   // the task worktree (cwd)
 	Home     string   // the per-task HOME
 	Env      []string // the whole environment (see Env)

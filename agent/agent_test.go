@@ -76,17 +76,37 @@ func TestEnvPassesOnlyAllowed(t *testing.T) {
 
 func TestArgv(t *testing.T) {
 	d := ClaudeCode{}
-	if got := strings.Join(d.WorkArgv("do it", ""), " "); got != "-p --output-format json --permission-mode acceptEdits do it" {
+	// the prompt is never in argv: it goes on standard input
+	if got := strings.Join(d.WorkArgv(""), " "); got != "-p --output-format json --permission-mode acceptEdits" {
 		t.Errorf("work argv: %q", got)
 	}
-	if got := strings.Join(d.WorkArgv("do it", "S1"), " "); got != "-p --output-format json --resume S1 --permission-mode acceptEdits do it" {
+	if got := strings.Join(d.WorkArgv("S1"), " "); got != "-p --output-format json --resume S1 --permission-mode acceptEdits" {
 		t.Errorf("resumed work argv: %q", got)
 	}
-	if got := strings.Join(d.AskArgv("why?", "S1"), " "); got != "-p --output-format json --resume S1 --permission-mode plan why?" {
+	if got := strings.Join(d.AskArgv("S1"), " "); got != "-p --output-format json --resume S1 --permission-mode plan" {
 		t.Errorf("ask argv: %q", got)
 	}
-	if got := d.WorkArgv("-rf", ""); got[len(got)-1] != " -rf" {
-		t.Errorf("a prompt starting with - must not be a flag: %q", got)
+}
+
+// TestLargePromptOnStdin: a prompt far over the 128 KiB one argv string may
+// hold reaches the agent whole, under every runner that can run here.
+func TestLargePromptOnStdin(t *testing.T) {
+	e := newTurnEnv(t)
+	prompt := "big\n@answer got it\n" + strings.Repeat("0123456789abcdef\n", 300<<10/17)
+	runners := []Runner{Process{}}
+	if ProbeBwrap("") == nil {
+		runners = append(runners, Bwrap{})
+	}
+	for _, r := range runners {
+		s := e.spec(t, prompt)
+		out, err := r.Run(context.Background(), s)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", r.Name(), err, out.Combined())
+		}
+		turns, err := scriptagent.ReadTurns(e.home)
+		if err != nil || len(turns) == 0 || len(turns[len(turns)-1].Prompt) != len(prompt) {
+			t.Fatalf("%s: the agent got %d bytes of a %d-byte prompt (%v)", r.Name(), len(turns[len(turns)-1].Prompt), len(prompt), err)
+		}
 	}
 }
 
@@ -138,7 +158,7 @@ func shortTemp(t *testing.T) string {
 }
 
 func (e turnEnv) spec(t *testing.T, prompt string) Spec {
-	return Spec{Command: self(t), Args: ClaudeCode{}.WorkArgv(prompt, ""), Dir: e.worktree, Home: e.home,
+	return Spec{Command: self(t), Args: ClaudeCode{}.WorkArgv(""), Stdin: []byte(prompt), Dir: e.worktree, Home: e.home,
 		Env: Env(os.Environ(), e.home, e.url, map[string]string{EnvAPIKey: "sk-ant-api03-svc-placeholder"}), Timeout: time.Minute,
 		ProxySocket: e.socket, ProxyPort: e.port, Self: self(t)[0]}
 }
@@ -169,7 +189,7 @@ func checkTurn(t *testing.T, e turnEnv, r Runner) {
 	}
 	// resume the session read-only: the agent sees its history and writes nothing
 	ask := e.spec(t, "why?\n@write other.txt nope")
-	ask.Args = ClaudeCode{}.AskArgv("why?\n@write other.txt nope", res.SessionID)
+	ask.Args = ClaudeCode{}.AskArgv(res.SessionID)
 	if out, err := r.Run(context.Background(), ask); err != nil {
 		t.Fatalf("ask: %v %s", err, out.Combined())
 	}
@@ -321,7 +341,7 @@ func TestCrashAndMissing(t *testing.T) {
 }
 
 func TestDockerArgv(t *testing.T) {
-	s := Spec{Name: "fix-3", Command: []string{"claude"}, Args: ClaudeCode{}.WorkArgv("go", ""), Dir: "/s/wt", Home: "/s/home",
+	s := Spec{Name: "fix-3", Command: []string{"claude"}, Args: ClaudeCode{}.WorkArgv(""), Dir: "/s/wt", Home: "/s/home",
 		Env: []string{"HOME=/s/home", "ANTHROPIC_API_KEY=sk-ant-svc-x"}, Writable: []string{"/p/.git"}}
 	uid := strings.Join([]string{itoa(os.Getuid()), itoa(os.Getgid())}, ":")
 	s.ReadOnly = []string{"/s/wt/.git"}
@@ -335,7 +355,7 @@ func TestDockerArgv(t *testing.T) {
 		"-v", "/tmp/lazy-proxy-1/proxy.sock:/run/lazy/proxy.sock", "-v", "/usr/bin/lazy:/run/lazy/lazy:ro", "-w", "/s/wt",
 		"-e", "HOME=/s/home", "-e", "ANTHROPIC_API_KEY=sk-ant-svc-x", "img:1",
 		"/run/lazy/lazy", "sandbox-exec", "--listen", "127.0.0.1:26001", "--socket", "/run/lazy/proxy.sock", "--",
-		"claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits", "go"}
+		"claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"}
 	got := Docker{Image: "img:1"}.Argv(s)
 	if !slices.Equal(got, want) {
 		t.Errorf("docker argv:\n got %q\nwant %q", got, want)

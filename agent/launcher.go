@@ -17,8 +17,22 @@ type TurnRequest struct {
 	Session           string // "" for the first turn
 	Ask               bool   // a read-only ask turn
 	Prompt            string
-	Number            int
-	OnStart           func(pid int)
+	// RenderPrompt, when set, makes the prompt at the last moment: once a
+	// slot is free and just before the agent starts (an unblock's queued
+	// comments are decided then).
+	RenderPrompt func(ctx context.Context) (string, error)
+	Number       int
+	OnStart      func(pid int)
+}
+
+// FinalPrompt is the prompt the agent gets: rendered now when the request
+// renders at launch, else as given. A launcher calls it once, at the last
+// moment before the agent starts.
+func (r TurnRequest) FinalPrompt(ctx context.Context) (string, error) {
+	if r.RenderPrompt == nil {
+		return r.Prompt, nil
+	}
+	return r.RenderPrompt(ctx)
 }
 
 // Launcher turns a TurnRequest into a Spec and runs it: the driver's argv, the
@@ -58,10 +72,10 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 		return Result{}, Outcome{}, fmt.Errorf("%w: mint placeholders: %v", ErrUnavailable, err)
 	}
 	home := l.HomeFor(req.Ref)
-	args := l.Driver.WorkArgv(req.Prompt, req.Session)
+	args := l.Driver.WorkArgv(req.Session)
 	timeout := l.TurnTimeout
 	if req.Ask {
-		args = l.Driver.AskArgv(req.Prompt, req.Session)
+		args = l.Driver.AskArgv(req.Session)
 		timeout = l.AskTimeout
 	}
 	spec := Spec{
@@ -85,6 +99,11 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 			return Result{}, Outcome{}, fmt.Errorf("waiting for a free agent slot (agent.max_concurrent = %d): %w", cap(l.Slots), ctx.Err())
 		}
 	}
+	prompt, err := req.FinalPrompt(ctx)
+	if err != nil {
+		return Result{}, Outcome{}, err
+	}
+	spec.Stdin = []byte(prompt)
 	out, err := l.Runner.Run(ctx, spec)
 	if err != nil {
 		return Result{}, out, err

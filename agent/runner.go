@@ -156,6 +156,7 @@ func runArgv(ctx context.Context, argv []string, s Spec) (Outcome, error) {
 	}
 	var stdout, stderr capped
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdin = bytes.NewReader(s.Stdin)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second

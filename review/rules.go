@@ -159,3 +159,38 @@ func RenderUnblockPrompt(queued []ReviewComment, thread func(threadID string) []
 }
 
 func indent(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n      ") }
+
+// BeingDelivered refuses withdrawing a comment that is in the prompt of the
+// turn starting at this moment.
+func BeingDelivered() Verdict {
+	return refuse("This comment is being delivered to the agent with the turn starting now, so it can no longer be withdrawn; add a new comment to change course.")
+}
+
+// MaxUnblockPrompt is the most one unblock carries to the agent: the queued
+// comments with their anchors, line text and conversations, and the
+// reviewer's message.
+const MaxUnblockPrompt = 1 << 20
+
+// TooLargeError is input over a stated limit.
+type TooLargeError struct {
+	What        string
+	Size, Limit int
+	WhatToDo    string
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s is too large (%d bytes; limit %d): %s", e.What, e.Size, e.Limit, e.WhatToDo)
+}
+
+// HTTPStatus: 413.
+func (e *TooLargeError) HTTPStatus() int { return 413 }
+
+// UnblockFits is the one rule of an unblock's size: its rendered prompt must
+// be at most MaxUnblockPrompt bytes.
+func UnblockFits(size int) error {
+	if size <= MaxUnblockPrompt {
+		return nil
+	}
+	return &TooLargeError{What: "this unblock (the queued comments and your message)", Size: size, Limit: MaxUnblockPrompt,
+		WhatToDo: "shorten the message, or withdraw some queued comments and send them with a later unblock; nothing was sent"}
+}

@@ -89,12 +89,22 @@ func parseArgs(argv []string) (args, error) {
 	return a, nil
 }
 
-// Main runs one turn and returns the exit code.
-func Main(argv []string, env func(string) string, stdout, stderr io.Writer) int {
+// Main runs one turn and returns the exit code. Like `claude -p`, it takes
+// the prompt from its last argument, or from standard input when there is
+// none.
+func Main(argv []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a, err := parseArgs(argv)
 	if err != nil {
 		fmt.Fprintf(stderr, "script-agent: %v\n", err)
 		return 2
+	}
+	if a.prompt == "" && stdin != nil {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "script-agent: read the prompt from standard input: %v\n", err)
+			return 1
+		}
+		a.prompt = string(b)
 	}
 	home := env("HOME")
 	if home == "" {

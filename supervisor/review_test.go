@@ -30,6 +30,11 @@ type scripted struct {
 func newScripted() *scripted { return &scripted{release: make(chan struct{})} }
 
 func (s *scripted) RunTurn(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error) {
+	prompt, err := req.FinalPrompt(ctx) // as the launcher does, once a slot is free
+	if err != nil {
+		return agent.Result{}, agent.Outcome{}, err
+	}
+	req.Prompt = prompt
 	if strings.Contains(req.Prompt, "UNAVAILABLE") {
 		return agent.Result{}, agent.Outcome{}, agent.ErrUnavailable
 	}
@@ -503,4 +508,115 @@ func BenchmarkDrainQueuedAsks(b *testing.B) {
 		_ = st.Close()
 	}
 	b.ReportMetric(float64(tasks*asks*b.N)/b.Elapsed().Seconds(), "asks/s")
+}
+
+// TestWithdrawWhileWaitingForASlot is the sequence of issue 11: an unblock
+// waits for an agent slot (another turn holds it); a comment queued before it
+// is withdrawn while it waits. The prompt is decided at launch: the
+// withdrawn comment is not in it and is never marked delivered. Once the
+// prompt is rendered and until the agent starts, withdrawing is refused.
+func TestWithdrawWhileWaitingForASlot(t *testing.T) {
+	slot := make(chan struct{})   // the other turn frees the slot
+	rendered := make(chan string) // the prompt, once rendered
+	start := make(chan struct{})  // the agent process starts
+	var prompts []string
+	var mu sync.Mutex
+	// the real launcher's order: wait for a slot, render, start the agent
+	h := newHarness(t, &fakeLauncher{raw: true, fn: func(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error) {
+		<-slot
+		p, err := req.FinalPrompt(ctx)
+		if err != nil {
+			return agent.Result{}, agent.Outcome{}, err
+		}
+		mu.Lock()
+		prompts = append(prompts, p)
+		mu.Unlock()
+		rendered <- p
+		<-start
+		req.OnStart(1)
+		return agent.Result{Text: "done", SessionID: "S1"}, agent.Outcome{}, nil
+	}})
+	h.setSession(t)
+	keep := h.post(t, review.Comment, "KEEP-ME", 1)
+	gone := h.post(t, review.Comment, "WITHDRAWN-WHILE-WAITING", 2)
+	res, err := h.sup.Ask(h.taskID, &actors.Unblock{Message: "go on"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := res.(*actors.WorkQueued).Turn
+	// the unblock's job runs and waits for a slot: withdraw now
+	w, err := h.sup.Ask(h.taskID, &actors.WithdrawComment{ID: gone.ID})
+	if err != nil || !strings.Contains(w.(*actors.ActionDone).Notice, "will not reach the agent") {
+		t.Fatalf("withdraw while waiting: %v %v", w, err)
+	}
+	close(slot)
+	p := <-rendered
+	if strings.Contains(p, "WITHDRAWN-WHILE-WAITING") || !strings.Contains(p, "KEEP-ME") || !strings.Contains(p, "go on") {
+		t.Fatalf("prompt at launch:\n%s", p)
+	}
+	// rendered, not yet started: the comment in it can no longer be withdrawn
+	if _, err := h.sup.Ask(h.taskID, &actors.WithdrawComment{ID: keep.ID}); err == nil || !strings.Contains(err.Error(), "being delivered") {
+		t.Fatalf("withdraw between render and start: %v", err)
+	}
+	close(start)
+	h.waitEvent(t, "turn end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == turn.Number })
+	if c := h.comment(t, gone.ID); c.WithdrawnAt == nil || c.DeliveryState != review.PendingDelivery || c.DeliveredTurn != 0 {
+		t.Errorf("withdrawn comment after launch: %+v", c)
+	}
+	if c := h.comment(t, keep.ID); c.DeliveryState != review.Delivered || c.DeliveredTurn != turn.Number {
+		t.Errorf("kept comment after launch: %+v", c)
+	}
+	tu, _ := h.st.ListTurns(context.Background(), h.taskID)
+	if got := tu[len(tu)-1].Prompt; got != prompts[0] {
+		t.Errorf("the turn record must hold the prompt the agent got:\n%s", got)
+	}
+}
+
+// TestUnblockTooLargeAtLaunch: comments posted while an unblock waited can
+// take it over the limit; the launch is refused with the limit named and the
+// comments stay queued.
+func TestUnblockTooLargeAtLaunch(t *testing.T) {
+	l := newScripted()
+	h := newHarness(t, &fakeLauncher{fn: l.RunTurn})
+	h.setSession(t)
+	big := strings.Repeat("x", 60<<10)
+	var ids []string
+	for i := 0; i < 4; i++ { // with its line text, each renders to about 120 KiB
+		ids = append(ids, h.post(t, review.Comment, big, i+1).ID)
+	}
+	// held by a slow ask, the unblock waits; more comments arrive meanwhile
+	a := h.post(t, review.Ask, "SLOW question", 99)
+	res, err := h.sup.Ask(h.taskID, &actors.Unblock{Message: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 4; i < 16; i++ { // 16 of them > 1 MiB
+		ids = append(ids, h.post(t, review.Comment, big, i+1).ID)
+	}
+	close(l.release)
+	h.waitAsk(t, a.ID, review.AskAnswered)
+	_ = res
+	h.waitEvent(t, "failed", func(e actors.Event) bool { return e.Kind == "status" && e.Status == string(task.Failed) })
+	tk, _ := h.st.GetTask(context.Background(), h.taskID)
+	if !strings.Contains(tk.FailReason, "too large") || !strings.Contains(tk.FailReason, fmt.Sprint(review.MaxUnblockPrompt)) {
+		t.Errorf("reason: %q", tk.FailReason)
+	}
+	for _, id := range ids {
+		if c := h.comment(t, id); c.DeliveryState != review.PendingDelivery {
+			t.Fatalf("a comment left the queue: %+v", c.DeliveryState)
+		}
+	}
+	if n := len(l.seen()); n != 1 {
+		t.Errorf("the agent ran %d turns, want only the ask", n)
+	}
+	// at unblock time the limit is checked at once: 5 MiB of message
+	h2 := newHarness(t, &fakeLauncher{fn: l.RunTurn})
+	_, err = h2.sup.Ask(h2.taskID, &actors.Unblock{Message: strings.Repeat("m", 5<<20)})
+	var tl *review.TooLargeError
+	if !errors.As(err, &tl) || !strings.Contains(err.Error(), "limit 1048576") {
+		t.Fatalf("a 5 MiB unblock: %v", err)
+	}
+	if tu, _ := h2.st.ListTurns(context.Background(), h2.taskID); len(tu) != 0 {
+		t.Error("a refused unblock queued a turn")
+	}
 }

@@ -21,9 +21,18 @@ type fakeLauncher struct {
 	mu      sync.Mutex
 	prompts []string
 	fn      func(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error)
+	raw     bool // fn gets the request unrendered (it calls FinalPrompt itself)
 }
 
 func (f *fakeLauncher) RunTurn(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error) {
+	if f.raw {
+		return f.fn(ctx, req) // fn renders the prompt itself, when it chooses
+	}
+	prompt, err := req.FinalPrompt(ctx) // as the launcher does, once a slot is free
+	if err != nil {
+		return agent.Result{}, agent.Outcome{}, err
+	}
+	req.Prompt = prompt
 	f.mu.Lock()
 	f.prompts = append(f.prompts, req.Prompt)
 	f.mu.Unlock()

@@ -26,7 +26,7 @@ import (
 func main() {
 	// the scripted agent is this binary too; it keeps the claude argv contract
 	if len(os.Args) > 1 && os.Args[1] == "script-agent" {
-		os.Exit(scriptagent.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+		os.Exit(scriptagent.Main(os.Args[2:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 	}
 	// the forwarder inside an agent's sandbox: the proxy is its only way out
 	if len(os.Args) > 1 && os.Args[1] == "sandbox-exec" {

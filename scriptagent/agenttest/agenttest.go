@@ -15,7 +15,7 @@ import (
 // forwarder; otherwise it runs the tests.
 func Main(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "script-agent" {
-		os.Exit(scriptagent.Main(os.Args[2:], os.Getenv, os.Stdout, os.Stderr))
+		os.Exit(scriptagent.Main(os.Args[2:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "sandbox-exec" {
 		os.Exit(forwarder.Main(os.Args[2:], os.Stderr))

@@ -1,6 +1,6 @@
 // Command hostile is an agent of the project's own that attacks lazy from
 // inside the runner it is launched by. It speaks the claude argv contract
-// (the prompt is its last argument, a JSON plan of what to attack), tries
+// (the prompt on standard input, a JSON plan of what to attack), tries
 // everything, writes a report of what worked to report.json in its worktree
 // and prints the claude result line.
 package main
@@ -35,9 +35,9 @@ type Attempt struct {
 }
 
 func main() {
-	args := os.Args[1:]
 	var plan Plan
-	if err := json.Unmarshal([]byte(strings.TrimSpace(args[len(args)-1])), &plan); err != nil {
+	prompt, _ := io.ReadAll(os.Stdin) // the claude contract: the prompt on standard input
+	if err := json.Unmarshal([]byte(strings.TrimSpace(string(prompt))), &plan); err != nil {
 		fmt.Printf(`{"result":"bad plan: %v","session_id":"hostile","is_error":true}`+"\n", err)
 		os.Exit(1)
 	}
