@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -380,4 +381,56 @@ func TestKill9BetweenCommentAndAnswer(t *testing.T) {
 		t.Fatalf("after the restart the ask must be re-queued: %s %q", got.AskState, got.AskError)
 	}
 	p.waitThreads("k", "the re-queued ask answered", func(pl review.Payload) bool { return find(pl, a.ID).AskState == review.AskAnswered })
+}
+
+// TestLargeUnblockReachesTheAgent: three comments of 63 KB each (189 KB with
+// the message: over the 128 KiB one argv string may hold) reach the agent
+// whole, on standard input, in the default sandbox; a 5 MiB unblock message
+// is refused at once with the limit named, and nothing is queued.
+func TestLargeUnblockReachesTheAgent(t *testing.T) {
+	requireBwrap(t)
+	p := newProject(t, "")
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "big", "-m", fourLines)
+	p.waitStatus("big", "blocked")
+	var ids []string
+	for i := 1; i <= 3; i++ {
+		body := fmt.Sprintf("C%d ", i) + strings.Repeat(fmt.Sprint(i), 63_000)
+		ids = append(ids, p.post("big", httpapi.PostCommentArgs{Body: body, File: "a.go", Line: i, Side: "new", Intent: "comment"}).ID)
+	}
+	if err := p.rpc().Call(context.Background(), "reviewUnblock", map[string]string{"task": "big", "feedback": "all three, please"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.waitThreads("big", "delivery", func(pl review.Payload) bool {
+		for _, id := range ids {
+			if find(pl, id).DeliveryState != review.Delivered {
+				return false
+			}
+		}
+		return true
+	})
+	p.waitStatus("big", "blocked")
+	turns, err := scriptagent.ReadTurns(filepath.Join(p.paths.Agents, "big", "home"))
+	if err != nil || len(turns) != 2 {
+		t.Fatalf("turns: %d %v", len(turns), err)
+	}
+	got := turns[1].Prompt
+	for i := 1; i <= 3; i++ {
+		if !strings.Contains(got, fmt.Sprintf("C%d ", i)+strings.Repeat(fmt.Sprint(i), 63_000)) {
+			t.Fatalf("comment %d did not reach the agent whole (prompt %d bytes)", i, len(got))
+		}
+	}
+	if len(got) < 189_000 || !strings.Contains(got, "all three, please") {
+		t.Fatalf("prompt of %d bytes", len(got))
+	}
+	// 5 MiB of message: refused now, with the limit, nothing queued
+	before := p.show("big").Turns
+	err = p.rpc().Call(context.Background(), "reviewUnblock", map[string]string{"task": "big", "feedback": strings.Repeat("m", 5<<20)}, nil)
+	var se interface{ HTTPStatus() int }
+	if !errors.As(err, &se) || se.HTTPStatus() != 413 || !strings.Contains(err.Error(), "limit 1048576") {
+		t.Fatalf("a 5 MiB unblock: %v", err)
+	}
+	if after := p.show("big").Turns; after != before {
+		t.Fatalf("a refused unblock queued a turn (%d -> %d)", before, after)
+	}
 }
