@@ -40,8 +40,9 @@ type TaskDeps struct {
 	RecoveryDir string
 	// Protect lists globs of paths whose changes need the passphrase.
 	Protect []string
-	// CheckPassphrase verifies the approval passphrase.
-	CheckPassphrase func(pass string) error
+	// CheckPassphrase verifies the approval passphrase for a task (attempts
+	// are rate-limited per task).
+	CheckPassphrase func(taskID, pass string) error
 	// AskTimeout is reported in the reason of an ask that timed out.
 	AskTimeout time.Duration
 }
@@ -467,8 +468,8 @@ func (a *TaskActor) approve(m *Approve) any {
 	if len(m.Files) == 0 {
 		return &review.RuleError{Reason: "name the files to approve: --file PATH"}
 	}
-	if err := a.deps.CheckPassphrase(m.Passphrase); err != nil {
-		return &review.Refusal{Message: err.Error(), Status: 403}
+	if err := a.deps.CheckPassphrase(a.id, m.Passphrase); err != nil {
+		return &review.Refusal{Message: err.Error(), Status: passphraseStatus(err)}
 	}
 	for _, f := range m.Files {
 		if err := a.deps.Store.AddApproval(a.bg(), &store.Approval{TaskID: a.id, Path: f, Kind: store.ApprovalProtected, ApprovedAt: a.now()}); err != nil {

@@ -122,12 +122,10 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 		if args.Passphrase == "" {
 			return refuse(review.ReasonPassphraseRequired, need)
 		}
-		if err := deps.CheckPassphrase(args.Passphrase); err != nil {
+		if err := deps.CheckPassphrase(t.ID, args.Passphrase); err != nil {
 			r := review.Refuse(review.ReasonPassphraseRequired, t.Ref(), t.Parent, args.Reason, need)
 			r.Message = err.Error()
-			if errors.Is(err, approval.ErrWrong) {
-				r.Status = 403
-			}
+			r.Status = passphraseStatus(err)
 			return jobResult{err: r}
 		}
 		for _, f := range need {
@@ -186,7 +184,9 @@ func (a *TaskActor) finishGit(ctx actor.Context, j *job, r jobResult) {
 	reply := r.reply
 	if r.err != nil {
 		reply = r.err
-		a.lastErr = r.err.Error()
+		if !isRefusal(r.err) {
+			a.lastErr = r.err.Error()
+		}
 	}
 	switch j.kind {
 	case jobSync:
@@ -216,3 +216,24 @@ func (a *TaskActor) finishGit(ctx actor.Context, j *job, r jobResult) {
 }
 
 func nowUTC() time.Time { return time.Now().UTC() }
+
+// passphraseStatus: 403 for a wrong passphrase, 429 while guessing must wait.
+func passphraseStatus(err error) int {
+	var w *approval.WaitError
+	switch {
+	case errors.As(err, &w):
+		return 429
+	case errors.Is(err, approval.ErrWrong):
+		return 403
+	}
+	return 0
+}
+
+// isRefusal reports an answer by the review rules (a refused accept, a rule
+// verdict, a wrong passphrase): the actor did its job, nothing failed, so it
+// is no "last failure" in actor health.
+func isRefusal(err error) bool {
+	var ref *review.Refusal
+	var rule *review.RuleError
+	return errors.As(err, &ref) || errors.As(err, &rule)
+}

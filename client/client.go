@@ -76,12 +76,26 @@ func Discover(paths config.Paths) (*Client, httpapi.DaemonInfo, error) {
 	if !alive {
 		return nil, info, &NotRunningError{Root: paths.Root, Why: fmt.Sprintf("daemon.json names pid %d, which is not running", info.PID)}
 	}
-	tok, err := os.ReadFile(paths.AuthToken)
+	tok, err := ReadToken(paths.AuthToken)
 	if err != nil {
-		return nil, info, fmt.Errorf("read daemon auth token: %w", err)
+		return nil, info, err
 	}
-	c := &Client{Base: info.BaseURL, Token: strings.TrimSpace(string(tok)), HTTP: &http.Client{Timeout: 0}, Root: paths.Root}
+	c := &Client{Base: info.BaseURL, Token: tok, HTTP: &http.Client{Timeout: 0}, Root: paths.Root}
 	return c, info, nil
+}
+
+// ReadToken reads a token file of the state dir (auth-token,
+// dashboard-token).
+func ReadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w (is this the user the daemon runs as? `lazy daemon status` names the state dir)", path, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s is empty: restart the daemon to make a new one", path)
+	}
+	return tok, nil
 }
 
 // Error is a failed RPC: the daemon's message, its status and any remedy.

@@ -495,6 +495,7 @@ func Slug(root string) string {
 type Paths struct {
 	Home, Root, State                                   string
 	DaemonJSON, AuthToken, ProxyTokens, DB, Passphrase  string
+	DashboardToken                                      string
 	LogDir, Log, Agents, Worktrees, FileStore, Recovery string
 	CredentialsDir                                      string
 }
@@ -506,6 +507,7 @@ func PathsFor(home, root string) Paths {
 		Home: home, Root: root, State: st,
 		DaemonJSON:     filepath.Join(st, "daemon.json"),
 		AuthToken:      filepath.Join(st, "auth-token"),
+		DashboardToken: filepath.Join(st, "dashboard-token"),
 		ProxyTokens:    filepath.Join(st, "proxy-tokens.json"),
 		DB:             filepath.Join(st, "lazy.db"),
 		Passphrase:     filepath.Join(st, "passphrase"),

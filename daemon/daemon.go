@@ -98,6 +98,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	dashToken, err := ensureToken(paths.DashboardToken)
+	if err != nil {
+		return nil, err
+	}
 	st, err := openStore(cfg, paths)
 	if err != nil {
 		return nil, err
@@ -143,10 +147,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		o.Log.Warn(w)
 	}
 
+	guesses := &approval.Limiter{}
 	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log,
 		Task: &actors.TaskDeps{Store: st, Launcher: launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
 			Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(),
-			CheckPassphrase: func(pass string) error { return approval.Check(paths.Passphrase, pass) }}})
+			CheckPassphrase: func(taskID, pass string) error {
+				return guesses.Check(taskID, func() error { return approval.Check(paths.Passphrase, pass) })
+			}}})
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +170,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	d.stopFn = cancel
-	web, err := httpapi.New(httpapi.Deps{Tasks: d.svc, Review: d.review, Storage: st, Log: o.Log, Token: token, Gatherer: newMetrics(st, sup),
+	web, err := httpapi.New(httpapi.Deps{Tasks: d.svc, Review: d.review, Storage: st, Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup),
 		Info: func() httpapi.DaemonInfo { return d.info }, Stop: cancel, LogPath: paths.Log})
 	if err != nil {
 		return nil, err

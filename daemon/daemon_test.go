@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func BenchmarkDaemonStartToReady(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		resp, err := http.Get(d.Info().BaseURL + "/api/tasks")
+		resp, err := authGet(d, "/api/tasks")
 		if err != nil || resp.StatusCode != 200 {
 			b.Fatalf("not ready: %v", err)
 		}
@@ -60,4 +61,18 @@ func BenchmarkDaemonStartToReady(b *testing.B) {
 
 func httpClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: time.Minute}
+}
+
+// authGet fetches a dashboard path with the daemon's auth token.
+func authGet(d *Daemon, path string) (*http.Response, error) {
+	tok, err := os.ReadFile(d.Paths().AuthToken)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequest(http.MethodGet, d.Info().BaseURL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	return http.DefaultClient.Do(req)
 }

@@ -7,6 +7,8 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html"
@@ -50,13 +52,18 @@ type Deps struct {
 	Review ReviewActions
 	Views  *views.Views
 	// Storage serves the storage.<op> RPC (the remote store's server side).
-	Storage  store.Store
-	Log      *slog.Logger
-	Token    string // RPC bearer token; "" disables the RPC (dev server)
-	Gatherer prometheus.Gatherer
-	Info     func() DaemonInfo
-	Stop     func()
-	LogPath  string
+	Storage store.Store
+	Log     *slog.Logger
+	Token   string // RPC bearer token; "" disables the RPC (dev server)
+	// Bearer is accepted as Authorization: Bearer on every route (the auth
+	// token); DashboardToken logs a browser in with ?token= (CONTRACT §10).
+	// With neither, nothing but /assets/* is served.
+	Bearer         string
+	DashboardToken string
+	Gatherer       prometheus.Gatherer
+	Info           func() DaemonInfo
+	Stop           func()
+	LogPath        string
 	// CSS returns the stylesheet; nil serves the embedded parts composed once.
 	CSS func() ([]byte, error)
 	// NoStoreCSS marks the stylesheet Cache-Control: no-store (dev server).
@@ -89,7 +96,8 @@ func New(d Deps) (*echo.Echo, error) {
 	e.HideBanner, e.HidePort = true, true
 	h := &handler{d: d}
 	e.HTTPErrorHandler = h.errorHandler
-	e.Use(securityHeaders, loopbackOnly)
+	e.Pre(headAsGet)
+	e.Use(securityHeaders, loopbackOnly, sameSite, h.authenticate)
 
 	e.GET("/", h.tasksPage)
 	e.GET("/tasks/:id", h.taskPage)
@@ -106,6 +114,17 @@ func New(d Deps) (*echo.Echo, error) {
 }
 
 type handler struct{ d Deps }
+
+// headAsGet answers HEAD on every GET route: the request is routed as a GET
+// and net/http sends the headers alone.
+func headAsGet(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Request().Method == http.MethodHead {
+			c.Request().Method = http.MethodGet
+		}
+		return next(c)
+	}
+}
 
 // loopbackOnly answers only Host names that mean this machine: a cheap guard
 // against DNS rebinding on a surface with no authentication.
@@ -137,7 +156,9 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 		h := c.Response().Header()
 		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: with no-referrer a browser sends Origin:
+		// null on its own form posts, which the cross-site check refuses
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("X-Frame-Options", "DENY")
 		return next(c)
 	}
@@ -213,18 +234,31 @@ func wantsHTML(c echo.Context) bool {
 	return c.Request().Method == http.MethodGet && !strings.HasPrefix(p, "/api/") && !strings.HasPrefix(p, "/rpc/") && p != "/metrics"
 }
 
-func (h *handler) page() views.Page {
-	p := views.Page{Version: version.Label}
+func (h *handler) page(c echo.Context) views.Page {
+	p := views.Page{Version: version.Label, CSRF: h.csrfFor(c)}
 	if h.d.Info != nil {
 		p.Warnings = h.d.Info().Warnings
 	}
 	return p
 }
 
+// render renders the page into a buffer first: a template that fails
+// answers 500 with an error id that is in the log, never a 200 with half a
+// page.
 func (h *handler) render(c echo.Context, code int, page string, data any) error {
-	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
-	c.Response().WriteHeader(code)
-	return h.d.Views.Render(c.Response(), page, data)
+	b, err := h.d.Views.RenderBytes(page, data)
+	if err != nil {
+		var id [6]byte
+		_, _ = rand.Read(id[:])
+		ref := hex.EncodeToString(id[:])
+		h.d.Log.Error("render failed", "page", page, "error_id", ref, "err", err)
+		msg := "internal error " + ref + ": the page could not be rendered; the daemon log has the details under error_id=" + ref
+		if h.d.LogPath != "" {
+			msg += " (" + h.d.LogPath + ")"
+		}
+		return c.HTML(http.StatusInternalServerError, "<!doctype html><title>Error</title><p>"+html.EscapeString(msg)+"</p>")
+	}
+	return c.HTMLBlob(code, b)
 }
 
 func taskRow(t TaskInfo) views.TaskRow {
@@ -237,7 +271,7 @@ func (h *handler) tasksPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := views.TasksPage{Page: h.page()}
+	p := views.TasksPage{Page: h.page(c)}
 	p.Title = "Tasks"
 	for i := len(ts) - 1; i >= 0; i-- {
 		p.Tasks = append(p.Tasks, taskRow(ts[i]))
@@ -250,12 +284,12 @@ func (h *handler) taskPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := views.TaskPage{Page: h.page(), Task: taskRow(d.Task), Parent: d.Task.Parent}
+	p := views.TaskPage{Page: h.page(c), Task: taskRow(d.Task), Parent: d.Task.Parent}
 	for _, cm := range d.Commits {
 		p.Commits = append(p.Commits, views.CommitRow{SHA: cm.SHA, Short: cm.SHA[:min(10, len(cm.SHA))], Subject: cm.Subject})
 	}
 	p.Title = d.Task.Ref
-	p.Notice = c.QueryParam("notice")
+	p.Notice = h.notice(c)
 	for i := len(d.Turns) - 1; i >= 0; i-- {
 		t := d.Turns[i]
 		p.Turns = append(p.Turns, views.TurnRow{Number: t.Number, Kind: t.Kind, Trigger: t.Trigger, Status: t.Status, Prompt: t.Prompt,

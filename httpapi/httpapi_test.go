@@ -1,14 +1,25 @@
 package httpapi
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"lazy/views"
+)
+
+const (
+	testBearer = "test-auth-token"
+	testDash   = "test-dashboard-token"
 )
 
 func TestReviewRoutesAre503WithoutActions(t *testing.T) {
-	e, err := New(Deps{Token: "t"})
+	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Token: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,6 +32,8 @@ func TestReviewRoutesAre503WithoutActions(t *testing.T) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(r.method, r.path, nil)
 		req.Host = "127.0.0.1:26000"
+		req.Header.Set("Authorization", "Bearer "+testBearer)
+	req.Header.Set("Authorization", "Bearer "+testBearer)
 		e.ServeHTTP(rec, req)
 		if rec.Code != http.StatusServiceUnavailable {
 			t.Errorf("%s %s: got %d, want 503", r.method, r.path, rec.Code)
@@ -29,7 +42,7 @@ func TestReviewRoutesAre503WithoutActions(t *testing.T) {
 }
 
 func TestLoopbackHostGuard(t *testing.T) {
-	e, _ := New(Deps{})
+	e, _ := New(Deps{Bearer: testBearer, DashboardToken: testDash})
 	for host, want := range map[string]int{
 		"127.0.0.1:26000": http.StatusServiceUnavailable, "localhost:1": http.StatusServiceUnavailable, "[::1]:8080": http.StatusServiceUnavailable,
 		"evil.example": http.StatusForbidden, "10.0.0.1:26000": http.StatusForbidden, "127.0.0.1.evil.example": http.StatusForbidden,
@@ -37,6 +50,7 @@ func TestLoopbackHostGuard(t *testing.T) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("GET", "/review", nil)
 		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+testBearer)
 		e.ServeHTTP(rec, req)
 		if rec.Code != want {
 			t.Errorf("Host %s: got %d, want %d", host, rec.Code, want)
@@ -48,7 +62,7 @@ func TestLoopbackHostGuard(t *testing.T) {
 }
 
 func TestRPCNeedsToken(t *testing.T) {
-	e, _ := New(Deps{Token: "secret-token"})
+	e, _ := New(Deps{Bearer: testBearer, DashboardToken: testDash, Token: "secret-token"})
 	for _, auth := range []string{"", "Bearer wrong", "secret-token"} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("POST", "/rpc/ping", strings.NewReader("{}"))
@@ -68,5 +82,29 @@ func TestRPCNeedsToken(t *testing.T) {
 	e.ServeHTTP(rec, req)
 	if rec.Code != 200 {
 		t.Errorf("right token: got %d", rec.Code)
+	}
+}
+
+// TestRenderFailureIs500WithAnID: a page that cannot render answers 500
+// (never 200 with half a page) with an error id that the log has too.
+func TestRenderFailureIs500WithAnID(t *testing.T) {
+	var logged strings.Builder
+	v, err := views.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &handler{d: Deps{Views: v, Log: slog.New(slog.NewTextHandler(&logged, nil))}}
+	e := echo.New()
+	rec := httptest.NewRecorder()
+	c := e.NewContext(httptest.NewRequest("GET", "/", nil), rec)
+	if err := h.render(c, http.StatusOK, "no-such-page", nil); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`internal error ([0-9a-f]{12})`).FindStringSubmatch(rec.Body.String())
+	if rec.Code != http.StatusInternalServerError || m == nil {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if !strings.Contains(logged.String(), "error_id="+m[1]) {
+		t.Fatalf("the log lacks error id %s: %s", m[1], logged.String())
 	}
 }

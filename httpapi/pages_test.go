@@ -138,7 +138,7 @@ func newPagesServerF(t testing.TB) (*fakeReview, http.Handler) {
 	f := &fakeReview{diff: fixtureDiff(), payload: fixturePayload(), acceptFn: func(AcceptArgs) (*TaskInfo, error) {
 		return nil, review.Refuse(review.ReasonPassphraseRequired, "fix-login", "main", "looks right", []string{".github/ci.yml"})
 	}}
-	e, err := New(Deps{Tasks: fakeTasks{}, Review: f})
+	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Tasks: fakeTasks{}, Review: f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +148,7 @@ func newPagesServerF(t testing.TB) (*fakeReview, http.Handler) {
 func serve(t *testing.T, h http.Handler, method, path, ctype, body string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	req.Host = "127.0.0.1:26000"
+	req.Header.Set("Authorization", "Bearer "+testBearer)
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
@@ -313,7 +314,7 @@ func BenchmarkRenderLargeReview(b *testing.B) {
 		return ok
 	}
 	f := &fakeReview{diff: d.Files, payload: review.BuildPayload(all, inDiff, review.StatusBar{Status: "blocked"})}
-	e, err := New(Deps{Tasks: fakeTasks{}, Review: f})
+	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Tasks: fakeTasks{}, Review: f})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -50,7 +49,7 @@ func (h *handler) queuePage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := views.QueuePage{Page: h.page()}
+	p := views.QueuePage{Page: h.page(c)}
 	p.Title = "Review queue"
 	for _, it := range items {
 		ref := it.Task.Code
@@ -72,7 +71,7 @@ type reviewState struct {
 }
 
 func (h *handler) reviewPage(c echo.Context) error {
-	return h.renderReview(c, http.StatusOK, reviewState{notice: c.QueryParam("notice")})
+	return h.renderReview(c, http.StatusOK, reviewState{notice: h.notice(c)})
 }
 
 // renderReview renders /review/:task with whatever a POST left to say.
@@ -88,10 +87,10 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 		return err
 	}
 	t := d.Task
-	p := views.ReviewPage{Page: h.page(), TaskID: t.ID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch, Parent: t.Parent,
+	p := views.ReviewPage{Page: h.page(c), TaskID: t.ID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch, Parent: t.Parent,
 		Toolbar: views.Toolbar, DraftReason: st.draftReason, DraftFeedback: st.draftFeedback}
 	p.Page.Title, p.Notice, p.Script, p.Page.TaskID = "Review "+t.Ref, st.notice, "review.js", t.ID
-	p.Diff, p.Orphans = views.BuildDiff(d.Files, pl.Threads, t.ID, true, c.QueryParam("comment"))
+	p.Diff, p.Orphans = views.BuildDiff(d.Files, pl.Threads, t.ID, h.csrfFor(c), true, c.QueryParam("comment"))
 	if p.DiffHTML, err = h.d.Views.DiffHTML(p.Diff); err != nil {
 		return err
 	}
@@ -120,21 +119,38 @@ func isJSON(c echo.Context) bool {
 	return strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationJSON)
 }
 
-// maxFormBody bounds a review POST body.
-const maxFormBody = 1 << 20
+// readForm parses a review form within maxFormBody; a larger one is "too
+// large", never read as empty.
+func readForm(c echo.Context) error {
+	r := c.Request()
+	if r.PostForm != nil {
+		return nil // parsed already (the form token check)
+	}
+	r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBody)
+	if err := r.ParseForm(); err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return errTooLarge(maxFormBody)
+		}
+		return echo.NewHTTPError(http.StatusBadRequest, "could not read the form: "+err.Error())
+	}
+	return nil
+}
 
 func (h *handler) postComment(c echo.Context) error {
 	var a PostCommentArgs
-	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBody)
 	if isJSON(c) {
-		raw, err := io.ReadAll(c.Request().Body)
+		raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBody))
 		if err != nil {
-			return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "the comment is too large")
+			return errTooLarge(maxFormBody)
 		}
 		if err := json.Unmarshal(raw, &a); err != nil {
 			return echo.NewHTTPError(http.StatusBadRequest, "the body must be JSON with body, file, line, side and intent: "+err.Error())
 		}
 	} else {
+		if err := readForm(c); err != nil {
+			return err
+		}
 		a = PostCommentArgs{Body: c.FormValue("body"), File: c.FormValue("file"), Side: c.FormValue("side"), Intent: c.FormValue("intent"), ThreadID: c.FormValue("thread_id")}
 		if l := c.FormValue("line"); l != "" {
 			n, err := strconv.Atoi(l)
@@ -158,7 +174,7 @@ func (h *handler) postComment(c echo.Context) error {
 			notice = "Question saved but not sent: " + rc.AskError
 		}
 	}
-	return c.Redirect(http.StatusSeeOther, "/review/"+rc.TaskID+"?notice="+url.QueryEscape(notice)+"#"+views.FragID(rc.File, string(rc.Side), rc.Line))
+	return c.Redirect(http.StatusSeeOther, h.noticeURL("/review/"+rc.TaskID, notice)+"#"+views.FragID(rc.File, string(rc.Side), rc.Line))
 }
 
 // noticeRedirect sends the browser back to the review page with a notice;
@@ -178,7 +194,7 @@ func (h *handler) noticeRedirect(c echo.Context, res *ActionResult, err error) e
 	if d, derr := h.d.Review.Diff(c.Request().Context(), task); derr == nil {
 		task = d.Task.ID
 	}
-	return c.Redirect(http.StatusSeeOther, "/review/"+task+"?notice="+url.QueryEscape(notice))
+	return c.Redirect(http.StatusSeeOther, h.noticeURL("/review/"+task, notice))
 }
 
 func (h *handler) retry(c echo.Context) error {
@@ -192,6 +208,9 @@ func (h *handler) withdraw(c echo.Context) error {
 }
 
 func (h *handler) unblock(c echo.Context) error {
+	if err := readForm(c); err != nil {
+		return err
+	}
 	feedback := c.FormValue("feedback")
 	tu, err := h.d.Review.Unblock(c.Request().Context(), c.Param("task"), feedback)
 	if err != nil {
@@ -200,10 +219,13 @@ func (h *handler) unblock(c echo.Context) error {
 		}
 		return h.renderReview(c, Status(err), reviewState{notice: "Not unblocked: " + err.Error(), draftFeedback: feedback, draftReason: c.FormValue("draft_reason")})
 	}
-	return c.Redirect(http.StatusSeeOther, "/tasks/"+tu.TaskID+"?notice="+url.QueryEscape("Unblocked: work turn "+strconv.Itoa(tu.Number)+" is queued."))
+	return c.Redirect(http.StatusSeeOther, h.noticeURL("/tasks/"+tu.TaskID, "Unblocked: work turn "+strconv.Itoa(tu.Number)+" is queued."))
 }
 
 func (h *handler) accept(c echo.Context) error {
+	if err := readForm(c); err != nil {
+		return err
+	}
 	reason := c.FormValue("reason")
 	if reason == "" {
 		reason = c.FormValue("draft_reason")
@@ -227,7 +249,7 @@ func (h *handler) accept(c echo.Context) error {
 		st.refusal = ref
 		return h.renderReview(c, Status(err), st)
 	}
-	return c.Redirect(http.StatusSeeOther, "/tasks/"+t.ID+"?notice="+url.QueryEscape("Accepted and merged into "+t.Parent+"."))
+	return c.Redirect(http.StatusSeeOther, h.noticeURL("/tasks/"+t.ID, "Accepted and merged into "+t.Parent+"."))
 }
 
 // refusalOf finds a refused accept in err: the daemon's own type in-process,
@@ -246,6 +268,9 @@ func refusalOf(err error) (*review.Refusal, bool) {
 }
 
 func (h *handler) sync(c echo.Context) error {
+	if err := readForm(c); err != nil {
+		return err
+	}
 	st := reviewState{draftReason: c.FormValue("draft_reason"), draftFeedback: c.FormValue("draft_feedback")}
 	if _, err := h.d.Review.Sync(c.Request().Context(), c.Param("task"), false); err != nil {
 		if Status(err) >= 500 {
@@ -283,9 +308,9 @@ func (h *handler) commitPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	p := views.CommitPage{Page: h.page(), SHA: cd.SHA, Subject: cd.Subject, Author: cd.Author, Toolbar: views.Toolbar}
+	p := views.CommitPage{Page: h.page(c), SHA: cd.SHA, Subject: cd.Subject, Author: cd.Author, Toolbar: views.Toolbar}
 	p.Title, p.Script = "Commit "+cd.SHA[:min(12, len(cd.SHA))], "review.js"
-	p.Diff, _ = views.BuildDiff(cd.Files, nil, "", false, "")
+	p.Diff, _ = views.BuildDiff(cd.Files, nil, "", "", false, "")
 	if p.DiffHTML, err = h.d.Views.DiffHTML(p.Diff); err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ var Toolbar = []ToolbarMode{
 // DiffView is one rendered diff: the review page's or a commit's.
 type DiffView struct {
 	TaskID      string
+	CSRF        string // the session's form token, for the comment forms
 	Files       []FileView
 	Commentable bool
 	Empty       bool
@@ -78,6 +79,7 @@ type RowView struct {
 // ThreadView is one thread with its messages.
 type ThreadView struct {
 	TaskID                   string
+	CSRF                     string
 	Commentable              bool
 	ID, File, Side, LineText string
 	Line                     int
@@ -97,11 +99,11 @@ type MessageView struct {
 // BuildDiff turns parsed files and threads into the view; threads whose
 // anchor is in the diff are attached to their line, the rest are returned
 // as orphans. open is the fragment id of a line whose comment form is open.
-func BuildDiff(files []gitx.File, threads []review.Thread, taskID string, commentable bool, open string) (DiffView, []ThreadView) {
+func BuildDiff(files []gitx.File, threads []review.Thread, taskID, csrf string, commentable bool, open string) (DiffView, []ThreadView) {
 	byAnchor := map[string][]ThreadView{}
 	var orphans []ThreadView
 	for _, t := range threads {
-		tv := BuildThread(t, taskID)
+		tv := BuildThread(t, taskID, csrf)
 		tv.Commentable = commentable
 		if t.Orphan {
 			orphans = append(orphans, tv)
@@ -109,7 +111,7 @@ func BuildDiff(files []gitx.File, threads []review.Thread, taskID string, commen
 		}
 		byAnchor[tv.FragID] = append(byAnchor[tv.FragID], tv)
 	}
-	d := DiffView{TaskID: taskID, Commentable: commentable, Empty: len(files) == 0}
+	d := DiffView{TaskID: taskID, CSRF: csrf, Commentable: commentable, Empty: len(files) == 0}
 	for fi, f := range files {
 		fv := FileView{Path: f.Path(), OldPath: f.OldPath, IsNew: f.IsNew, IsDelete: f.IsDelete, IsRename: f.IsRename, IsBinary: f.IsBinary, Added: f.Added, Deleted: f.Deleted}
 		d.Added += f.Added
@@ -172,8 +174,8 @@ func pairRows(lines []gitx.Line, prefix string) []RowView {
 
 // BuildThread makes a thread's view, asking the review rules what the
 // reviewer may do with each message.
-func BuildThread(t review.Thread, taskID string) ThreadView {
-	tv := ThreadView{TaskID: taskID, ID: t.ID, File: t.File, Side: string(t.Side), Line: t.Line, LineText: t.LineText, Orphan: t.Orphan, FragID: FragID(t.File, string(t.Side), t.Line)}
+func BuildThread(t review.Thread, taskID, csrf string) ThreadView {
+	tv := ThreadView{TaskID: taskID, CSRF: csrf, ID: t.ID, File: t.File, Side: string(t.Side), Line: t.Line, LineText: t.LineText, Orphan: t.Orphan, FragID: FragID(t.File, string(t.Side), t.Line)}
 	for i := range t.Messages {
 		m := &t.Messages[i]
 		mv := MessageView{ID: m.ID, Body: m.Body, IsAgent: !m.IsOwn(), IsAsk: m.Intent == review.Ask, IsWithdrawn: m.IsWithdrawn(), Error: m.AskError}

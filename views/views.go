@@ -51,8 +51,8 @@ var funcs = template.FuncMap{
 		return t.Format("2006-01-02")
 	},
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"anchor": func(taskID, file string, line int, side string) CommentAnchor {
-		return CommentAnchor{TaskID: taskID, File: file, Line: line, Side: side}
+	"anchor": func(taskID, file string, line int, side, csrf string) CommentAnchor {
+		return CommentAnchor{TaskID: taskID, File: file, Line: line, Side: side, CSRF: csrf}
 	},
 }
 
@@ -86,6 +86,7 @@ func New() (*Views, error) {
 type CommentAnchor struct {
 	TaskID, File, Side string
 	Line               int
+	CSRF               string
 }
 
 // Page is what every page shares.
@@ -96,6 +97,9 @@ type Page struct {
 	// Warnings are the daemon's standing warnings (agents unsandboxed),
 	// shown as a banner on every page.
 	Warnings []string
+	// CSRF is the session's form token, carried by every form (and sent by
+	// the page's script as X-Lazy-CSRF); "" when not logged in by cookie.
+	CSRF string
 	// Script names a script of /assets to load, if the page has one.
 	Script string
 	// BodyData are data attributes for <body> (the island reads them).
@@ -104,14 +108,23 @@ type Page struct {
 
 // Render renders page into w, fully buffered first.
 func (v *Views) Render(w io.Writer, page string, data any) error {
+	b, err := v.RenderBytes(page, data)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// RenderBytes renders page whole, or fails having produced nothing.
+func (v *Views) RenderBytes(page string, data any) ([]byte, error) {
 	t, ok := v.pages[page]
 	if !ok {
-		return fmt.Errorf("no page %q", page)
+		return nil, fmt.Errorf("no page %q", page)
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", data); err != nil {
-		return fmt.Errorf("render %s: %w", page, err)
+		return nil, fmt.Errorf("render %s: %w", page, err)
 	}
-	_, err := w.Write(buf.Bytes())
-	return err
+	return buf.Bytes(), nil
 }

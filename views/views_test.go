@@ -23,7 +23,7 @@ func TestCommentLinkRoundTrip(t *testing.T) {
 	if frag != "l-dir%2Fa%20b.go-new-1" {
 		t.Fatalf("frag %q", frag)
 	}
-	view, _ := BuildDiff(d.Files, nil, "T", true, "")
+	view, _ := BuildDiff(d.Files, nil, "T", "", true, "")
 	h, err := v.DiffHTML(view)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func TestCommentLinkRoundTrip(t *testing.T) {
 	if got := u.Query().Get("comment"); got != frag || u.EscapedFragment() != frag {
 		t.Errorf("link %q: query gives %q, fragment %q; want %q", href, got, u.EscapedFragment(), frag)
 	}
-	open, _ := BuildDiff(d.Files, nil, "T", true, frag)
+	open, _ := BuildDiff(d.Files, nil, "T", "", true, frag)
 	if !open.Files[0].Hunks[0].Rows[1].CommentOpen {
 		t.Error("the decoded query does not open the form on its line")
 	}

@@ -73,9 +73,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	conn, err := client.Dial(config.PathsFor(home, root))
+	paths := config.PathsFor(home, root)
+	conn, err := client.Dial(paths)
 	if err != nil {
 		return fmt.Errorf("%w (the dev server is a client of the daemon and never opens the store itself)", err)
+	}
+	// the same login as the daemon's dashboard: its dashboard token, or the
+	// auth token as a bearer
+	dash, err := client.ReadToken(paths.DashboardToken)
+	if err != nil {
+		return err
+	}
+	bearer, err := client.ReadToken(paths.AuthToken)
+	if err != nil {
+		return err
 	}
 	if _, err := views.ComposeCSS(os.DirFS(*assets)); err != nil {
 		return fmt.Errorf("%w: run from the repository root or pass --assets DIR", err)
@@ -87,6 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Log:        log,
 		CSS:        func() ([]byte, error) { return views.ComposeCSS(os.DirFS(*assets)) },
 		NoStoreCSS: true,
+		Bearer:     bearer, DashboardToken: dash,
 	})
 	if err != nil {
 		return err
@@ -97,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("port %d on 127.0.0.1 is busy (%v): stop what holds it or pass --port N", *port, errors.Unwrap(err))
 	}
 	srv := &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "dev:server: http://%s/ (project %s)\n", addr, root)
+	fmt.Fprintf(stdout, "dev:server: http://%s/ (project %s)\ndev:server: open http://%s/?token=%s\n", addr, root, addr, dash)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

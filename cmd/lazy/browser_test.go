@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,8 +13,10 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"lazy/gitx/gitxtest"
 	"lazy/httpapi"
 	"lazy/review"
 )
@@ -65,9 +70,13 @@ func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Voi
 	}
 }
 
-// screenshot saves a full-page PNG under docs/screenshots for the README.
+// screenshot saves a full-page PNG under docs/screenshots for the README,
+// only when asked (LAZY_SCREENSHOTS=1): make test leaves the tree clean.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
+	if os.Getenv("LAZY_SCREENSHOTS") == "" {
+		return
+	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
@@ -119,9 +128,9 @@ func reviewProject(t *testing.T) (*project, string) {
 }
 
 func TestBrowserAskAnsweredByPolling(t *testing.T) {
-	_, url := reviewProject(t)
+	p, url := reviewProject(t)
 	ctx := browser(t, 1280, 900, true)
-	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible(".toolbar"))
+	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".toolbar"))
 	if got := eval[string](t, ctx, `document.body.dataset.pollMs || ''`); got != "10000" && got != "" {
 		t.Errorf("idle poll interval %q, want 10000", got)
 	}
@@ -158,7 +167,7 @@ func TestBrowserAskAnsweredByPolling(t *testing.T) {
 func TestBrowserCommentUnblockWithdraw(t *testing.T) {
 	p, url := reviewProject(t)
 	ctx := browser(t, 1280, 900, true)
-	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible(".toolbar"))
+	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".toolbar"))
 	post := func(line, text string) {
 		do(t, ctx,
 			chromedp.Evaluate[chromedp.Void](`document.querySelector('td.code[data-line="`+line+`"][data-side="new"] a.comment-link').click()`),
@@ -225,7 +234,7 @@ func TestBrowserRefusedAcceptKeepsInput(t *testing.T) {
 	p.lazy(0, "task", "new", "--code", "gh", "-m", "@write .github/ci.yml on: push\n@commit ci")
 	ti := p.waitStatus("gh", "blocked")
 	ctx := browser(t, 1280, 900, true)
-	do(t, ctx, chromedp.Navigate(p.info().BaseURL+"/review/"+ti.ID), chromedp.WaitVisible(".toolbar"),
+	do(t, ctx, chromedp.Navigate(p.login(p.info().BaseURL+"/review/"+ti.ID)), chromedp.WaitVisible(".toolbar"),
 		chromedp.SendKeys(`(//form[contains(@class,"unblock-form")])[1]//textarea`, "my unblock draft"),
 		chromedp.Click(`(//button[contains(@class,"accept-open")])[1]`),
 		chromedp.WaitVisible(`dialog[open] .accept-form textarea`),
@@ -277,7 +286,7 @@ func TestBrowserLayoutToggleAndNarrowFallback(t *testing.T) {
 	ti := p.waitStatus("rv", "blocked")
 	url := p.info().BaseURL + "/review/" + ti.ID
 	ctx := browser(t, 1280, 900, true)
-	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible(".toolbar"),
+	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".toolbar"),
 		chromedp.Evaluate[chromedp.Void](`window.__layouts = []; document.addEventListener('rv:layout', e => window.__layouts.push(e.detail.layout))`),
 		chromedp.Click(`.toolbar button[data-value="split"]`),
 		chromedp.WaitVisible("table.split-table"))
@@ -306,7 +315,7 @@ func TestBrowserLayoutToggleAndNarrowFallback(t *testing.T) {
 	}
 	screenshot(t, ctx, "review-split")
 	// a reload keeps the choice; long lines wrap on request
-	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible("table.split-table"), chromedp.Click(`.toolbar button[data-value="wrap"]`))
+	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible("table.split-table"), chromedp.Click(`.toolbar button[data-value="wrap"]`))
 	if !eval[bool](t, ctx, `document.querySelector('[data-diff]').classList.contains('wrap-wrap')`) {
 		t.Error("wrap did not apply")
 	}
@@ -318,7 +327,7 @@ func TestBrowserLayoutToggleAndNarrowFallback(t *testing.T) {
 	do(t, ctx, chromedp.EmulateViewport(1280, 900), chromedp.WaitVisible("table.split-table"))
 	// storage failing: the page still works, the choice lasts the page
 	ctx2 := browser(t, 1280, 900, true)
-	do(t, ctx2, chromedp.Navigate(url), chromedp.WaitVisible(".toolbar"),
+	do(t, ctx2, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".toolbar"),
 		chromedp.Evaluate[chromedp.Void](`void Object.defineProperty(window, 'localStorage', {get() { throw new Error('denied'); }})`),
 		chromedp.Click(`.toolbar button[data-value="split"]`), chromedp.WaitVisible("table.split-table"))
 }
@@ -326,9 +335,9 @@ func TestBrowserLayoutToggleAndNarrowFallback(t *testing.T) {
 func TestBrowserNoScriptLoop(t *testing.T) {
 	p, url := reviewProject(t)
 	ctx := browser(t, 1280, 900, false)
-	do(t, ctx, chromedp.Navigate(p.info().BaseURL+"/review"), chromedp.WaitVisible("table.queue"))
+	do(t, ctx, chromedp.Navigate(p.login(p.info().BaseURL+"/review")), chromedp.WaitVisible("table.queue"))
 	screenshot(t, ctx, "queue")
-	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible("table.diff-table"))
+	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible("table.diff-table"))
 	if !eval[bool](t, ctx, `document.querySelector('.toolbar').hidden`) {
 		t.Error("the toolbar must stay hidden without script")
 	}
@@ -348,7 +357,7 @@ func TestBrowserNoScriptLoop(t *testing.T) {
 	p.waitThreads("rv", "the no-script ask answered", func(pl review.Payload) bool {
 		return pl.Pending == 0 && len(pl.Threads) == 1 && len(pl.Threads[0].Messages) == 2
 	})
-	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible(".msg.from-agent"))
+	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".msg.from-agent"))
 	// a queued comment, then accept refused (no commits? no: the branch has one) — unblock without script
 	do(t, ctx, chromedp.Click(`td.code[data-line="3"] a.comment-link`), chromedp.WaitVisible("tr.comment-row textarea"),
 		chromedp.SendKeys("tr.comment-row textarea", "No-script comment"), chromedp.Click(`tr.comment-row button[value="comment"]`), chromedp.WaitVisible(".notice"))
@@ -356,7 +365,7 @@ func TestBrowserNoScriptLoop(t *testing.T) {
 		t.Error("queued count after a no-script comment")
 	}
 	gitxCommitOnMain(t, p)
-	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible(".accept-form"),
+	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".accept-form"),
 		chromedp.SendKeys(`(//form[contains(@class,"accept-form")])[2]//textarea`, "ship"),
 		chromedp.Submit(`(//form[contains(@class,"accept-form")])[2]`), chromedp.WaitVisible(".refusal .sync-form"))
 	do(t, ctx, chromedp.Submit(".sync-form"), chromedp.WaitVisible(".notice"))
@@ -388,7 +397,7 @@ func TestBrowserEscapesEverything(t *testing.T) {
 	a := p.post("x", httpapi.PostCommentArgs{Body: payload + "\n@answer " + payload, File: "evil.html", Line: 1, Side: "new", Intent: "ask"})
 	p.waitThreads("x", "answer", func(pl review.Payload) bool { return find(pl, a.ID).AskState == review.AskAnswered })
 	ctx := browser(t, 1280, 900, true)
-	do(t, ctx, chromedp.Navigate(p.info().BaseURL+"/review/"+ti.ID), chromedp.WaitVisible(".msg.from-agent"))
+	do(t, ctx, chromedp.Navigate(p.login(p.info().BaseURL+"/review/"+ti.ID)), chromedp.WaitVisible(".msg.from-agent"))
 	if v := eval[int](t, ctx, `window.__pwned || 0`); v != 0 {
 		t.Fatalf("injected script ran (%d)", v)
 	}
@@ -400,4 +409,90 @@ func TestBrowserEscapesEverything(t *testing.T) {
 			t.Errorf("%s shows %q, want the literal text", sel, got)
 		}
 	}
+}
+
+// TestBrowserOnlyTheReviewerDecides: without the login the dashboard is a
+// 401 naming lazy open; the tokened address logs the browser in with an
+// HttpOnly SameSite=Strict cookie. Then a page on another loopback origin
+// (same site: only the port differs) submits forms and fetches to accept,
+// unblock, comment and ask on the logged-in dashboard: every one is refused
+// and nothing changes.
+func TestBrowserOnlyTheReviewerDecides(t *testing.T) {
+	p, url := reviewProject(t)
+	ti := p.show("rv")
+	ctx := browser(t, 1280, 900, true)
+	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible("main"))
+	if body := eval[string](t, ctx, `document.body.innerText`); !strings.Contains(body, "lazy open") {
+		t.Fatalf("without the login: %s", body)
+	}
+	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".toolbar"))
+	if got := eval[string](t, ctx, `location.search`); strings.Contains(got, "token=") {
+		t.Errorf("the token stays in the address: %s", got)
+	}
+	cookies, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{p.info().BaseURL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var session *network.Cookie
+	for _, c := range cookies.Cookies {
+		if strings.HasPrefix(c.Name, "lazy_session_") {
+			session = c
+		}
+	}
+	if session == nil || !session.HTTPOnly || session.SameSite != network.CookieSameSiteStrict {
+		t.Fatalf("session cookie: %+v", session)
+	}
+	if got := eval[string](t, ctx, `document.cookie`); got != "" {
+		t.Errorf("the page's script can read the cookie: %q", got)
+	}
+
+	// the other origin: every way a page can send a write
+	base := p.info().BaseURL
+	id := ti.ID
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		form := func(action, fields string) string {
+			return `<form method="post" action="` + base + action + `">` + fields + `</form>`
+		}
+		switch r.URL.Path {
+		case "/accept":
+			io.WriteString(w, form("/review/"+id+"/accept", `<input name="reason" value="evil">`)+`<script>document.forms[0].submit()</script>`)
+		case "/unblock":
+			io.WriteString(w, form("/review/"+id+"/unblock", `<input name="feedback" value="@write pwned.txt x">`)+`<script>document.forms[0].submit()</script>`)
+		case "/comment":
+			io.WriteString(w, form("/review/"+id+"/comment", `<input name="body" value="evil comment"><input name="file" value="a.go"><input name="line" value="1"><input name="side" value="new"><input name="intent" value="comment">`)+`<script>document.forms[0].submit()</script>`)
+		default: // fetches: a no-cors JSON ask and a form-encoded comment
+			io.WriteString(w, `<script>
+window.done = 0;
+const ask = fetch('`+base+`/review/`+id+`/comment', {method: 'POST', mode: 'no-cors', credentials: 'include', headers: {'Content-Type': 'text/plain'}, body: JSON.stringify({body: 'evil ask', file: 'a.go', line: 1, side: 'new', intent: 'ask'})});
+const com = fetch('`+base+`/review/`+id+`/comment', {method: 'POST', mode: 'no-cors', credentials: 'include', body: new URLSearchParams({body: 'evil fetch', file: 'a.go', line: '1', side: 'new', intent: 'comment'})});
+const acc = fetch('`+base+`/review/`+id+`/accept', {method: 'POST', mode: 'no-cors', credentials: 'include', body: new URLSearchParams({reason: 'evil'})});
+Promise.allSettled([ask, com, acc]).then(() => { window.done = 1 });
+</script>`)
+		}
+	}))
+	defer evil.Close()
+	for _, path := range []string{"/accept", "/unblock", "/comment"} {
+		do(t, ctx, chromedp.Navigate(evil.URL+path))
+		waitJS(t, ctx, "the cross-origin form post to "+path+" to land", `location.href.startsWith('`+base+`')`)
+		if body := eval[string](t, ctx, `document.body.innerText`); !strings.Contains(body, "refused") {
+			t.Errorf("%s from another origin: %s", path, body)
+		}
+	}
+	do(t, ctx, chromedp.Navigate(evil.URL+"/fetch"))
+	waitJS(t, ctx, "the cross-origin fetches", `window.done === 1`)
+
+	pl := p.threads("rv")
+	if len(pl.Threads) != 0 || pl.PendingDelivery != 0 {
+		t.Errorf("a cross-origin write reached the store: %+v", pl)
+	}
+	after := p.show("rv")
+	if after.Status != "blocked" || after.Turns != ti.Turns {
+		t.Errorf("a cross-origin unblock or accept changed the task: %+v", after)
+	}
+	if out := gitxtest.Git(t, p.root, "log", "--oneline", "main"); strings.Contains(out, "Merge") || strings.Contains(out, "write a") {
+		t.Errorf("main moved: %s", out)
+	}
+	// and the reviewer's own page still works with the same cookie
+	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible(".toolbar"))
 }

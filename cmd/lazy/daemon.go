@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"lazy/client"
+	"lazy/httpapi"
 	"lazy/config"
 	"lazy/daemon"
 )
@@ -74,9 +75,28 @@ func (a *app) printStatus(ctx context.Context, p config.Paths) error {
 		fmt.Fprintf(a.out, "state: %s\n", p.State)
 		return nil
 	}
-	fmt.Fprintf(a.out, "daemon: running (pid %d)\ndashboard: %s\nproxy: %s\nstate: %s\n", info.PID, info.BaseURL, info.ProxyURL, p.State)
-	printWarnings(a.errOut, info.Warnings)
+	printRunning(a.out, a.errOut, info, p)
 	return nil
+}
+
+// printRunning is the running daemon's lines (CONTRACT §3): the tokened
+// `open:` address logs a browser in to the dashboard.
+func printRunning(out, errOut io.Writer, info httpapi.DaemonInfo, p config.Paths) {
+	fmt.Fprintf(out, "daemon: running (pid %d)\ndashboard: %s\n", info.PID, info.BaseURL)
+	if u, err := openURL(info, p); err == nil {
+		fmt.Fprintf(out, "open: %s\n", u)
+	}
+	fmt.Fprintf(out, "proxy: %s\nstate: %s\n", info.ProxyURL, p.State)
+	printWarnings(errOut, info.Warnings)
+}
+
+// openURL is the dashboard's address with its login token.
+func openURL(info httpapi.DaemonInfo, p config.Paths) (string, error) {
+	tok, err := client.ReadToken(p.DashboardToken)
+	if err != nil {
+		return "", err
+	}
+	return info.BaseURL + "/?token=" + tok, nil
 }
 
 // startDetached re-runs this binary as `daemon start --foreground` in its own
@@ -194,10 +214,7 @@ func (a *app) runForeground(ctx context.Context, detached bool) error {
 		return err
 	}
 	if !detached {
-		info := d.Info()
-		fmt.Fprintf(a.out, "daemon: running (pid %d)\ndashboard: %s\nproxy: %s\nstate: %s\n", info.PID, info.BaseURL, info.ProxyURL, p.State)
-		printWarnings(a.errOut, info.Warnings)
-		printWarnings(a.errOut, info.Warnings)
+		printRunning(a.out, a.errOut, d.Info(), p)
 	}
 	<-d.Done()
 	return nil
@@ -239,5 +256,38 @@ func (a *app) stopDaemon(ctx context.Context) error {
 func printWarnings(w io.Writer, warnings []string) {
 	for _, s := range warnings {
 		fmt.Fprintln(w, "warning: "+s)
+	}
+}
+
+func (a *app) openCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "open",
+		Short: "Print the dashboard's login address (and open it in a browser where there is one)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := a.paths(cmd.Context())
+			if err != nil {
+				return err
+			}
+			_, info, err := client.Discover(p)
+			if err != nil {
+				return err
+			}
+			u, err := openURL(info, p)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, map[string]string{"url": u})
+			}
+			fmt.Fprintln(a.out, u)
+			// a browser only where a desktop session is; never fails the command
+			if os.Getenv("DISPLAY") != "" || os.Getenv("WAYLAND_DISPLAY") != "" {
+				if xdg, err := exec.LookPath("xdg-open"); err == nil {
+					_ = exec.Command(xdg, u).Start()
+				}
+			}
+			return nil
+		},
 	}
 }

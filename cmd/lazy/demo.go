@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"lazy/agent"
+	"lazy/client"
 	"lazy/daemon"
 	"lazy/httpapi"
 	"lazy/stubmodel"
@@ -148,7 +149,11 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err := demoConversation(ctx, d); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.out, "review: %s/review\n", d.Info().BaseURL)
+	tok, err := client.ReadToken(d.Paths().DashboardToken)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.out, "review: %s/review?token=%s\n", d.Info().BaseURL, tok)
 	say("open the URL above; press Ctrl-C to stop and clean up")
 	<-ctx.Done()
 	say("stopping")

@@ -44,9 +44,28 @@ func (p *project) devServer(t *testing.T, extra ...string) (string, *exec.Cmd) {
 
 var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
-func get(t *testing.T, u string) (int, string, http.Header) {
+// bearerReq is a request with the auth token, as the CLI sends it (the dev
+// server takes the daemon's logins).
+func (p *project) bearerReq(method, u, ctype string, body io.Reader) *http.Request {
+	p.t.Helper()
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	tok, err := os.ReadFile(p.paths.AuthToken)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	return req
+}
+
+func get(t *testing.T, p *project, u string) (int, string, http.Header) {
 	t.Helper()
-	resp, err := noRedirect.Get(u)
+	resp, err := noRedirect.Do(p.bearerReq("GET", u, "", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +74,9 @@ func get(t *testing.T, u string) (int, string, http.Header) {
 	return resp.StatusCode, string(b), resp.Header
 }
 
-func postForm(t *testing.T, u string, v url.Values) (int, string, http.Header) {
+func postForm(t *testing.T, p *project, u string, v url.Values) (int, string, http.Header) {
 	t.Helper()
-	resp, err := noRedirect.PostForm(u, v)
+	resp, err := noRedirect.Do(p.bearerReq("POST", u, "application/x-www-form-urlencoded", strings.NewReader(v.Encode())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,19 +97,19 @@ func TestDevServerDrivesTheReviewLoop(t *testing.T) {
 
 	// the same pages, served by the dev server from the daemon's data
 	for _, path := range []string{"/", "/review", "/review/dev", "/tasks/dev"} {
-		if code, body, _ := get(t, base+path); code != 200 || !strings.Contains(body, "dev") {
+		if code, body, _ := get(t, p, base+path); code != 200 || !strings.Contains(body, "dev") {
 			t.Fatalf("GET %s: %d", path, code)
 		}
 	}
 	// post an ask (JSON) and a comment (form) through the dev server
-	resp, err := http.Post(base+"/review/dev/comment", "application/json", strings.NewReader(`{"body":"why y?\n@answer because","file":".github/a.yml","line":2,"side":"new","intent":"ask"}`))
+	resp, err := noRedirect.Do(p.bearerReq("POST", base+"/review/dev/comment", "application/json", strings.NewReader(`{"body":"why y?\n@answer because","file":".github/a.yml","line":2,"side":"new","intent":"ask"}`)))
 	if err != nil || resp.StatusCode != 201 {
 		t.Fatalf("ask through the dev server: %v %v", resp.StatusCode, err)
 	}
 	var ask review.ReviewComment
 	_ = json.NewDecoder(resp.Body).Decode(&ask)
 	resp.Body.Close()
-	code, _, hdr := postForm(t, base+"/review/dev/comment", url.Values{"body": {"rename x"}, "file": {".github/a.yml"}, "line": {"1"}, "side": {"new"}, "intent": {"comment"}})
+	code, _, hdr := postForm(t, p, base+"/review/dev/comment", url.Values{"body": {"rename x"}, "file": {".github/a.yml"}, "line": {"1"}, "side": {"new"}, "intent": {"comment"}})
 	if code != 303 || !strings.HasPrefix(hdr.Get("Location"), "/review/"+ti.ID) {
 		t.Fatalf("form comment: %d %s", code, hdr.Get("Location"))
 	}
@@ -99,12 +118,12 @@ func TestDevServerDrivesTheReviewLoop(t *testing.T) {
 		return find(pl, ask.ID).AskState == review.AskAnswered && pl.PendingDelivery == 1
 	})
 	// a refused accept shows the remedy panel, served by the dev server
-	code, body, _ := postForm(t, base+"/review/dev/accept", url.Values{"reason": {"fine"}, "draft_feedback": {"kept"}})
+	code, body, _ := postForm(t, p, base+"/review/dev/accept", url.Values{"reason": {"fine"}, "draft_feedback": {"kept"}})
 	if code != 409 || !strings.Contains(body, `class="remedy"`) || !strings.Contains(body, "lazy accept dev --reason fine --approve-file .github/a.yml") || !strings.Contains(body, `name="draft_feedback" value="kept"`) {
 		t.Fatalf("refused accept through the dev server: %d", code)
 	}
 	// unblock: 303 to the task page; the daemon delivers the comment
-	code, _, hdr = postForm(t, base+"/review/dev/unblock", url.Values{"feedback": {"go on"}})
+	code, _, hdr = postForm(t, p, base+"/review/dev/unblock", url.Values{"feedback": {"go on"}})
 	if code != 303 || !strings.HasPrefix(hdr.Get("Location"), "/tasks/"+ti.ID) {
 		t.Fatalf("unblock: %d %s", code, hdr.Get("Location"))
 	}
@@ -116,15 +135,15 @@ func TestDevServerDrivesTheReviewLoop(t *testing.T) {
 
 	// the daemon stops: requests fail loudly with the fix; it comes back: they work
 	p.lazy(0, "daemon", "stop")
-	code, body, _ = get(t, base+"/review/dev")
+	code, body, _ = get(t, p, base+"/review/dev")
 	if code != 503 || !strings.Contains(body, "lazy daemon start") {
 		t.Fatalf("with the daemon stopped: %d %q", code, body)
 	}
 	p.lazy(0, "daemon", "start")
-	if code, _, _ := get(t, base+"/review/dev"); code != 200 {
+	if code, _, _ := get(t, p, base+"/review/dev"); code != 200 {
 		t.Fatalf("after the daemon came back: %d", code)
 	}
-	if code, _, _ := get(t, base+"/"); code != 200 {
+	if code, _, _ := get(t, p, base+"/"); code != 200 {
 		t.Fatalf("task list after the daemon came back: %d", code)
 	}
 }
@@ -151,7 +170,7 @@ func TestDevServerStylesheetAndRefusals(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(parts, e.Name()), b, 0o644)
 	}
 	base, _ := p.devServer(t, "--assets", parts)
-	code, css, hdr := get(t, base+"/assets/app.css")
+	code, css, hdr := get(t, p, base+"/assets/app.css")
 	if code != 200 || hdr.Get("Cache-Control") != "no-store" || !strings.Contains(css, "/* --- base.css --- */") ||
 		strings.Index(css, "--- base.css") > strings.Index(css, "--- statusbar.css") {
 		t.Fatalf("app.css: %d %q", code, hdr.Get("Cache-Control"))
@@ -159,7 +178,7 @@ func TestDevServerStylesheetAndRefusals(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(parts, "diff.css"), []byte(".edited-now { color: red; }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, css, _ := get(t, base+"/assets/app.css"); !strings.Contains(css, ".edited-now") {
+	if _, css, _ := get(t, p, base+"/assets/app.css"); !strings.Contains(css, ".edited-now") {
 		t.Error("an edited part did not show on the next request")
 	}
 	// port busy: an error naming the port, no move to another

@@ -256,11 +256,12 @@ func TestDaemonLifecycleAndCLI(t *testing.T) {
 		t.Fatalf("second start: %q", out)
 	}
 	status := p.lazy(0, "daemon", "status")
-	want := fmt.Sprintf("daemon: running (pid %d)\ndashboard: %s\nproxy: %s\nstate: %s\n", info.PID, info.BaseURL, info.ProxyURL, p.paths.State)
+	dash, _ := os.ReadFile(p.paths.DashboardToken)
+	want := fmt.Sprintf("daemon: running (pid %d)\ndashboard: %s\nopen: %s/?token=%s\nproxy: %s\nstate: %s\n", info.PID, info.BaseURL, info.BaseURL, strings.TrimSpace(string(dash)), info.ProxyURL, p.paths.State)
 	if status != want {
 		t.Fatalf("status:\n got %q\nwant %q", status, want)
 	}
-	for _, f := range []string{p.paths.AuthToken, p.paths.ProxyTokens, p.paths.DaemonJSON} {
+	for _, f := range []string{p.paths.AuthToken, p.paths.DashboardToken, p.paths.ProxyTokens, p.paths.DaemonJSON} {
 		st, err := os.Stat(f)
 		if err != nil || st.Mode().Perm() != 0o600 {
 			t.Errorf("%s: mode %v %v, want 0600", f, st.Mode().Perm(), err)
@@ -340,12 +341,12 @@ func TestDaemonLifecycleAndCLI(t *testing.T) {
 	if out := p.lazy(0, "actors"); !strings.Contains(out, "task/"+tl[0].ID) || !strings.Contains(out, "grants") || !strings.Contains(out, "traffic") {
 		t.Errorf("actors:\n%s", out)
 	}
-	resp, err := http.Get(info.BaseURL + "/api/actors")
+	resp, err := p.get("/api/actors")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/api/actors: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	resp, err = http.Get(info.BaseURL + "/metrics")
+	resp, err = p.get("/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +368,7 @@ func TestDaemonLifecycleAndCLI(t *testing.T) {
 	}
 
 	// the task page and the list render
-	resp, err = http.Get(info.BaseURL + "/tasks/" + short)
+	resp, err = p.get("/tasks/" + short)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("task page: %v", err)
 	}
@@ -508,4 +509,42 @@ func checkStatePrivate(t *testing.T, state string) {
 	if n < 8 {
 		t.Fatalf("only %d entries in the state dir", n)
 	}
+}
+
+// get fetches a dashboard path as the CLI does, with the auth token.
+func (p *project) get(path string) (*http.Response, error) {
+	return p.request(http.MethodGet, path, "", "")
+}
+
+// request sends a dashboard request authenticated with the auth token.
+func (p *project) request(method, path, ctype, body string) (*http.Response, error) {
+	p.t.Helper()
+	tok, err := os.ReadFile(p.paths.AuthToken)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	req, err := http.NewRequest(method, p.info().BaseURL+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	return http.DefaultClient.Do(req)
+}
+
+// login is url (on the dashboard) opened through the login token, as the
+// `open:` line of lazy daemon status is: the browser gets its session cookie.
+func (p *project) login(url string) string {
+	p.t.Helper()
+	tok, err := os.ReadFile(p.paths.DashboardToken)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "token=" + strings.TrimSpace(string(tok))
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,7 +112,6 @@ func TestRealClientThroughProxy(t *testing.T) {
 func TestLeakHunt(t *testing.T) {
 	p := newProject(t, "process")
 	p.lazy(0, "daemon", "start")
-	info := p.info()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -164,7 +162,7 @@ func TestLeakHunt(t *testing.T) {
 		}
 	}
 	for _, path := range []string{"/", "/tasks/leak", "/api/tasks", "/api/actors", "/metrics"} {
-		resp, err := http.Get(info.BaseURL + path)
+		resp, err := p.get(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,10 +244,13 @@ func TestDockerRunnerArgv(t *testing.T) {
 		"-v " + ti.Worktree + ":" + ti.Worktree, "-v " + ti.Worktree + "/.git:" + ti.Worktree + "/.git:ro", "-w " + ti.Worktree,
 		":/run/lazy/proxy.sock -v " + lazyBin + ":/run/lazy/lazy:ro",
 		"-e ANTHROPIC_API_KEY=sk-ant-api03-svc-", "-e HOME=" + filepath.Join(p.paths.Agents, "dock", "home"),
-		"lazy-agent:latest /run/lazy/lazy sandbox-exec --listen 127.0.0.1:", "--socket /run/lazy/proxy.sock -- " + lazyBin + " script-agent -p --output-format json --permission-mode acceptEdits hello"} {
+		"lazy-agent:latest /run/lazy/lazy sandbox-exec --listen 127.0.0.1:", "--socket /run/lazy/proxy.sock -- " + lazyBin + " script-agent -p --output-format json --permission-mode acceptEdits"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("docker argv lacks %q:\n%s", want, joined)
 		}
+	}
+	if strings.HasSuffix(joined, " hello") {
+		t.Error("the prompt is in argv: it goes on standard input")
 	}
 	// nothing secret is mounted: not the lazy home, the state dir, the credentials
 	for _, bad := range []string{"-v " + p.home + ":", "-v " + p.paths.State + ":", "credentials", "--network host", "auth-token", "proxy-tokens"} {

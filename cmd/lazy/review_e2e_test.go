@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -328,10 +329,41 @@ func TestAcceptRefusalsAndRemedies(t *testing.T) {
 	if out, err := approveCmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "wrong approval passphrase") || strings.Contains(string(out), "horse") {
 		t.Fatalf("lazy approve with a wrong passphrase: %v %s", err, out)
 	}
-	approveCmd = p.cmd("approve", "wide", "--file", ".github/ci.yml")
-	approveCmd.Stdin = strings.NewReader("correct horse battery\n")
-	if out, err := approveCmd.CombinedOutput(); err != nil {
-		t.Fatalf("lazy approve: %v %s", err, out)
+	// refusals are answers, not failures: actor health has no last failure
+	resp, err := p.get("/api/actors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var health []struct {
+		Name        string `json:"name"`
+		LastFailure string `json:"last_failure"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&health)
+	resp.Body.Close()
+	for _, h := range health {
+		if h.LastFailure != "" {
+			t.Errorf("%s: a refused accept shows as a failure: %s", h.Name, h.LastFailure)
+		}
+	}
+	// the third wrong one starts a wait that even the right one must sit out
+	if ce, _ := accept("wide", map[string]any{"passphrase": "wrong horse battery"}); ce == nil || !strings.Contains(ce.Message, "wait 1s") {
+		t.Fatalf("third wrong passphrase: %v", ce)
+	}
+	if ce, _ := accept("wide", map[string]any{"passphrase": "correct horse battery"}); ce == nil || ce.Status != 429 || !strings.Contains(ce.Message, "too many wrong passphrases") {
+		t.Fatalf("a try within the wait: %v", ce)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		approveCmd = p.cmd("approve", "wide", "--file", ".github/ci.yml")
+		approveCmd.Stdin = strings.NewReader("correct horse battery\n")
+		out, err := approveCmd.CombinedOutput()
+		if err == nil {
+			break
+		}
+		if !strings.Contains(string(out), "wait") || time.Now().After(deadline) {
+			t.Fatalf("lazy approve: %v %s", err, out)
+		}
+		time.Sleep(200 * time.Millisecond) // the wait the refusal states
 	}
 	if out := p.lazy(0, "accept", "wide", "--reason", "approved at the terminal"); !strings.Contains(out, "wide: accepted into main") {
 		t.Fatalf("accept after approve: %s", out)

@@ -232,7 +232,7 @@
     let err = form.querySelector('.form-error');
     if (err) err.remove();
     try {
-      const r = await fetch(form.action, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json' }, body: JSON.stringify(payload) });
+      const r = await fetch(form.action, { method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'X-Lazy-CSRF': document.body.dataset.csrf || '' }, body: JSON.stringify(payload) });
       if (r.status === 201) {
         const row = form.closest('tr.comment-row');
         if (row) row.remove(); else form.reset();
