@@ -33,7 +33,7 @@ func TestReviewRoutesAre503WithoutActions(t *testing.T) {
 		req := httptest.NewRequest(r.method, r.path, nil)
 		req.Host = "127.0.0.1:26000"
 		req.Header.Set("Authorization", "Bearer "+testBearer)
-	req.Header.Set("Authorization", "Bearer "+testBearer)
+		req.Header.Set("Authorization", "Bearer "+testBearer)
 		e.ServeHTTP(rec, req)
 		if rec.Code != http.StatusServiceUnavailable {
 			t.Errorf("%s %s: got %d, want 503", r.method, r.path, rec.Code)

@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"lazy/client"
-	"lazy/httpapi"
 	"lazy/config"
 	"lazy/daemon"
+	"lazy/httpapi"
 )
 
 func (a *app) daemonCmd() *cobra.Command {
