@@ -323,6 +323,18 @@ func TestAcceptRefusalsAndRemedies(t *testing.T) {
 	if ce, r := accept("wide", map[string]any{"passphrase": "wrong horse battery"}); ce == nil || ce.Status != 403 || r == nil || r.UIAction != review.ActionPassphrase {
 		t.Fatalf("wrong passphrase: %v %+v", ce, r)
 	}
+	// the forged approval of issue 11: the storage RPC is read-only, so an
+	// approval written with the auth token (which a process-runner agent
+	// could read) does not exist and the gate still asks
+	wide := p.show("wide")
+	err := p.rpc().Call(context.Background(), "storage.addApproval", map[string]any{"approval": map[string]any{"task_id": wide.ID, "path": ".github/ci.yml", "kind": "protected"}}, nil)
+	var forged *client.Error
+	if !errors.As(err, &forged) || forged.Status != 403 || !strings.Contains(forged.Message, "read-only") {
+		t.Fatalf("storage.addApproval: %v", err)
+	}
+	if ce, r := accept("wide", nil); ce == nil || r == nil || r.Reason != review.ReasonPassphraseRequired {
+		t.Fatalf("after a forged approval the accept must still ask for the passphrase: %v %+v", ce, r)
+	}
 	// lazy approve reads the passphrase (here from stdin) and records the approval
 	approveCmd := p.cmd("approve", "wide", "--file", ".github/ci.yml")
 	approveCmd.Stdin = strings.NewReader("wrong horse battery\n")
