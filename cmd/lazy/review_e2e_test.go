@@ -478,3 +478,41 @@ func TestLargeUnblockReachesTheAgent(t *testing.T) {
 		t.Fatalf("a refused unblock queued a turn (%d -> %d)", before, after)
 	}
 }
+
+// TestWithdrawWhileUnblockWaitsForASlot is issue 11's sequence on the real
+// daemon: agent.max_concurrent = 1 and another task's turn holds the slot;
+// queue a comment, unblock (the turn waits for the slot), withdraw. The
+// withdrawn comment never reaches the agent and is never marked delivered.
+func TestWithdrawWhileUnblockWaitsForASlot(t *testing.T) {
+	p := newProject(t, "process")
+	p.env = append(p.env, "LAZY_AGENT__MAX_CONCURRENT=1")
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "wd", "-m", fourLines)
+	p.waitStatus("wd", "blocked")
+	c := p.post("wd", httpapi.PostCommentArgs{Body: "WITHDRAW-ME rename it", File: "a.go", Line: 1, Side: "new", Intent: "comment"})
+	p.lazy(0, "task", "new", "--code", "holder", "-m", "@sleep 3s\n@answer done")
+	p.waitStatus("holder", "running")
+	if err := p.rpc().Call(context.Background(), "reviewUnblock", map[string]string{"task": "wd", "feedback": "carry on"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var res httpapi.ActionResult
+	if err := p.rpc().Call(context.Background(), "reviewWithdrawComment", map[string]string{"task": "wd", "id": c.ID}, &res); err != nil {
+		t.Fatalf("withdraw while the unblock waits: %v", err)
+	}
+	if p.show("holder").Status != "running" {
+		t.Fatal("the slot was free by the time of the withdrawal: the sequence did not happen")
+	}
+	p.waitStatus("holder", "blocked")
+	p.waitThreads("wd", "the unblock turn to end", func(pl review.Payload) bool { return pl.State.Turns == 2 && pl.State.Status == "blocked" })
+	turns, err := scriptagent.ReadTurns(filepath.Join(p.paths.Agents, "wd", "home"))
+	if err != nil || len(turns) != 2 {
+		t.Fatalf("turns: %d %v", len(turns), err)
+	}
+	if strings.Contains(turns[1].Prompt, "WITHDRAW-ME") || !strings.Contains(turns[1].Prompt, "carry on") {
+		t.Fatalf("the agent got:\n%s", turns[1].Prompt)
+	}
+	got := find(p.threads("wd"), c.ID)
+	if got.WithdrawnAt == nil || got.DeliveryState == review.Delivered {
+		t.Fatalf("the withdrawn comment: %+v", got)
+	}
+}
