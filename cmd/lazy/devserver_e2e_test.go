@@ -96,6 +96,10 @@ func TestDevServerDrivesTheReviewLoop(t *testing.T) {
 	base, _ := p.devServer(t)
 
 	// the same pages, served by the dev server from the daemon's data
+	// the dev server takes the daemon's logins, and nothing else
+	if resp, err := http.Get(base + "/review"); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the dev server without a login: %v %v", resp.StatusCode, err)
+	}
 	for _, path := range []string{"/", "/review", "/review/dev", "/tasks/dev"} {
 		if code, body, _ := get(t, p, base+path); code != 200 || !strings.Contains(body, "dev") {
 			t.Fatalf("GET %s: %d", path, code)
