@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,5 +125,31 @@ func BenchmarkServeModelRequest(b *testing.B) {
 		if rec.Code != 200 {
 			b.Fatalf("status %d: %s", rec.Code, rec.Body)
 		}
+	}
+}
+
+// BenchmarkServeBareReverseProxy is the same request through a bare
+// httputil.ReverseProxy that only swaps the key: the floor the proxy's own
+// work is measured against.
+func BenchmarkServeBareReverseProxy(b *testing.B) {
+	reply := []byte(`{"id":"msg_1","type":"message","content":[{"type":"text","text":"one two three"}],"usage":{"input_tokens":10,"output_tokens":3}}`)
+	u, _ := url.Parse("http://127.0.0.1:1")
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.Out.Header.Set("x-api-key", realKey) },
+		FlushInterval: 0, BufferPool: bufferPool{},
+		Transport: rtFunc(func(r *http.Request) (*http.Response, error) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(reply)),
+				ContentLength: int64(len(reply)), Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
+		}),
+	}
+	body := []byte(msgBody)
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest("POST", "http://127.0.0.1:1/v1/messages?beta=true", bytes.NewReader(body))
+		req.Header.Set("x-api-key", "ph")
+		req.Header.Set("anthropic-version", "2023-06-01")
+		rec := httptest.NewRecorder()
+		rp.ServeHTTP(rec, req)
 	}
 }

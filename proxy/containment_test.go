@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -504,4 +506,52 @@ func fallbackFixture(t *testing.T) (*upstream, *fixture) {
 	f := newFixture(t, cfg)
 	f.writeCred("provider", realKey)
 	return up, f
+}
+
+// TestRotationSeenAtOnce: every way of changing the credential file is seen
+// by the very next request: in place at the same size, by rename, and
+// through a symlinked path (where the directory watch cannot see the target,
+// so the file is stat'ed every time).
+func TestRotationSeenAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "provider")
+	write := func(p, v string) {
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(path, "sk-ant-api03-AAAA")
+	f := &CredentialFile{Path: path}
+	for i, v := range []string{"sk-ant-api03-BBBB", "sk-ant-api03-CCCC", "sk-ant-api03-DDDD"} {
+		if c, err := f.Load(); err != nil || (i == 0 && c.Value != "sk-ant-api03-AAAA") {
+			t.Fatalf("load: %v %v", c, err)
+		}
+		if i%2 == 0 {
+			write(path, v) // in place, same size
+		} else {
+			write(path+".new", v)
+			if err := os.Rename(path+".new", path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c, _ := f.Load(); c.Value != v {
+			t.Fatalf("change %d not seen: %q", i, c.Value)
+		}
+	}
+	// a symlinked credential: the target changes in another directory
+	other := t.TempDir()
+	target := filepath.Join(other, "real")
+	write(target, "sk-ant-api03-EEEE")
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	g := &CredentialFile{Path: link}
+	if c, _ := g.Load(); c.Value != "sk-ant-api03-EEEE" {
+		t.Fatal(c.Value)
+	}
+	write(target, "sk-ant-api03-FFFFFF")
+	if c, _ := g.Load(); c.Value != "sk-ant-api03-FFFFFF" {
+		t.Fatalf("a symlinked credential's change not seen: %q", c.Value)
+	}
 }

@@ -26,13 +26,16 @@ func (c Credential) Expired(now time.Time) bool {
 // CredentialFile reads a credential file and re-reads it only when its
 // identity changed (inode, device, modification or change time, size), so a
 // rotated credential is used on the next request without a relaunch, even one
-// written in place within the same second at the same size, and an unchanged
-// one costs one stat.
+// written in place within the same second at the same size. An unchanged one
+// costs one non-blocking read of an inotify watch on its directory (or one
+// stat where no watch can see every change).
 type CredentialFile struct {
 	Path string
 
-	mu   sync.Mutex
-	id   fileID
+	mu    sync.Mutex
+	watch *dirWatch
+	tried bool // a watch was tried
+	id    fileID
 	cred Credential
 	err  error
 	read bool
@@ -74,13 +77,19 @@ func (f *CredentialFile) Recent(maxAge time.Duration) (Credential, error) {
 
 // Load returns the current credential.
 func (f *CredentialFile) Load() (c Credential, err error) {
-	// the raw call: this runs once per proxied request, and os.Stat
-	// allocates what this does not need
-	var st syscall.Stat_t
-	err = syscall.Stat(f.Path, &st)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	defer func() { f.last, f.lastErr, f.lastAt = c, err, time.Now() }()
+	if f.read && f.watch != nil && !f.watch.changed() {
+		return f.cred, f.err // nothing in the directory changed since
+	}
+	if !f.tried {
+		// watch before the first read: a change after it is queued
+		f.tried, f.watch = true, newDirWatch(f, f.Path)
+	}
+	// the raw call: os.Stat allocates what this does not need
+	var st syscall.Stat_t
+	err = syscall.Stat(f.Path, &st)
 	if err != nil {
 		f.read = false
 		return Credential{}, fmt.Errorf("%w: %s", ErrNoCredential, f.Path)

@@ -186,7 +186,10 @@ func New(o Options) (*Proxy, error) {
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      &chainTransport{p: p, base: tr},
-		FlushInterval:  -1,
+		// 0: a stream (text/event-stream, or a body of unknown length) is
+		// flushed at every write by ReverseProxy itself; a reply of known
+		// length goes out whole (-1 would arm a timer per response)
+		FlushInterval:  0,
 		BufferPool:     bufferPool{},
 		ErrorHandler:   p.errorHandler,
 		ModifyResponse: p.modifyResponse,

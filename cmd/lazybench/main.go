@@ -87,8 +87,9 @@ func serveUpstream(args []string) error {
 
 // serveBare is the floor: a ReverseProxy that swaps the presented key. With
 // --tuned it is the floor a careful Go proxy reaches: idle connections for
-// every client and a buffer pool; without, http.DefaultTransport (2 idle
-// connections per host).
+// every client, a buffer pool, and flushing left to ReverseProxy's stream
+// detection (lazy's settings); without, http.DefaultTransport (2 idle
+// connections per host) and a flush after every write.
 func serveBare(args []string) error {
 	fs := flag.NewFlagSet("serve-bare", flag.ExitOnError)
 	up := fs.String("upstream", "", "upstream URL")
@@ -108,6 +109,7 @@ func serveBare(args []string) error {
 	if *tuned {
 		rp.Transport = &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
 		rp.BufferPool = benchPool{}
+		rp.FlushInterval = 0 // streams are still flushed at once; see proxy.New
 	}
 	ln, err := listen()
 	if err != nil {

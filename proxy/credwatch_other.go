@@ -1,0 +1,9 @@
+//go:build !linux
+
+package proxy
+
+type dirWatch struct{}
+
+func newDirWatch(*CredentialFile, string) *dirWatch { return nil }
+
+func (*dirWatch) changed() bool { return true }
