@@ -36,9 +36,9 @@ type CredentialFile struct {
 	watch *dirWatch
 	tried bool // a watch was tried
 	id    fileID
-	cred Credential
-	err  error
-	read bool
+	cred  Credential
+	err   error
+	read  bool
 	// last is the last Load's answer and when it was given, for Recent
 	last    Credential
 	lastErr error

@@ -184,8 +184,8 @@ func New(o Options) (*Proxy, error) {
 		}
 	}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      &chainTransport{p: p, base: tr},
+		Rewrite:   p.rewrite,
+		Transport: &chainTransport{p: p, base: tr},
 		// 0: a stream (text/event-stream, or a body of unknown length) is
 		// flushed at every write by ReverseProxy itself; a reply of known
 		// length goes out whole (-1 would arm a timer per response)
