@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"html"
 	"net"
@@ -164,13 +163,8 @@ func (h *handler) checkFormToken(c echo.Context, nonce string) error {
 	r := c.Request()
 	got := r.Header.Get("X-Lazy-CSRF")
 	if got == "" && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
-		r.Body = http.MaxBytesReader(c.Response(), r.Body, maxFormBody)
-		if err := r.ParseForm(); err != nil {
-			var mb *http.MaxBytesError
-			if errors.As(err, &mb) {
-				return errTooLarge(maxFormBody)
-			}
-			return echo.NewHTTPError(http.StatusBadRequest, "could not read the form: "+err.Error())
+		if err := readForm(c); err != nil {
+			return err
 		}
 		got = r.PostForm.Get("csrf")
 	}
