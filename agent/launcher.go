@@ -84,7 +84,7 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 		Timeout: timeout, Hide: l.Hide, HideFile: l.HideFile, OnStart: req.OnStart,
 		ProxySocket: l.ProxySocket, ProxyPort: l.ProxyPort, Self: l.Self,
 	}
-	if l.GitDir != "" && l.Runner.Name() != RunnerProcess {
+	if l.GitDir != "" && Sandboxed(l.Runner) {
 		sp, err := gitx.ForSandbox(l.GitDir, req.Worktree, req.Branch)
 		if err != nil {
 			return Result{}, Outcome{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
