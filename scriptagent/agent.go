@@ -248,7 +248,36 @@ func writeResult(w io.Writer, session, text string, isErr bool) {
 	fmt.Fprintln(w, string(b))
 }
 
-func unescape(s string) string { return strings.ReplaceAll(s, `\n`, "\n") }
+// unescape turns the escapes a one-line directive needs into characters:
+// \n newline, \t tab, \r carriage return, \\ backslash. Any other backslash
+// stays as written.
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case 'n':
+			b.WriteByte('\n')
+		case 't':
+			b.WriteByte('\t')
+		case 'r':
+			b.WriteByte('\r')
+		case '\\':
+			b.WriteByte('\\')
+		default:
+			b.WriteByte('\\')
+			continue
+		}
+		i++
+	}
+	return b.String()
+}
 
 func writeFile(path, text string, appendTo bool) error {
 	if path == "" || filepath.IsAbs(path) || strings.Contains(path, "..") {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -93,7 +94,16 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		return err
 	}
 
-	env := append(append([]string{}, a.environ...), "LAZY_HOME="+home)
+	// the demo's own throwaway home and settings, whatever LAZY_HOME or
+	// LAZY_<SECTION>__<KEY> the user has set: nothing of theirs is read or
+	// written, and nothing is left behind
+	var env []string
+	for _, kv := range a.environ {
+		if !strings.HasPrefix(kv, "LAZY_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "LAZY_HOME="+home)
 	logFile, err := os.Create(filepath.Join(base, "daemon.log"))
 	if err != nil {
 		return err
@@ -154,6 +164,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		return err
 	}
 	fmt.Fprintf(a.out, "review: %s/review?token=%s\n", d.Info().BaseURL, tok)
+	fmt.Fprintf(a.out, "cli: LAZY_HOME=%s lazy --project %s task list\n", home, root)
 	say("open the URL above; press Ctrl-C to stop and clean up")
 	<-ctx.Done()
 	say("stopping")
