@@ -218,6 +218,9 @@ func (r *Review) Unblock(ctx context.Context, ref, feedback string) (*store.Turn
 
 // Accept merges the task into its parent or returns the refusal with its remedy.
 func (r *Review) Accept(ctx context.Context, ref string, a httpapi.AcceptArgs) (*httpapi.TaskInfo, error) {
+	if strings.TrimSpace(a.Reason) == "" {
+		return nil, usage("say why you accept (--reason TEXT): the reason is recorded with the merge; nothing was merged")
+	}
 	t, err := r.svc.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err

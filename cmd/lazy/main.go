@@ -68,17 +68,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	})
 	root.AddCommand(a.initCmd(), a.daemonCmd(), a.openCmd(), a.taskCmd(), a.commentCmd(), a.unblockCmd(), a.watchCmd(), a.actorsCmd(), a.demoCmd(),
 		a.acceptCmd(), a.approveCmd(), a.syncCmd(), a.passphraseCmd())
+	refuseUnknownSubcommands(root)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "lazy: "+oneLine(err.Error()))
 	var ue usageError
+	code := 1
 	if errors.As(err, &ue) || isCobraUsage(err) {
-		return 2
+		code = 2
 	}
-	return 1
+	if a.json {
+		// a refusal is data too: one JSON object on stdout
+		body := map[string]any{"error": oneLine(err.Error())}
+		var ce *client.Error
+		if errors.As(err, &ce) && len(ce.Remedy) > 0 {
+			body["remedy"] = ce.Remedy
+		}
+		_ = printJSON(stdout, body)
+		return code
+	}
+	fmt.Fprintln(stderr, "lazy: "+oneLine(err.Error()))
+	return code
+}
+
+// refuseUnknownSubcommands makes every command that only groups others
+// refuse an unknown subcommand (exit 2) instead of printing help and
+// succeeding; with no argument it still prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown command %q for %q: see %s --help", args[0], cmd.CommandPath(), cmd.CommandPath())}
+			}
+			return cmd.Help()
+		}
+	}
 }
 
 func oneLine(s string) string {

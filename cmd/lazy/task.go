@@ -95,7 +95,13 @@ func (a *app) taskCmd() *cobra.Command {
 				return err
 			}
 			if a.json {
-				return printJSON(a.out, d.Task)
+				// the task object of CONTRACT §3 (turns: the count), and
+				// what the text shows besides: each turn, the task messages
+				b, _ := json.Marshal(d.Task)
+				var obj map[string]any
+				_ = json.Unmarshal(b, &obj)
+				obj["turn_records"], obj["comments"] = orEmpty(d.Turns), orEmpty(d.Comments)
+				return printJSON(a.out, obj)
 			}
 			t := d.Task
 			fmt.Fprintf(a.out, "task %s (%s)\nstatus: %s\nbranch: %s from %s\nturns: %d\nlast activity: %s\n", t.Ref, t.ID, t.Status, t.Branch, t.Parent, t.Turns, ago(t.LastActivity))
@@ -213,4 +219,12 @@ func (a *app) unblockCmd() *cobra.Command {
 	}
 	c.Flags().StringVarP(&msg, "message", "m", "", "your message to the agent")
 	return c
+}
+
+// orEmpty keeps a JSON list a list when it has nothing in it.
+func orEmpty[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
 }
