@@ -50,3 +50,23 @@ func TestCLIAnswers(t *testing.T) {
 		t.Fatalf("task show --json: %+v", shown)
 	}
 }
+
+// TestAskFromTheCLI: lazy ask posts the question on a line and, with
+// --wait, prints the agent's answer when it lands.
+func TestAskFromTheCLI(t *testing.T) {
+	p := newProject(t, "process")
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "q", "-m", fourLines)
+	p.waitStatus("q", "blocked")
+	out := p.lazy(0, "ask", "q", "--file", "a.go", "--line", "2", "-m", "why two?\n@answer Because two follows one.", "--wait")
+	if strings.TrimSpace(out) != "Because two follows one." {
+		t.Fatalf("lazy ask --wait: %q", out)
+	}
+	if _, errOut, code := p.run("ask", "q", "--file", "a.go", "-m", "no line"); code != 2 || !strings.Contains(errOut, "--line") {
+		t.Fatalf("an ask without a line: exit %d %s", code, errOut)
+	}
+	pl := p.threads("q")
+	if len(pl.Threads) != 1 || len(pl.Threads[0].Messages) != 2 || pl.Threads[0].Line != 2 {
+		t.Fatalf("threads: %+v", pl.Threads)
+	}
+}

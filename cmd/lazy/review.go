@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -184,4 +185,81 @@ func (a *app) passphraseCmd() *cobra.Command {
 		},
 	})
 	return c
+}
+
+func (a *app) askCmd() *cobra.Command {
+	var file, side, question string
+	var line int
+	var wait bool
+	c := &cobra.Command{
+		Use:   "ask TASK --file PATH --line N [--side old|new] -m QUESTION [--wait]",
+		Short: "Ask the agent about a line of the task's diff (the page's Ask agent)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if file == "" || line < 1 || strings.TrimSpace(question) == "" {
+				return usageError{fmt.Errorf("an ask needs --file PATH, --line N (from 1) and -m QUESTION")}
+			}
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var c review.ReviewComment
+			var answer string
+			if err := cl.Call(cmd.Context(), "reviewPostComment", map[string]any{"task": argv[0], "file": file, "line": line, "side": side, "intent": "ask", "body": question}, &c); err != nil {
+				return err
+			}
+			if wait && c.AskState == review.AskPending {
+				fmt.Fprintln(a.errOut, "waiting for the agent's answer...")
+				for c.AskState == review.AskPending {
+					select {
+					case <-cmd.Context().Done():
+						return cmd.Context().Err()
+					case <-time.After(500 * time.Millisecond):
+					}
+					var pl review.Payload
+					if err := cl.Call(cmd.Context(), "reviewComments", map[string]string{"task": argv[0]}, &pl); err != nil {
+						return err
+					}
+					c, answer = findAsk(pl, c)
+				}
+			}
+			if a.json {
+				return printJSON(a.out, c)
+			}
+			switch c.AskState {
+			case review.AskFailed:
+				return fmt.Errorf("the question was saved but not answered: %s (re-send it from the review page)", c.AskError)
+			case review.AskAnswered:
+				fmt.Fprintln(a.out, answer)
+			default:
+				fmt.Fprintf(a.out, "asked (%s); the answer will appear in the thread — add --wait to wait for it\n", c.ID)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&file, "file", "", "the file of the line, as in the diff")
+	c.Flags().IntVar(&line, "line", 0, "the line number, on --side")
+	c.Flags().StringVar(&side, "side", "new", "old (a deleted line) or new")
+	c.Flags().StringVarP(&question, "message", "m", "", "the question")
+	c.Flags().BoolVar(&wait, "wait", false, "wait for the answer and print it")
+	return c
+}
+
+// findAsk is the question's current record in the threads payload, and the
+// agent's reply that follows it in its thread once it is answered.
+func findAsk(pl review.Payload, q review.ReviewComment) (review.ReviewComment, string) {
+	for _, th := range pl.Threads {
+		for i, m := range th.Messages {
+			if m.ID != q.ID {
+				continue
+			}
+			for _, r := range th.Messages[i+1:] {
+				if !r.IsOwn() {
+					return m, r.Body
+				}
+			}
+			return m, ""
+		}
+	}
+	return q, ""
 }
