@@ -170,7 +170,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	d.stopFn = cancel
-	web, err := httpapi.New(httpapi.Deps{Tasks: d.svc, Review: d.review, Storage: st, Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup),
+	stopping := make(chan struct{})
+	web, err := httpapi.New(httpapi.Deps{Stopping: stopping, Tasks: d.svc, Review: d.review, Storage: st, Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup),
 		Info: func() httpapi.DaemonInfo { return d.info }, Stop: cancel, LogPath: paths.Log})
 	if err != nil {
 		return nil, err
@@ -192,6 +193,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.dash = &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	d.dash.RegisterOnShutdown(func() { close(stopping) })
 	d.prx = &http.Server{Handler: prx, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	go d.serve(d.dash, dashLn, "dashboard")
 	go d.serve(d.prx, proxyLn, "proxy")

@@ -63,7 +63,10 @@ type Deps struct {
 	Gatherer       prometheus.Gatherer
 	Info           func() DaemonInfo
 	Stop           func()
-	LogPath        string
+	// Stopping is closed when the daemon begins to stop: watch streams end
+	// at once with a daemon_stopped event, so a stop never waits on them.
+	Stopping <-chan struct{}
+	LogPath  string
 	// CSS returns the stylesheet; nil serves the embedded parts composed once.
 	CSS func() ([]byte, error)
 	// NoStoreCSS marks the stylesheet Cache-Control: no-store (dev server).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"lazy/actors"
 	"lazy/store"
 )
 
@@ -183,6 +184,11 @@ func (h *handler) watch(c echo.Context, a WatchArgs) error {
 	for {
 		select {
 		case <-c.Request().Context().Done():
+			return nil
+		case <-h.d.Stopping:
+			b, _ := json.Marshal(actors.Event{Time: time.Now().UTC(), Kind: actors.EventDaemonStopped})
+			_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
+			w.Flush()
 			return nil
 		case <-keep.C:
 			_, _ = io.WriteString(w, ": keepalive\n\n")

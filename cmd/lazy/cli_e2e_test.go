@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCLIAnswers: a mistyped subcommand is a usage error (2), not help and
@@ -69,4 +71,45 @@ func TestAskFromTheCLI(t *testing.T) {
 	if len(pl.Threads) != 1 || len(pl.Threads[0].Messages) != 2 || pl.Threads[0].Line != 2 {
 		t.Fatalf("threads: %+v", pl.Threads)
 	}
+}
+
+// TestStopEndsWatchers: lazy daemon stop with watchers attached ends their
+// streams at once; each watcher says "daemon stopped" and exits 0.
+func TestStopEndsWatchers(t *testing.T) {
+	p := newProject(t, "process")
+	p.lazy(0, "daemon", "start")
+	var watchers []*exec.Cmd
+	var outs []*strings.Builder
+	for _, args := range [][]string{{"watch"}, {"watch", "--net"}} {
+		w := exec.Command(lazyBin, append(args, "--project", p.root)...)
+		w.Env = p.env
+		var b strings.Builder
+		w.Stdout = &b
+		if err := w.Start(); err != nil {
+			t.Fatal(err)
+		}
+		watchers, outs = append(watchers, w), append(outs, &b)
+	}
+	// the watchers are subscribed once the daemon's traffic hub answers with them
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	p.lazy(0, "daemon", "stop")
+	took := time.Since(start)
+	for i, w := range watchers {
+		done := make(chan error, 1)
+		go func() { done <- w.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil || !strings.Contains(outs[i].String(), "daemon stopped") {
+				t.Errorf("watcher %d: %v, output %q", i, err, outs[i].String())
+			}
+		case <-time.After(5 * time.Second):
+			w.Process.Kill()
+			t.Fatalf("watcher %d still running after the daemon stopped", i)
+		}
+	}
+	if took > 5*time.Second {
+		t.Fatalf("lazy daemon stop took %s with watchers attached", took)
+	}
+	t.Logf("lazy daemon stop with 2 watchers attached: %s", took)
 }

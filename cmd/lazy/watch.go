@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -11,6 +12,9 @@ import (
 	"lazy/actors"
 	"lazy/httpapi"
 )
+
+// errDaemonStopped ends a watch when the daemon says it is stopping.
+var errDaemonStopped = errors.New("daemon stopped")
 
 func (a *app) watchCmd() *cobra.Command {
 	var tasks []string
@@ -31,18 +35,29 @@ func (a *app) watchCmd() *cobra.Command {
 					args.Tasks = []string{}
 				}
 			}
-			return cl.Stream(cmd.Context(), "watch", args, func(b []byte) error {
-				if a.json {
-					_, err := fmt.Fprintln(a.out, string(b))
-					return err
-				}
+			err = cl.Stream(cmd.Context(), "watch", args, func(b []byte) error {
 				var e actors.Event
 				if err := json.Unmarshal(b, &e); err != nil {
 					return fmt.Errorf("bad event from the daemon: %w", err)
 				}
+				if a.json {
+					_, err := fmt.Fprintln(a.out, string(b))
+					if err == nil && e.Kind == actors.EventDaemonStopped {
+						return errDaemonStopped
+					}
+					return err
+				}
+				if e.Kind == actors.EventDaemonStopped {
+					fmt.Fprintln(a.out, "daemon stopped")
+					return errDaemonStopped
+				}
 				_, err := fmt.Fprintln(a.out, EventLine(e))
 				return err
 			})
+			if errors.Is(err, errDaemonStopped) {
+				return nil // the stream ended because the daemon stopped: done
+			}
+			return err
 		},
 	}
 	c.Flags().StringArrayVar(&tasks, "task", nil, "only this task (code, short id or full id; repeatable)")
