@@ -374,6 +374,9 @@ func checkUpstream(key, raw, cred, credKey string) error {
 	return nil
 }
 
+// CheckLoopback refuses a HOST:PORT that is not on the loopback interface.
+func CheckLoopback(hostport string) error { return loopbackAddr(hostport) }
+
 func loopbackAddr(hostport string) error {
 	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {

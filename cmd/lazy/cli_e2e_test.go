@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
+	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -112,4 +117,39 @@ func TestStopEndsWatchers(t *testing.T) {
 		t.Fatalf("lazy daemon stop took %s with watchers attached", took)
 	}
 	t.Logf("lazy daemon stop with 2 watchers attached: %s", took)
+}
+
+// TestTryOffline: the GUIDE's "Try it offline" — lazy stub-upstream by
+// itself, a project configured as it prints, a task with the scripted agent.
+func TestTryOffline(t *testing.T) {
+	p := newProject(t, "process")
+	stub := exec.Command(lazyBin, "stub-upstream")
+	stub.Env = p.env
+	out, _ := stub.StdoutPipe()
+	if err := stub.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stub.Process.Kill(); stub.Wait() }()
+	sc := bufio.NewScanner(out)
+	var url string
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "stub model upstream on "); ok {
+			url, _, _ = strings.Cut(rest, " ")
+			break
+		}
+	}
+	if !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("stub-upstream printed %q", url)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	cfg := fmt.Sprintf("[agent]\ndriver = \"script\"\nrunner = \"process\"\n[proxy]\nupstream = %q\ncredential = \"provider\"\n", url)
+	if err := os.WriteFile(filepath.Join(p.root, ".lazy", "config.toml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "off", "-m", writeAndCommit)
+	p.waitStatus("off", "blocked")
+	if _, _, code := p.run("stub-upstream", "--listen", "0.0.0.0:0"); code != 2 {
+		t.Errorf("a stub on all interfaces: exit %d", code)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	"lazy/agent"
 	"lazy/client"
+	"lazy/config"
 	"lazy/daemon"
 	"lazy/httpapi"
 	"lazy/stubmodel"
@@ -213,4 +215,36 @@ func demoProject(root string) error {
 		}
 	}
 	return nil
+}
+
+func (a *app) stubUpstreamCmd() *cobra.Command {
+	var listen string
+	c := &cobra.Command{
+		Use:   "stub-upstream [--listen 127.0.0.1:PORT]",
+		Short: "Serve the offline stub model (the demo's) until Ctrl-C, to try lazy with no provider",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := config.CheckLoopback(listen); err != nil {
+				return usageError{fmt.Errorf("--listen: %w (the stub answers on loopback only)", err)}
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen on %s: %w (pick another port with --listen)", listen, err)
+			}
+			srv := &http.Server{Handler: stubmodel.New(), ReadHeaderTimeout: 10 * time.Second}
+			fmt.Fprintf(a.out, "stub model upstream on http://%s (Ctrl-C stops it)\n", ln.Addr())
+			fmt.Fprintf(a.out, "in .lazy/config.toml:\n  [agent]\n  driver = \"script\"\n  [proxy]\n  upstream = \"http://%s\"\n  credential = \"provider\"\n", ln.Addr())
+			fmt.Fprintln(a.out, "and any made-up key in the provider credential file (the stub checks none)")
+			go func() {
+				<-cmd.Context().Done()
+				_ = srv.Close()
+			}()
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to serve on (loopback)")
+	return c
 }

@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
-	root.AddCommand(a.initCmd(), a.daemonCmd(), a.openCmd(), a.askCmd(), a.taskCmd(), a.commentCmd(), a.unblockCmd(), a.watchCmd(), a.actorsCmd(), a.demoCmd(),
+	root.AddCommand(a.initCmd(), a.daemonCmd(), a.openCmd(), a.askCmd(), a.stubUpstreamCmd(), a.taskCmd(), a.commentCmd(), a.unblockCmd(), a.watchCmd(), a.actorsCmd(), a.demoCmd(),
 		a.acceptCmd(), a.approveCmd(), a.syncCmd(), a.passphraseCmd())
 	refuseUnknownSubcommands(root)
 	root.SetArgs(args)

@@ -83,7 +83,7 @@ func (a *app) taskCmd() *cobra.Command {
 	}
 	show := &cobra.Command{
 		Use:   "show TASK",
-		Short: "Show one task, its turns and comments",
+		Short: "Show one task, its turns and task messages",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := a.client(cmd.Context())
@@ -168,7 +168,7 @@ func (a *app) commentCmd() *cobra.Command {
 	var body string
 	c := &cobra.Command{
 		Use:   "comment TASK -m TEXT",
-		Short: "Add an ordinary task comment (on a blocked task it starts a work turn)",
+		Short: "Send the task a message (a task message; on a blocked task it starts a work turn). Review comments on diff lines: the review page",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := a.client(cmd.Context())
