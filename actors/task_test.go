@@ -1,0 +1,187 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"lazy/agent"
+	"lazy/approval"
+	"lazy/gitx"
+	"lazy/gitx/gitxtest"
+	"lazy/review"
+	"lazy/store"
+	"lazy/task"
+)
+
+// noAgent is a launcher for tests that run no agent turn.
+type noAgent struct{}
+
+func (noAgent) RunTurn(context.Context, agent.TurnRequest) (agent.Result, agent.Outcome, error) {
+	return agent.Result{}, agent.Outcome{}, errors.New("no agent in this test")
+}
+
+// rig is one task actor in a real actor system over a real git repository
+// and an SQL store; messages go through futures, as the supervisor sends them.
+type rig struct {
+	t       *testing.T
+	sys     *actor.ActorSystem
+	pid     *actor.PID
+	st      *store.SQL
+	root    string
+	tk      *store.Task
+	mu      sync.Mutex
+	revoked []string
+}
+
+func newRig(t *testing.T, scope string, protect []string) *rig {
+	t.Helper()
+	dir := t.TempDir()
+	root := gitxtest.NewRepo(t, map[string]string{"a.go": "package a\n", ".github/ci.yml": "on: push\n"})
+	st, err := store.OpenSQL(filepath.Join(dir, "lazy.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	ctx := context.Background()
+	now := time.Now().UTC()
+	id := task.NewID(now)
+	wt := filepath.Join(dir, "wt")
+	if err := gitx.AddWorktree(ctx, root, wt, "lazy/t", "main"); err != nil {
+		t.Fatal(err)
+	}
+	tk := &store.Task{ID: id, Status: task.Blocked, Branch: "lazy/t", Parent: "main", Worktree: wt, Scope: scope,
+		CreatedAt: now, UpdatedAt: now, LastActivity: now}
+	if err := st.CreateTask(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, st: st, root: root, tk: tk, sys: actor.NewActorSystem()}
+	deps := &TaskDeps{Store: st, Launcher: noAgent{}, LockDir: filepath.Join(dir, "locks"), Log: discard(), Root: root,
+		RecoveryDir: filepath.Join(dir, "recovery"), Protect: protect, AskTimeout: time.Minute,
+		Revoke: func(id string) error { r.mu.Lock(); r.revoked = append(r.revoked, id); r.mu.Unlock(); return nil },
+		CheckPassphrase: func(string, string) error { return approval.ErrWrong }}
+	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(id, deps)))
+	t.Cleanup(func() { r.sys.Root.Stop(r.pid); r.sys.Shutdown() })
+	return r
+}
+
+func (r *rig) ask(msg any) (any, error) {
+	r.t.Helper()
+	res, err := r.sys.Root.RequestFuture(r.pid, msg, time.Minute).Result()
+	if err != nil {
+		return nil, err
+	}
+	if e, ok := res.(error); ok {
+		return nil, e
+	}
+	return res, nil
+}
+
+func (r *rig) commit(files map[string]string) {
+	r.t.Helper()
+	gitxtest.Commit(r.t, r.tk.Worktree, "agent work", files)
+}
+
+func refusalReason(t *testing.T, err error) string {
+	t.Helper()
+	var ref *review.Refusal
+	if !errors.As(err, &ref) || ref.Remedy == nil {
+		t.Fatalf("want a refusal with a remedy, got %v", err)
+	}
+	return ref.Remedy.Reason
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestAcceptChecksThenMerges: the accept rules in order, each a refusal with
+// its reason, then a merge that ends the task and revokes its grants.
+func TestAcceptChecksThenMerges(t *testing.T) {
+	r := newRig(t, "", []string{".github/**"})
+	if _, err := r.ask(&Accept{Reason: "ok"}); refusalReason(t, err) != review.ReasonNoCommits {
+		t.Fatalf("no commits: %v", err)
+	}
+	r.commit(map[string]string{".github/ci.yml": "on: pull_request\n"})
+	if _, err := r.ask(&Accept{Reason: "ok"}); refusalReason(t, err) != review.ReasonPassphraseRequired {
+		t.Fatalf("protected path: %v", err)
+	}
+	_, err := r.ask(&Accept{Reason: "ok", Passphrase: "guess"})
+	var ref *review.Refusal
+	if !errors.As(err, &ref) || ref.Status != 403 || !strings.Contains(ref.Message, "wrong approval passphrase") {
+		t.Fatalf("wrong passphrase: %v", err)
+	}
+	// the parent moves on: behind it
+	gitxtest.Commit(t, r.root, "main moves", map[string]string{"b.go": "package a\n"})
+	if _, err := r.ask(&Accept{Reason: "ok"}); refusalReason(t, err) != review.ReasonBehindParent {
+		t.Fatalf("behind the parent: %v", err)
+	}
+	res, err := r.ask(&Sync{Wait: true})
+	if err != nil || res.(*SyncDone).Status != string(task.Blocked) {
+		t.Fatalf("sync: %v %v", res, err)
+	}
+	// approve through the store as the daemon's approve command would
+	if err := r.st.AddApproval(context.Background(), &store.Approval{TaskID: r.tk.ID, Path: ".github/ci.yml", Kind: store.ApprovalProtected, ApprovedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.ask(&Accept{Reason: "ci on pull requests"})
+	if err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+	if got := res.(*AcceptDone).Task; got.Status != task.Accepted || got.EndedAt == nil {
+		t.Fatalf("task after accept: %+v", got)
+	}
+	if out := gitxtest.Git(t, r.root, "show", "main:.github/ci.yml"); !strings.Contains(out, "pull_request") {
+		t.Fatalf("main after accept: %s", out)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.revoked) != 1 || r.revoked[0] != r.tk.ID {
+		t.Fatalf("grants revoked: %v", r.revoked)
+	}
+}
+
+// TestDecideRevertsOutOfScope: files outside the task's scope are refused,
+// then reverted by the decision, and the accept goes through.
+func TestDecideRevertsOutOfScope(t *testing.T) {
+	r := newRig(t, `["src/**"]`, nil)
+	r.commit(map[string]string{"src/x.go": "package src\n", "a.go": "package a // touched\n"})
+	_, err := r.ask(&Accept{Reason: "ok"})
+	var ref *review.Refusal
+	if refusalReason(t, err) != review.ReasonOutOfScope || !errors.As(err, &ref) || len(ref.Remedy.Files) != 1 || ref.Remedy.Files[0] != "a.go" {
+		t.Fatalf("out of scope: %v", err)
+	}
+	if _, err := r.ask(&ViolationDecision{Decision: "revert", Files: []string{"a.go"}}); err != nil {
+		t.Fatalf("revert: %v", err)
+	}
+	if _, err := r.ask(&Accept{Reason: "in scope now"}); err != nil {
+		t.Fatalf("accept after the revert: %v", err)
+	}
+	if out := gitxtest.Git(t, r.root, "show", "main:a.go"); strings.Contains(out, "touched") {
+		t.Fatal("the reverted file reached main")
+	}
+	if _, err := r.ask(&ViolationDecision{Decision: "maybe", Files: []string{"a.go"}}); err == nil {
+		t.Fatal("a decision that is neither allow nor revert")
+	}
+}
+
+// TestRefusalsAreNotFailures: a refused accept answers the sender; actor
+// health shows no last failure.
+func TestRefusalsAreNotFailures(t *testing.T) {
+	r := newRig(t, "", nil)
+	if _, err := r.ask(&Accept{Reason: "ok"}); refusalReason(t, err) != review.ReasonNoCommits {
+		t.Fatal(err)
+	}
+	res, err := r.ask(&GetHealth{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := res.(ActorHealth); h.LastFailure != "" {
+		t.Fatalf("a refusal shows as a failure: %q", h.LastFailure)
+	}
+}
