@@ -65,7 +65,7 @@ func newRig(t *testing.T, scope string, protect []string) *rig {
 	r := &rig{t: t, st: st, root: root, tk: tk, sys: actor.NewActorSystem()}
 	deps := &TaskDeps{Store: st, Launcher: noAgent{}, LockDir: filepath.Join(dir, "locks"), Log: discard(), Root: root,
 		RecoveryDir: filepath.Join(dir, "recovery"), Protect: protect, AskTimeout: time.Minute,
-		Revoke: func(id string) error { r.mu.Lock(); r.revoked = append(r.revoked, id); r.mu.Unlock(); return nil },
+		Revoke:          func(id string) error { r.mu.Lock(); r.revoked = append(r.revoked, id); r.mu.Unlock(); return nil },
 		CheckPassphrase: func(string, string) error { return approval.ErrWrong }}
 	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(id, deps)))
 	t.Cleanup(func() { r.sys.Root.Stop(r.pid); r.sys.Shutdown() })
