@@ -148,8 +148,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 
 	guesses := &approval.Limiter{}
+	modelErrs := &trouble{}
 	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log,
-		Task: &actors.TaskDeps{Store: st, Launcher: launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
+		Task: &actors.TaskDeps{Store: st, Launcher: troubleLauncher{inner: launcher, tr: modelErrs}, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
 			Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(),
 			CheckPassphrase: func(taskID, pass string) error {
 				return guesses.Check(taskID, func() error { return approval.Check(paths.Passphrase, pass) })
@@ -161,7 +162,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	launcher.Placeholders = func(ctx context.Context, taskID, ref, role string) (map[string]string, error) {
 		return d.mint(creds, taskID, ref, role)
 	}
-	d.svc = &Service{cfg: cfg, paths: paths, st: st, sup: sup, creds: creds}
+	modelErrs.publish = sup.Publish
+	d.svc = &Service{cfg: cfg, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
 	d.review = &Review{svc: d.svc}
 
 	d.info = httpapi.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
@@ -179,6 +181,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: sup.Grants, Log: o.Log, Port: proxyPort,
 		Publish: func(t proxy.Traffic) {
 			sup.Publish(actors.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &t})
+			modelErrs.record(t)
 		},
 		Tripwire: func(taskID, ref, what string) {
 			// the proxy refuses the task's placeholders from this instant;

@@ -28,6 +28,8 @@ type Service struct {
 	st    store.Store
 	sup   *supervisor.Supervisor
 	creds *credentials
+	// trouble is each task's failing model calls, right now
+	trouble *trouble
 
 	// idents indexes every task's id and code, which never change, so that
 	// resolving a ref loads one row instead of every task.
@@ -180,7 +182,7 @@ func (s *Service) ListTasks(ctx context.Context) ([]httpapi.TaskInfo, error) {
 	}
 	out := make([]httpapi.TaskInfo, len(all))
 	for i := range all {
-		out[i] = Info(&all[i])
+		out[i] = s.info(&all[i])
 	}
 	return out, nil
 }
@@ -203,7 +205,7 @@ func (s *Service) ShowTask(ctx context.Context, ref string) (*httpapi.TaskDetail
 	if err != nil {
 		return nil, err
 	}
-	return &httpapi.TaskDetail{Task: Info(t), Turns: turns, Comments: cs, Commits: commits}, nil
+	return &httpapi.TaskDetail{Task: s.info(t), Turns: turns, Comments: cs, Commits: commits}, nil
 }
 
 // TaskCommits lists the commits of a task's branch that its parent lacks.
@@ -391,3 +393,12 @@ func (c *credentials) shape() string {
 
 // HTTPStatus makes a usage error a 400.
 func (e *UsageError) HTTPStatus() int { return 400 }
+
+// info is the task's wire form with what is going wrong with it right now.
+func (s *Service) info(t *store.Task) httpapi.TaskInfo {
+	i := Info(t)
+	if s.trouble != nil {
+		i.ModelError = s.trouble.of(t.ID)
+	}
+	return i
+}

@@ -266,7 +266,7 @@ func (h *handler) render(c echo.Context, code int, page string, data any) error 
 
 func taskRow(t TaskInfo) views.TaskRow {
 	return views.TaskRow{ID: t.ID, ShortID: t.ShortID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch,
-		Turns: t.Turns, LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire}
+		Turns: t.Turns, LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, ModelError: t.ModelError}
 }
 
 func (h *handler) tasksPage(c echo.Context) error {

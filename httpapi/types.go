@@ -23,8 +23,10 @@ type TaskInfo struct {
 	LastActivity time.Time `json:"last_activity"`
 	FailReason   string    `json:"fail_reason,omitempty"`
 	Tripwire     string    `json:"tripwire,omitempty"`
-	Worktree     string    `json:"worktree"`
-	CreatedAt    time.Time `json:"created_at"`
+	// ModelError is what is failing in the task's model calls right now
+	ModelError string    `json:"model_error,omitempty"`
+	Worktree   string    `json:"worktree"`
+	CreatedAt  time.Time `json:"created_at"`
 }
 
 // TaskDetail is a task with its turns and ordinary comments.

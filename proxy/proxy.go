@@ -214,7 +214,9 @@ type plan struct {
 	answered atomic.Pointer[target]
 	refused  string
 	tripwire string
-	reserved int64 // replay budget held by this request
+	// upstreamErr is why no upstream answered (the traffic line's error)
+	upstreamErr string
+	reserved    int64 // replay budget held by this request
 	// cred and editorCred are the real credentials as read for this request
 	// (one stat each), injected by the transport and known to the scrubber
 	cred, editorCred *Credential
@@ -237,7 +239,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if pl.reserved > 0 {
 			p.replay.Add(-pl.reserved)
 		}
-		tr := Traffic{Time: start.UTC(), Method: r.Method, Path: logPath, Status: rec.status, Millis: p.now().Sub(start).Milliseconds(), Refused: pl.refused, Tripwire: pl.tripwire}
+		tr := Traffic{Time: start.UTC(), Method: r.Method, Path: logPath, Status: rec.status, Millis: p.now().Sub(start).Milliseconds(), Refused: pl.refused, Tripwire: pl.tripwire, Error: pl.upstreamErr}
 		if tr.Status == 0 {
 			tr.Status = 499
 		}
@@ -901,11 +903,13 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		pl.upstreamErr = "the upstream did not answer in time"
 		writeAPIError(w, http.StatusGatewayTimeout, "timeout_error", "lazy proxy: the upstream did not answer in time", "")
 		return
 	}
 	p.log.Warn("upstream unreachable", "err", err)
-	writeAPIError(w, http.StatusBadGateway, "api_error", "lazy proxy: no upstream could be reached; check proxy.upstream and the network", "")
+	pl.upstreamErr = upstreamCause(err)
+	writeAPIError(w, http.StatusBadGateway, "api_error", "lazy proxy: no upstream could be reached ("+pl.upstreamErr+"); check proxy.upstream and the network", "")
 }
 
 // writeAPIError answers in the provider's own error JSON shape.
@@ -957,3 +961,22 @@ var pool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 func (bufferPool) Get() []byte  { return *(pool.Get().(*[]byte)) }
 func (bufferPool) Put(b []byte) { pool.Put(&b) }
+
+// upstreamCause is the short reason no upstream answered: the innermost
+// network error ("dial tcp 127.0.0.1:1: connect: connection refused",
+// "lookup api.example: no such host"), without the request's URL.
+func upstreamCause(err error) string {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return oe.Error()
+	}
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		return de.Error()
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}

@@ -19,6 +19,7 @@ type Traffic struct {
 	Millis   int64     `json:"ms"`
 	Refused  string    `json:"refused,omitempty"`  // cause of a credential refusal
 	Tripwire string    `json:"tripwire,omitempty"` // what tripped a wire
+	Error    string    `json:"error,omitempty"`    // why no upstream answered
 	// ClaimedRef and ClaimedRole come from x-svc-* headers on traffic with
 	// no grant: anyone can send them, so they never match a task filter and
 	// the line marks them unverified.
@@ -44,6 +45,15 @@ func (t Traffic) Line() string {
 	}
 	if t.Tripwire != "" {
 		s += " tripwire: " + safe(t.Tripwire)
+	}
+	if t.Error != "" {
+		// words kept readable; control bytes dropped, so no forged line
+		s += " error: " + strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return -1
+			}
+			return r
+		}, strings.Join(strings.Fields(t.Error), " "))
 	}
 	if unverified {
 		s += " (attribution unverified: x-svc headers, no grant)"

@@ -12,6 +12,7 @@ type TaskRow struct {
 	LastActivity                            time.Time
 	FailReason                              string
 	Tripwire                                string
+	ModelError                              string
 }
 
 // TasksPage is the task list at /.

@@ -153,3 +153,27 @@ func TestTryOffline(t *testing.T) {
 		t.Errorf("a stub on all interfaces: exit %d", code)
 	}
 }
+
+// TestUnreachableUpstreamNamed: with the model unreachable, the cause is on
+// task show within seconds, the failed turn's reason carries it, and watch
+// says so — not only "the agent exited with status 1".
+func TestUnreachableUpstreamNamed(t *testing.T) {
+	p := newProject(t, "process")
+	cfg, _ := os.ReadFile(filepath.Join(p.root, ".lazy", "config.toml"))
+	dead := strings.Replace(string(cfg), p.upstream, "http://127.0.0.1:1", 1) // nothing listens on port 1
+	if err := os.WriteFile(filepath.Join(p.root, ".lazy", "config.toml"), []byte(dead), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "down", "-m", writeAndCommit)
+	ti := p.waitStatus("down", "failed")
+	if !strings.Contains(ti.ModelError, "model upstream unreachable") || !strings.Contains(ti.ModelError, "connection refused") {
+		t.Errorf("task show: model_error %q", ti.ModelError)
+	}
+	if !strings.Contains(ti.FailReason, "model upstream unreachable") {
+		t.Errorf("the failed turn's reason does not name the cause: %q", ti.FailReason)
+	}
+	if out := p.lazy(0, "task", "show", "down"); !strings.Contains(out, "model: model upstream unreachable") {
+		t.Errorf("task show text: %s", out)
+	}
+}

@@ -108,6 +108,9 @@ func (a *app) taskCmd() *cobra.Command {
 			if t.Tripwire != "" {
 				fmt.Fprintf(a.out, "tripwire: %s\n", t.Tripwire)
 			}
+			if t.ModelError != "" {
+				fmt.Fprintf(a.out, "model: %s\n", t.ModelError)
+			}
 			if t.FailReason != "" {
 				fmt.Fprintf(a.out, "reason: %s\n", t.FailReason)
 			}

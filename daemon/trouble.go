@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"lazy/actors"
+	"lazy/agent"
+	"lazy/proxy"
+)
+
+// trouble keeps, per task, the model calls that are failing right now (no
+// upstream answered, or it answered 5xx), so the cause shows within seconds
+// on task show, the pages and watch, and a turn that fails says why — not
+// only "the agent exited with status 1". A call that succeeds clears it.
+type trouble struct {
+	mu      sync.Mutex
+	m       map[string]*modelTrouble
+	publish func(actors.Event)
+}
+
+type modelTrouble struct {
+	cause       string
+	count       int
+	since, last time.Time
+}
+
+// record takes one proxied call; it reports a task's first failure in a row
+// as an event.
+func (t *trouble) record(tr proxy.Traffic) {
+	if tr.TaskID == "" {
+		return
+	}
+	failed := tr.Error != "" || tr.Status >= 500
+	t.mu.Lock()
+	if t.m == nil {
+		t.m = map[string]*modelTrouble{}
+	}
+	cur := t.m[tr.TaskID]
+	if !failed {
+		if tr.Status < 400 {
+			delete(t.m, tr.TaskID)
+		}
+		t.mu.Unlock()
+		return
+	}
+	cause := tr.Error
+	if cause == "" {
+		cause = fmt.Sprintf("the upstream %s answered %d", tr.Upstream, tr.Status)
+	}
+	first := cur == nil
+	if first {
+		cur = &modelTrouble{since: tr.Time}
+		t.m[tr.TaskID] = cur
+	}
+	cur.cause, cur.last = cause, tr.Time
+	cur.count++
+	msg := cur.text()
+	t.mu.Unlock()
+	if first && t.publish != nil {
+		t.publish(actors.Event{Time: tr.Time, Kind: "model_error", TaskID: tr.TaskID, TaskRef: tr.TaskRef, Detail: msg})
+	}
+}
+
+func (m *modelTrouble) text() string {
+	return fmt.Sprintf("model upstream unreachable: %s (%d calls failed since %s)", m.cause, m.count, m.since.UTC().Format(time.RFC3339))
+}
+
+// of is the task's current model trouble, or "".
+func (t *trouble) of(taskID string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m := t.m[taskID]; m != nil {
+		return m.text()
+	}
+	return ""
+}
+
+// troubleLauncher adds the model trouble to a failed turn's reason.
+type troubleLauncher struct {
+	inner actors.TurnLauncher
+	tr    *trouble
+}
+
+func (l troubleLauncher) RunTurn(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error) {
+	res, out, err := l.inner.RunTurn(ctx, req)
+	if err != nil {
+		if msg := l.tr.of(req.TaskID); msg != "" {
+			err = fmt.Errorf("%w; %s", err, msg)
+		}
+	}
+	return res, out, err
+}
