@@ -73,6 +73,15 @@ func (f *fakeReview) Approve(context.Context, string, []string, string) error   
 
 type fakeTasks struct{ Tasks }
 
+// ListTasks: one blocked task and one failed one (for Needs attention).
+func (fakeTasks) ListTasks(context.Context) ([]TaskInfo, error) {
+	return []TaskInfo{
+		{ID: fakeID, Ref: "fix-login", Status: "blocked"},
+		{ID: "0190aaaa000070008000000000000002", Ref: "broken", Status: "failed", Title: "Break <things>",
+			FailReason: "work turn 1 failed: the agent exited with status 1", ModelError: "model upstream unreachable: <no such host>"},
+	}, nil
+}
+
 func (fakeTasks) CommitDiff(context.Context, string) (*CommitDiff, error) {
 	return &CommitDiff{CommitInfo: CommitInfo{SHA: "abcdef0123456789", Subject: "Rework <login>", Author: "agent"}, Files: fixtureDiff()}, nil
 }

@@ -59,6 +59,17 @@ func (h *handler) queuePage(c echo.Context) error {
 		p.Items = append(p.Items, views.QueueRow{ID: it.Task.ID, Ref: ref, Title: it.Task.Title, Status: it.Status, LiveSession: it.LiveSession,
 			AwaitingAnswer: it.AwaitingAnswer, PendingAsks: it.PendingAsks, QueuedComm: it.QueuedComments})
 	}
+	if h.d.Tasks != nil {
+		ts, err := h.d.Tasks.ListTasks(c.Request().Context())
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if row, ok := attention(t); ok {
+				p.Attention = append(p.Attention, row)
+			}
+		}
+	}
 	return h.render(c, http.StatusOK, "queue", p)
 }
 
@@ -315,4 +326,28 @@ func (h *handler) commitPage(c echo.Context) error {
 		return err
 	}
 	return h.render(c, http.StatusOK, "commit", p)
+}
+
+// attention is a failed or conflicted task's row: why, and what to do.
+func attention(t TaskInfo) (views.AttentionRow, bool) {
+	row := views.AttentionRow{ID: t.ID, Ref: t.Ref, Title: t.Title, Status: t.Status}
+	switch t.Status {
+	case "failed":
+		row.Cause = t.FailReason
+		row.Next = "Fix the cause, then unblock the task to run its next turn (your queued comments go with it)."
+	case "conflict":
+		row.Cause = t.FailReason
+		row.Next = "Ask the agent about the conflicting lines, or unblock it to resolve them; Sync again afterwards."
+	default:
+		return row, false
+	}
+	for _, extra := range []string{t.Tripwire, t.ModelError} {
+		if extra != "" {
+			row.Cause = strings.TrimSpace(row.Cause + " " + extra)
+		}
+	}
+	if row.Cause == "" {
+		row.Cause = "no reason was recorded; see the task page"
+	}
+	return row, true
 }

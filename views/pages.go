@@ -57,6 +57,14 @@ type QueueRow struct {
 type QueuePage struct {
 	Page
 	Items []QueueRow
+	// Attention are failed and conflicted tasks: not in the queue (it lists
+	// blocked tasks), but the reviewer must hear of them
+	Attention []AttentionRow
+}
+
+// AttentionRow is a task that needs the reviewer: its cause and next step.
+type AttentionRow struct {
+	ID, Ref, Title, Status, Cause, Next string
 }
 
 // QueuedView is one queued comment, listed in full.
