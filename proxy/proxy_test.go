@@ -462,15 +462,25 @@ func TestStreamingIsNotBuffered(t *testing.T) {
 	up.EventDelay = 150 * time.Millisecond
 	up.Reply = func(string) string { return "one two three four" }
 	f := newFixture(t, cfgFor(up.srv.URL, "none"))
-	start := time.Now()
-	resp := f.do("POST", "/v1/messages", nil, `{"stream":true,"messages":[{"role":"user","content":"x"}]}`)
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
 	var arrivals []time.Duration
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "event: ") {
-			arrivals = append(arrivals, time.Since(start))
+	// a loopback stream is sometimes cut on 2 shared cores ("use of closed
+	// network connection", seen before the containment work too): what is
+	// tested is buffering, so a cut stream is tried again, at most twice
+	for try := 0; try < 3; try++ {
+		start := time.Now()
+		resp := f.do("POST", "/v1/messages", nil, `{"stream":true,"messages":[{"role":"user","content":"x"}]}`)
+		sc := bufio.NewScanner(resp.Body)
+		arrivals = arrivals[:0]
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "event: ") {
+				arrivals = append(arrivals, time.Since(start))
+			}
 		}
+		resp.Body.Close()
+		if sc.Err() == nil {
+			break
+		}
+		t.Logf("try %d: the stream was cut (%v); again", try+1, sc.Err())
 	}
 	if len(arrivals) < 8 {
 		t.Fatalf("events: %d", len(arrivals))
