@@ -178,6 +178,7 @@ type Spec struct {
 	Home     string   // the per-task HOME
 	Env      []string // the whole environment (see Env)
 	Timeout  time.Duration
+	Visible  []string      // paths a sandbox shows read-only although under a hidden tree (/tmp): the common git dir
 	Writable []string      // further paths a sandbox must leave writable (parts of the git dir)
 	ReadOnly []string      // paths that stay read-only inside the writable ones
 	Hide     []string      // directories a sandbox must hide (lazy home, state dir)

@@ -250,6 +250,7 @@ func TestBwrapConfines(t *testing.T) {
 		`echo x > ` + outside + `/f 2>/dev/null && echo WROTE_OUTSIDE; ` +
 		`(exec 3<>/dev/tcp/127.0.0.1/` + itoa(hostPort) + ` && cat <&3) 2>/dev/null | grep -q HOSTSERVICE && echo REACHED_HOST; ` +
 		`(exec 3<>/dev/tcp/127.0.0.1/` + itoa(e.port) + ` && printf 'HEAD /api/hello HTTP/1.0\r\nHost: 127.0.0.1:` + itoa(e.port) + `\r\n\r\n' >&3 && cat <&3) 2>/dev/null | grep -q 'HTTP/1' && echo REACHED_PROXY; ` +
+		`ls ` + e.socket + ` >/dev/null 2>&1 && echo SAW_HOST_TMP; ` +
 		`echo ok > ` + wt + `/in.txt && echo WROTE_WORKTREE; echo $HOME`
 	out, err := Bwrap{}.Run(context.Background(), Spec{Command: []string{"/bin/bash", "-c", script}, Dir: wt, Home: home,
 		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}, Hide: []string{state}, HideFile: []string{credFile}, Timeout: time.Minute,
@@ -258,10 +259,18 @@ func TestBwrapConfines(t *testing.T) {
 		t.Fatalf("%v %s", err, out.Combined())
 	}
 	s := string(out.Stdout)
-	for _, bad := range []string{"LEAK", "LEAK_CRED", "WROTE_OUTSIDE", "REACHED_HOST"} {
+	for _, bad := range []string{"LEAK", "LEAK_CRED", "REACHED_HOST"} {
 		if strings.Contains(s, bad) {
 			t.Errorf("sandbox: %s\n%s", bad, out.Combined())
 		}
+	}
+	// a write outside lands in the sandbox's own /tmp, never on the host
+	if _, err := os.Stat(filepath.Join(outside, "f")); err == nil {
+		t.Error("the sandbox wrote outside its worktree on the host")
+	}
+	// another process's socket in the host's /tmp is out of sight
+	if strings.Contains(s, "SAW_HOST_TMP") {
+		t.Error("the host's /tmp is visible")
 	}
 	if !strings.Contains(s, "WROTE_WORKTREE") || !strings.Contains(s, "REACHED_PROXY") {
 		t.Fatalf("sandbox output (the worktree and the proxy must work): %s", out.Combined())
@@ -294,7 +303,7 @@ func TestBwrapGitDir(t *testing.T) {
 		`echo /tmp/evil > $(cat .git | cut -d' ' -f2)/commondir 2>/dev/null && echo REDIRECTED_COMMON; true`
 	home := filepath.Join(state, "home")
 	out, err := Bwrap{}.Run(ctx, Spec{Command: []string{"/bin/bash", "-c", script}, Dir: wt, Home: home,
-		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}, Hide: []string{state}, Writable: sp.Writable, ReadOnly: sp.ReadOnly,
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}, Hide: []string{state}, Visible: []string{common}, Writable: sp.Writable, ReadOnly: sp.ReadOnly,
 		Timeout: time.Minute, ProxySocket: e.socket, ProxyPort: e.port, Self: self(t)[0]})
 	if err != nil {
 		t.Fatalf("%v %s", err, out.Combined())

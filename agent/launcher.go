@@ -89,7 +89,7 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 		if err != nil {
 			return Result{}, Outcome{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
-		spec.Writable, spec.ReadOnly = sp.Writable, sp.ReadOnly
+		spec.Visible, spec.Writable, spec.ReadOnly = []string{l.GitDir}, sp.Writable, sp.ReadOnly
 	}
 	if l.Slots != nil {
 		select {

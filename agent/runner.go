@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -218,8 +219,17 @@ func (b Bwrap) Argv(s Spec) []string {
 	if exe == "" {
 		exe = "bwrap"
 	}
+	// /tmp is another user's and other projects' (and other daemons'
+	// proxy sockets): a fresh one, with what the turn needs bound back
 	argv := []string{exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--new-session",
-		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run"}
+		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--tmpfs", "/tmp"}
+	visible := append([]string{}, s.Visible...)
+	if len(s.Command) > 0 && filepath.IsAbs(s.Command[0]) {
+		visible = append(visible, s.Command[0]) // the agent's own executable
+	}
+	for _, v := range visible {
+		argv = append(argv, "--ro-bind", v, v)
+	}
 	for _, h := range s.Hide {
 		argv = append(argv, "--tmpfs", h)
 	}

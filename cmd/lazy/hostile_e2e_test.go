@@ -116,7 +116,16 @@ func TestHostileAgent(t *testing.T) {
 			t.Errorf("%s: refused %q (status %d), want %s", a.Name, a.Refused, a.Status, cause)
 		}
 	}
-	if len(report) < 20 {
+	names := map[string]bool{}
+	for _, a := range report {
+		names[a.Name] = true
+	}
+	for _, n := range []string{"find a daemon's proxy socket in /tmp", "connect an outside host", "plant .git/hooks/post-checkout", "proxy: another task's placeholder"} {
+		if !names[n] {
+			t.Errorf("the report lacks %q", n)
+		}
+	}
+	if len(report) < 23 {
 		t.Errorf("only %d attempts reported", len(report))
 	}
 	// passthrough calls reached the upstream with what the agent presented:

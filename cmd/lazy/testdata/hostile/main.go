@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -55,6 +56,9 @@ func main() {
 		}
 		add(Attempt{Name: "connect " + name, Worked: err == nil, Detail: errText(err)})
 	}
+	// the proxy sockets of daemons in the host's /tmp (this project's too)
+	socks, _ := filepath.Glob("/tmp/lazy-proxy-*/proxy.sock")
+	add(Attempt{Name: "find a daemon's proxy socket in /tmp", Worked: len(socks) > 0, Detail: strings.Join(socks, " ")})
 	c, err := net.DialTimeout("tcp", "93.184.216.34:80", 2*time.Second)
 	if err == nil {
 		c.Close()
