@@ -35,6 +35,8 @@ type Service struct {
 	// resolving a ref loads one row instead of every task.
 	mu     sync.Mutex
 	idents []task.Ident
+	// createMu makes task creations one at a time
+	createMu sync.Mutex
 }
 
 var _ httpapi.Tasks = (*Service)(nil)
@@ -48,6 +50,9 @@ func usage(format string, a ...any) error { return &UsageError{Msg: fmt.Sprintf(
 
 // Resolve finds the task ref names (CONTRACT §2).
 func (s *Service) Resolve(ctx context.Context, ref string) (*store.Task, error) {
+	if strings.TrimSpace(ref) == "" {
+		return nil, usage("no task given: name a task by its code, short id or full id (see `lazy task list`)")
+	}
 	id, err := s.resolveIdent(ctx, ref, false)
 	var nf *task.NotFoundError
 	if errors.As(err, &nf) {
@@ -121,21 +126,41 @@ func (s *Service) NewTask(ctx context.Context, a httpapi.NewTaskArgs) (*httpapi.
 	if _, err := gitx.RevParse(ctx, s.paths.Root, parent); err != nil {
 		return nil, usage("parent %q is not a branch or commit of %s: pass --parent BRANCH", parent, s.paths.Root)
 	}
+	// One creation at a time: the id, code and branch checks below and the
+	// insert must not interleave with another creation's.
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	all, err := s.st.ListTasks(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := time.Now().UTC()
-	t := &store.Task{ID: task.NewID(now), Title: title(a.Prompt), Prompt: a.Prompt, Status: task.Running, Role: a.Role,
+	t := &store.Task{Title: title(a.Prompt), Prompt: a.Prompt, Status: task.Running, Role: a.Role,
 		Parent: parent, CreatedAt: now, UpdatedAt: now, LastActivity: now}
 	if a.Code != "" {
 		code := a.Code
 		t.Code = &code
-		all, err := s.st.ListTasks(ctx)
-		if err != nil {
-			return nil, err
-		}
 		for _, o := range all {
 			if o.CodeString() == a.Code {
 				return nil, usage("task code %q is taken by task %s; choose another --code", a.Code, o.ID)
 			}
+			if task.ShortID(o.ID) == a.Code {
+				return nil, usage("task code %q is task %s's short id; choose another --code", a.Code, o.ID)
+			}
 		}
+	}
+	// A short id is taken when another task has it or uses it as its code,
+	// or when its branch exists (left by hand, or by a task made elsewhere).
+	t.ID, err = task.NewTaskID(now, func(short string) bool {
+		for _, o := range all {
+			if task.ShortID(o.ID) == short || o.CodeString() == short {
+				return true
+			}
+		}
+		return a.Code == "" && gitx.BranchExists(ctx, s.paths.Root, "lazy/"+short)
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(a.Scope) > 0 {
 		b, _ := json.Marshal(a.Scope)
@@ -145,7 +170,12 @@ func (s *Service) NewTask(ctx context.Context, a httpapi.NewTaskArgs) (*httpapi.
 	t.Branch = "lazy/" + ref
 	t.Worktree = filepath.Join(s.paths.Worktrees, ref)
 	if gitx.BranchExists(ctx, s.paths.Root, t.Branch) {
-		return nil, usage("branch %s already exists: delete it (git branch -D %s) or choose another --code", t.Branch, t.Branch)
+		for _, o := range all {
+			if o.Branch == t.Branch {
+				return nil, usage("branch %s belongs to task %s (%s); choose another --code", t.Branch, o.Ref(), o.Status)
+			}
+		}
+		return nil, usage("branch %s already exists and no task owns it: choose another --code, or look at it (git log %s) and delete it if nothing there is needed (git branch -D %s)", t.Branch, t.Branch, t.Branch)
 	}
 	if err := gitx.AddWorktree(ctx, s.paths.Root, t.Worktree, t.Branch, parent); err != nil {
 		return nil, err

@@ -44,9 +44,33 @@ func (s Status) Valid() bool {
 }
 
 // NewID returns a fresh full id: a UUIDv7 written as 32 lowercase hex.
-func NewID(now time.Time) string {
+func NewID(now time.Time) string { return idAt(now.UnixMilli()) }
+
+// shortIDSpan is how long one short id lasts: the short id is the top 32 of
+// the UUIDv7's 48 timestamp bits, so it changes every 2^16 ms.
+const shortIDSpan = 1 << 16
+
+// NewTaskID returns a fresh full id whose short id is not taken. A short id
+// is the id's first 8 characters (CONTRACT §2), which is the top of the
+// UUIDv7's millisecond timestamp, so two tasks made within the same ~65 s
+// would share one. When the short id is taken, the timestamp moves forward by
+// one span until it is free: RFC 9562 §6.1 lets an implementation alter the
+// timestamp, ids stay time-ordered, and every task's short id and branch
+// (lazy/<short id>) are its own.
+func NewTaskID(now time.Time, taken func(short string) bool) (string, error) {
+	ms := now.UnixMilli()
+	for i := 0; i < 1<<16; i++ {
+		id := idAt(ms + int64(i)*shortIDSpan)
+		if !taken(ShortID(id)) {
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("no free short id after 65536 tries: the project holds too many tasks made at once")
+}
+
+func idAt(ms int64) string {
 	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
+	binary.BigEndian.PutUint64(b[:8], uint64(ms)<<16)
 	if _, err := rand.Read(b[6:]); err != nil {
 		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux
 	}

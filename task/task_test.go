@@ -90,3 +90,31 @@ func FuzzResolve(f *testing.F) {
 		}
 	})
 }
+
+func TestNewTaskIDSkipsTakenShortIDs(t *testing.T) {
+	now := time.UnixMilli(1_790_000_000_000)
+	taken := map[string]bool{}
+	var prev string
+	for i := 0; i < 5; i++ {
+		id, err := NewTaskID(now, func(s string) bool { return taken[s] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !IsFullID(id) || id[12] != '7' {
+			t.Fatalf("%s is not a UUIDv7", id)
+		}
+		if taken[ShortID(id)] {
+			t.Fatalf("short id %s given twice", ShortID(id))
+		}
+		if id <= prev {
+			t.Fatalf("ids out of order: %s after %s", id, prev)
+		}
+		taken[ShortID(id)], prev = true, id
+	}
+	if len(taken) != 5 {
+		t.Fatalf("%d short ids for 5 tasks made in the same millisecond", len(taken))
+	}
+	if _, err := NewTaskID(now, func(string) bool { return true }); err == nil {
+		t.Fatal("an id was given though every short id is taken")
+	}
+}

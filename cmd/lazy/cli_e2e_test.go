@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"lazy/httpapi"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,5 +176,45 @@ func TestUnreachableUpstreamNamed(t *testing.T) {
 	}
 	if out := p.lazy(0, "task", "show", "down"); !strings.Contains(out, "model: model upstream unreachable") {
 		t.Errorf("task show text: %s", out)
+	}
+}
+
+// TestTasksMadeTogether: tasks made in the same second without a code get
+// short ids (and branches) of their own; a branch left by hand is never
+// answered with advice to delete another task's branch.
+func TestTasksMadeTogether(t *testing.T) {
+	p := newProject(t, "process")
+	p.lazy(0, "daemon", "start")
+	const n = 3
+	outs := make(chan string, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			out, errOut, code := p.run("task", "new", "-m", "@answer hi", "--json")
+			if code != 0 {
+				out = "exit " + errOut
+			}
+			outs <- out
+		}()
+	}
+	seen := map[string]bool{}
+	for i := 0; i < n; i++ {
+		var res httpapi.TaskInfo
+		out := <-outs
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("task new: %s", out)
+		}
+		short := res.ShortID
+		if seen[short] {
+			t.Fatalf("short id %s given to two tasks", short)
+		}
+		seen[short] = true
+		if got := p.show(short); got.ID != res.ID || got.Branch != "lazy/"+short {
+			t.Fatalf("%s resolves to %s on %s", short, got.ID, got.Branch)
+		}
+	}
+	runGit(t, p.root, "branch", "lazy/mine")
+	_, errOut, code := p.run("task", "new", "--code", "mine", "-m", "@answer hi")
+	if code == 0 || !strings.Contains(errOut, "no task owns it") {
+		t.Fatalf("a branch left by hand: exit %d, %s", code, errOut)
 	}
 }
