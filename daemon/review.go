@@ -80,6 +80,7 @@ func (r *Review) Queue(ctx context.Context) ([]httpapi.QueueItem, error) {
 			Task:   httpapi.QueueTask{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Title: t.Title},
 			Status: string(t.Status), LiveSession: t.SessionID != "",
 			AwaitingAnswer: n.AwaitingAnswer, PendingAsks: n.PendingAsks, QueuedComments: n.Queued,
+			ModelError: r.svc.trouble.of(t.ID),
 		})
 	}
 	return out, nil

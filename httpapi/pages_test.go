@@ -73,12 +73,16 @@ func (f *fakeReview) Approve(context.Context, string, []string, string) error   
 
 type fakeTasks struct{ Tasks }
 
-// ListTasks: one blocked task and one failed one (for Needs attention).
+// ListTasks: one blocked task, one failed, one running with failing model
+// calls (all three for Needs attention) and one running fine.
 func (fakeTasks) ListTasks(context.Context) ([]TaskInfo, error) {
 	return []TaskInfo{
 		{ID: fakeID, Ref: "fix-login", Status: "blocked"},
 		{ID: "0190aaaa000070008000000000000002", Ref: "broken", Status: "failed", Title: "Break <things>",
 			FailReason: "work turn 1 failed: the agent exited with status 1", ModelError: "model upstream unreachable: <no such host>"},
+		{ID: "0190aaaa000070008000000000000003", Ref: "stuck", Status: "running", Title: "Keep going",
+			ModelError: "model upstream unreachable: dial tcp: connection refused (3 calls failed since 10:00:00)"},
+		{ID: "0190aaaa000070008000000000000004", Ref: "fine", Status: "running", Title: "Working fine"},
 	}, nil
 }
 

@@ -41,6 +41,8 @@ type QueueItem struct {
 	AwaitingAnswer int       `json:"awaiting_answer"`
 	PendingAsks    int       `json:"pending_asks"`
 	QueuedComments int       `json:"queued_comments"`
+	// ModelError is what is failing in the task's model calls right now
+	ModelError string `json:"model_error,omitempty"`
 }
 
 // PostCommentArgs is the comment POST body (CONTRACT §7).

@@ -338,6 +338,11 @@ func attention(t TaskInfo) (views.AttentionRow, bool) {
 	case "conflict":
 		row.Cause = t.FailReason
 		row.Next = "Ask the agent about the conflicting lines, or unblock it to resolve them; Sync again afterwards."
+	case "running":
+		if t.ModelError == "" && t.Tripwire == "" {
+			return row, false
+		}
+		row.Next = "The turn is still running: check the model upstream (lazy watch --net shows each call), or cancel the task."
 	default:
 		return row, false
 	}
