@@ -31,8 +31,8 @@ func (p *Proxy) secrets(pl *plan) secretSet {
 			s = append(s, c.bytes)
 		}
 	}
-	add(pl.cred, p.provider)
-	add(pl.editorCred, p.editorKey)
+	add(pl.cred, pl.rt.provider)
+	add(pl.editorCred, pl.rt.editorKey)
 	return s
 }
 

@@ -92,7 +92,25 @@ type target struct {
 
 // Proxy is the http.Handler of the proxy listener.
 type Proxy struct {
-	o         Options
+	o Options
+	// routes is where each request goes and with what; Reconfigure swaps
+	// it whole, and each request reads it once, so a request never sees
+	// half of an old config and half of a new one
+	routes  atomic.Pointer[routes]
+	rp      *httputil.ReverseProxy
+	log     *slog.Logger
+	bodies  watchdog     // cuts bodies that arrive too slowly
+	ownHost string       // 127.0.0.1:<Port>, the Host agents send
+	replay  atomic.Int64 // bytes of request bodies held for replay
+	index   atomic.Pointer[grantIndex]
+	// tripped holds the placeholders of tasks that tripped a wire: they
+	// are refused from that instant, before the registry catches up.
+	tripped sync.Map
+}
+
+// routes is the part of the proxy that comes from the config: the targets,
+// the credential files and what no-grant traffic gets.
+type routes struct {
 	primary   target
 	fallbacks []target
 	roles     map[string]target
@@ -100,75 +118,26 @@ type Proxy struct {
 	provider  *CredentialFile
 	kind      string
 	editorKey *CredentialFile
-	rp        *httputil.ReverseProxy
-	log       *slog.Logger
 	noGrant   string
-	bodies    watchdog     // cuts bodies that arrive too slowly
-	ownHost   string       // 127.0.0.1:<Port>, the Host agents send
-	replay    atomic.Int64 // bytes of request bodies held for replay
-	index     atomic.Pointer[grantIndex]
-	// tripped holds the placeholders of tasks that tripped a wire: they
-	// are refused from that instant, before the registry catches up.
-	tripped sync.Map
 }
 
 // New builds the proxy from config. An origin collision is refused by
 // config.Validate before this runs; New checks it again for callers that
 // built a Config by hand.
 func New(o Options) (*Proxy, error) {
-	cfg := o.Config
-	targets, err := cfg.Targets()
-	if err != nil {
-		return nil, err
-	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	mk := func(raw string, primary bool) (target, error) {
-		org, err := config.Origin(raw)
-		if err != nil {
-			return target{}, err
-		}
-		u, err := url.Parse(raw)
-		if err != nil {
-			return target{}, err
-		}
-		return target{url: u, origin: org, credential: targets[org].Credential, primary: primary}, nil
-	}
-	p := &Proxy{o: o, roles: map[string]target{}, log: o.Log, kind: cfg.Credentials.Provider.Kind, noGrant: cfg.Proxy.NoGrant,
-		provider:  &CredentialFile{Path: cfg.ProviderCredentialFile(o.Home)},
-		editorKey: &CredentialFile{Path: cfg.EditorCredentialFile(o.Home)}}
-	if p.primary, err = mk(cfg.Proxy.Upstream, true); err != nil {
-		return nil, fmt.Errorf("proxy.upstream: %w", err)
-	}
-	for i, f := range cfg.Proxy.Fallback {
-		t, err := mk(f.Upstream, false)
-		if err != nil {
-			return nil, fmt.Errorf("proxy.fallback[%d]: %w", i, err)
-		}
-		p.fallbacks = append(p.fallbacks, t)
-	}
-	for name, r := range cfg.Models.Roles {
-		t, err := mk(r.Endpoint, true)
-		if err != nil {
-			return nil, fmt.Errorf("models.roles.%s: %w", name, err)
-		}
-		if r.Local {
-			t.credential = config.CredentialNone
-		}
-		p.roles[name] = t
+	p := &Proxy{o: o, log: o.Log}
+	if err := p.Reconfigure(o.Config); err != nil {
+		return nil, err
 	}
 	if o.Port != 0 {
 		p.ownHost = "127.0.0.1:" + strconv.Itoa(o.Port)
 	}
-	eu, err := url.Parse(cfg.Proxy.EditorUpstream)
-	if err != nil {
-		return nil, fmt.Errorf("proxy.editor_upstream: %w", err)
-	}
-	p.editor = target{url: eu, credential: "editor", primary: true}
 	tr := o.Transport
 	if tr == nil {
 		tr = &http.Transport{
@@ -198,9 +167,71 @@ func New(o Options) (*Proxy, error) {
 	return p, nil
 }
 
+// Reconfigure applies a config to the requests that start from now on;
+// requests in flight finish with the routes they started with. The tripped
+// placeholders, the grants and the listener stay as they are.
+func (p *Proxy) Reconfigure(cfg *config.Config) error {
+	targets, err := cfg.Targets()
+	if err != nil {
+		return err
+	}
+	old := p.routes.Load()
+	mk := func(raw string, primary bool) (target, error) {
+		org, err := config.Origin(raw)
+		if err != nil {
+			return target{}, err
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			return target{}, err
+		}
+		return target{url: u, origin: org, credential: targets[org].Credential, primary: primary}, nil
+	}
+	rt := &routes{roles: map[string]target{}, kind: cfg.Credentials.Provider.Kind, noGrant: cfg.Proxy.NoGrant,
+		provider:  p.credentialFile(old, cfg.ProviderCredentialFile(p.o.Home), func(r *routes) *CredentialFile { return r.provider }),
+		editorKey: p.credentialFile(old, cfg.EditorCredentialFile(p.o.Home), func(r *routes) *CredentialFile { return r.editorKey })}
+	if rt.primary, err = mk(cfg.Proxy.Upstream, true); err != nil {
+		return fmt.Errorf("proxy.upstream: %w", err)
+	}
+	for i, f := range cfg.Proxy.Fallback {
+		t, err := mk(f.Upstream, false)
+		if err != nil {
+			return fmt.Errorf("proxy.fallback[%d]: %w", i, err)
+		}
+		rt.fallbacks = append(rt.fallbacks, t)
+	}
+	for name, r := range cfg.Models.Roles {
+		t, err := mk(r.Endpoint, true)
+		if err != nil {
+			return fmt.Errorf("models.roles.%s: %w", name, err)
+		}
+		if r.Local {
+			t.credential = config.CredentialNone
+		}
+		rt.roles[name] = t
+	}
+	eu, err := url.Parse(cfg.Proxy.EditorUpstream)
+	if err != nil {
+		return fmt.Errorf("proxy.editor_upstream: %w", err)
+	}
+	rt.editor = target{url: eu, credential: "editor", primary: true}
+	p.routes.Store(rt)
+	return nil
+}
+
+// credentialFile keeps the old routes' credential file when its path is
+// unchanged, so its cache and watch stay.
+func (p *Proxy) credentialFile(old *routes, path string, of func(*routes) *CredentialFile) *CredentialFile {
+	if old != nil && of(old).Path == path {
+		return of(old)
+	}
+	return &CredentialFile{Path: path}
+}
+
 // plan is what ServeHTTP decided for one request; the transport and the
 // traffic record read it from the request context.
 type plan struct {
+	rt       *routes // the config this request is served under
 	grant    *Grant
 	role     string // claimed by x-svc-role on traffic with no grant
 	taskRef  string // claimed by x-svc-task-id on traffic with no grant
@@ -233,7 +264,7 @@ func (p *Proxy) now() time.Time { return p.o.Now() }
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := p.now()
 	rec := &statusWriter{ResponseWriter: w}
-	pl := &plan{stopWatchdog: func() {}}
+	pl := &plan{rt: p.routes.Load(), stopWatchdog: func() {}}
 	logPath := r.URL.EscapedPath()
 	defer func() {
 		if pl.reserved > 0 {
@@ -554,20 +585,20 @@ func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool
 		// no grant (a host session on its own login): it goes to the
 		// primary with exactly what it presented, never with our credential
 		pl.role, pl.taskRef = r.Header.Get("x-svc-role"), r.Header.Get("x-svc-task-id")
-		if p.noGrant == config.NoGrantRefuse {
+		if pl.rt.noGrant == config.NoGrantRefuse {
 			p.refuse(w, pl, CauseNoGrant, causeText[CauseNoGrant])
 			return false
 		}
-		pl.chain = []target{p.primary}
+		pl.chain = []target{pl.rt.primary}
 		return true
 	}
 	if isEditorGrant(g) {
 		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
 		return false
 	}
-	t := p.primary
+	t := pl.rt.primary
 	if g.Role != "" {
-		rt, ok := p.roles[g.Role]
+		rt, ok := pl.rt.roles[g.Role]
 		if !ok {
 			p.refuse(w, pl, CauseRoleNotConfigured, causeText[CauseRoleNotConfigured])
 			return false
@@ -575,12 +606,12 @@ func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool
 		t = rt
 	}
 	pl.chain = []target{t}
-	if t.origin == p.primary.origin {
-		pl.chain = append(pl.chain, p.fallbacks...)
+	if t.origin == pl.rt.primary.origin {
+		pl.chain = append(pl.chain, pl.rt.fallbacks...)
 	}
 	// a primary whose credential is resolvable but missing or expired: 401
 	if t.credential == config.CredentialProvider {
-		c, cause := p.providerCredential()
+		c, cause := p.providerCredential(pl.rt)
 		if cause != "" {
 			p.refuse(w, pl, cause, causeText[cause])
 			return false
@@ -602,7 +633,7 @@ func (p *Proxy) planEditor(w http.ResponseWriter, r *http.Request, pl *plan) (st
 	}
 	masked := "/_svc/" + agentName + "/***" + rest
 	pl.editor, pl.outPath = true, rest
-	pl.chain = []target{p.editor}
+	pl.chain = []target{pl.rt.editor}
 	if token == "-" {
 		masked = "/_svc/" + agentName + "/-" + rest
 		pl.session = true
@@ -622,7 +653,7 @@ func (p *Proxy) planEditor(w http.ResponseWriter, r *http.Request, pl *plan) (st
 		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
 		return masked, false
 	}
-	c, err := p.editorKey.Load()
+	c, err := pl.rt.editorKey.Load()
 	if err != nil {
 		p.refuse(w, pl, CauseEditorMissing, causeText[CauseEditorMissing])
 		return masked, false
@@ -650,8 +681,8 @@ func ParseEditorRoute(path string) (agentName, token, rest string, ok bool) {
 }
 
 // providerCredential reads the real provider credential now (rotation).
-func (p *Proxy) providerCredential() (Credential, string) {
-	c, err := p.provider.Load()
+func (p *Proxy) providerCredential(rt *routes) (Credential, string) {
+	c, err := rt.provider.Load()
 	if err != nil {
 		return Credential{}, CauseProviderMissing
 	}
@@ -683,7 +714,7 @@ func (p *Proxy) answerRefresh(w http.ResponseWriter, r *http.Request, pl *plan) 
 		return
 	}
 	pl.grant = g
-	c, cause := p.providerCredential()
+	c, cause := p.providerCredential(pl.rt)
 	if cause != "" {
 		p.refuse(w, pl, cause, causeText[cause])
 		return
@@ -813,14 +844,14 @@ func (p *Proxy) inject(out *http.Request, t target, pl *plan) error {
 	switch t.credential {
 	case config.CredentialProvider:
 		if pl.cred == nil { // a fallback with a credential behind a primary without
-			c, cause := p.providerCredential()
+			c, cause := p.providerCredential(pl.rt)
 			if cause != "" {
 				return &refusal{cause: cause, msg: causeText[cause]}
 			}
 			pl.cred = &c
 		}
 		c := *pl.cred
-		if p.kind == config.KindAPIKey {
+		if pl.rt.kind == config.KindAPIKey {
 			out.Header.Set("x-api-key", c.Value)
 		} else {
 			out.Header.Set("Authorization", "Bearer "+c.Value)
