@@ -173,7 +173,7 @@ type RevokeTask struct{ TaskID string }
 // Event is one line of `lazy watch`: a task event or a proxy traffic event.
 type Event struct {
 	Time    time.Time      `json:"time"`
-	Kind    string         `json:"kind"` // status | turn_start | turn_end | net | tripwire | daemon_stopped
+	Kind    string         `json:"kind"` // status | turn_start | turn_end | net | tripwire | model_error | config | daemon_stopped
 	TaskID  string         `json:"task_id,omitempty"`
 	TaskRef string         `json:"task_ref,omitempty"`
 	Status  string         `json:"status,omitempty"`
@@ -195,6 +195,10 @@ type Unsubscribe struct{ ID string }
 
 // Publish fans one event out to matching watchers.
 type Publish struct{ Event Event }
+
+// EventConfig says what a change of the config file did (applied keys, or
+// why it was not applied).
+const EventConfig = "config"
 
 // EventDaemonStopped ends every watch stream when the daemon stops.
 const EventDaemonStopped = "daemon_stopped"

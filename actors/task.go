@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,23 @@ type TaskDeps struct {
 	CheckPassphrase func(taskID, pass string) error
 	// AskTimeout is reported in the reason of an ask that timed out.
 	AskTimeout time.Duration
+
+	// protect replaces Protect once SetProtect is called (a config reload)
+	protect atomic.Pointer[[]string]
+}
+
+// SetProtect changes the protected paths for every check from now on.
+func (d *TaskDeps) SetProtect(paths []string) {
+	p := slices.Clone(paths)
+	d.protect.Store(&p)
+}
+
+// ProtectPaths are the protected paths in force.
+func (d *TaskDeps) ProtectPaths() []string {
+	if p := d.protect.Load(); p != nil {
+		return *p
+	}
+	return d.Protect
 }
 
 // ErrEnded refuses work on a task that has ended.

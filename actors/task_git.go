@@ -117,7 +117,7 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 	if len(oos) > 0 {
 		return refuse(review.ReasonOutOfScope, oos)
 	}
-	need := review.NeedApproval(deps.Protect, changed, approved)
+	need := review.NeedApproval(deps.ProtectPaths(), changed, approved)
 	if len(need) > 0 {
 		if args.Passphrase == "" {
 			return refuse(review.ReasonPassphraseRequired, need)

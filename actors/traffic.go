@@ -24,8 +24,8 @@ func (f Filter) Match(e Event) bool {
 	if e.Kind != "net" && !f.Tasks {
 		return false
 	}
-	if len(f.IDs) == 0 && len(f.Refs) == 0 {
-		return true
+	if len(f.IDs) == 0 && len(f.Refs) == 0 || e.Kind == EventConfig {
+		return true // a config change concerns every task
 	}
 	return (e.TaskID != "" && f.IDs[e.TaskID]) || (e.TaskRef != "" && f.Refs[e.TaskRef])
 }

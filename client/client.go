@@ -182,11 +182,20 @@ func (c *Client) Call(ctx context.Context, cmd string, args, out any) error {
 // Stream runs a server-sent-event command, calling fn with each data payload
 // until ctx ends, the stream ends, or fn fails.
 func (c *Client) Stream(ctx context.Context, cmd string, args any, fn func([]byte) error) error {
+	return c.StreamOpened(ctx, cmd, args, nil, fn)
+}
+
+// StreamOpened is Stream that calls opened once the daemon has accepted the
+// stream: for watch, every event published from then on reaches fn.
+func (c *Client) StreamOpened(ctx context.Context, cmd string, args any, opened func(), fn func([]byte) error) error {
 	resp, err := c.post(ctx, cmd, args)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	if opened != nil {
+		opened()
+	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {

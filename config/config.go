@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -555,3 +556,38 @@ func (c *Config) EditorCredentialFile(home string) string {
 
 // PortRange returns the port window as numbers.
 func (c *Config) PortRange() (int, int) { return c.Daemon.PortWindow[0], c.Daemon.PortWindow[1] }
+
+// Changed lists the keys (section.key, as in the file) whose values differ
+// between a and b, in the order of the Config struct.
+func Changed(a, b *Config) []string {
+	var out []string
+	var walk func(prefix string, x, y reflect.Value)
+	walk = func(prefix string, x, y reflect.Value) {
+		if x.Kind() != reflect.Struct {
+			if !reflect.DeepEqual(x.Interface(), y.Interface()) {
+				out = append(out, prefix)
+			}
+			return
+		}
+		for i := 0; i < x.NumField(); i++ {
+			key := x.Type().Field(i).Tag.Get("koanf")
+			if prefix != "" {
+				key = prefix + "." + key
+			}
+			walk(key, x.Field(i), y.Field(i))
+		}
+	}
+	walk("", reflect.ValueOf(*a), reflect.ValueOf(*b))
+	return out
+}
+
+// LiveKey reports whether a running daemon can apply a change of key to
+// its next turn or request. The rest (where it listens, its store, its
+// slot count) take a restart.
+func LiveKey(key string) bool {
+	switch {
+	case strings.HasPrefix(key, "daemon."), strings.HasPrefix(key, "storage."), key == "agent.max_concurrent":
+		return false
+	}
+	return true
+}

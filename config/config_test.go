@@ -152,3 +152,25 @@ func FuzzConfigLoad(f *testing.F) {
 		}
 	})
 }
+
+func TestChanged(t *testing.T) {
+	a, b := Defaults(), Defaults()
+	if got := Changed(&a, &b); len(got) != 0 {
+		t.Fatalf("equal configs differ in %v", got)
+	}
+	b.Agent.Command = "other"
+	b.Daemon.DashboardPort = 1
+	b.Proxy.Fallback = []Fallback{{Upstream: "http://127.0.0.1:1"}}
+	b.Credentials.Provider.Kind = KindOAuth
+	b.Models.Roles = map[string]Role{"fast": {Endpoint: "http://127.0.0.1:2"}}
+	got := strings.Join(Changed(&a, &b), " ")
+	if want := "daemon.dashboard_port agent.command credentials.provider.kind proxy.fallback models.roles"; got != want {
+		t.Fatalf("changed: %s, want %s", got, want)
+	}
+	for key, live := range map[string]bool{"agent.command": true, "proxy.upstream": true, "models.roles": true,
+		"daemon.proxy_listen": false, "storage.backend": false, "agent.max_concurrent": false} {
+		if LiveKey(key) != live {
+			t.Errorf("LiveKey(%s) = %v", key, !live)
+		}
+	}
+}

@@ -47,21 +47,28 @@ type Options struct {
 
 // Daemon is one running daemon.
 type Daemon struct {
-	cfg     *config.Config
-	paths   config.Paths
-	log     *slog.Logger
-	st      store.Store
-	sup     *supervisor.Supervisor
-	svc     *Service
-	review  *Review
-	dash    *http.Server
-	prx     *http.Server
-	sockDir string // holds the proxy's Unix socket, bound into sandboxes
-	info    httpapi.DaemonInfo
-	lock    *os.File
-	stopped chan struct{}
-	once    sync.Once
-	stopFn  context.CancelFunc
+	cfg      *config.Config // as started: listeners and store
+	live     *liveConfig    // in force now (reloaded from the file)
+	home     string
+	launcher *liveLauncher
+	proxy    *proxy.Proxy
+	taskDeps *actors.TaskDeps
+	reload   *reloader
+	infoMu   sync.Mutex // guards info
+	paths    config.Paths
+	log      *slog.Logger
+	st       store.Store
+	sup      *supervisor.Supervisor
+	svc      *Service
+	review   *Review
+	dash     *http.Server
+	prx      *http.Server
+	sockDir  string // holds the proxy's Unix socket, bound into sandboxes
+	info     httpapi.DaemonInfo
+	lock     *os.File
+	stopped  chan struct{}
+	once     sync.Once
+	stopFn   context.CancelFunc
 }
 
 // ErrRunning refuses a second daemon for the same project.
@@ -81,7 +88,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{cfg: cfg, paths: paths, log: o.Log, stopped: make(chan struct{})}
+	d := &Daemon{cfg: cfg, live: newLiveConfig(cfg), home: home, paths: paths, log: o.Log, stopped: make(chan struct{}), launcher: &liveLauncher{}}
 	if err := d.prepareState(); err != nil {
 		return nil, err
 	}
@@ -124,7 +131,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		proxyLn.Close()
 		return nil, err
 	}
-	creds := &credentials{cfg: cfg, home: home}
+	creds := &credentials{live: d.live, home: home}
 
 	launcher := &agent.Launcher{
 		BaseURL: proxyURL, DaemonEnv: o.Environ, AgentsDir: paths.Agents,
@@ -149,12 +156,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 
 	guesses := &approval.Limiter{}
 	modelErrs := &trouble{}
-	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log,
-		Task: &actors.TaskDeps{Store: st, Launcher: troubleLauncher{inner: launcher, tr: modelErrs}, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
-			Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(),
-			CheckPassphrase: func(taskID, pass string) error {
-				return guesses.Check(taskID, func() error { return approval.Check(paths.Passphrase, pass) })
-			}}})
+	d.launcher.cur.Store(launcher)
+	d.taskDeps = &actors.TaskDeps{Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
+		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(),
+		CheckPassphrase: func(taskID, pass string) error {
+			return guesses.Check(taskID, func() error { return approval.Check(paths.Passphrase, pass) })
+		}}
+	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log, Task: d.taskDeps})
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +171,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return d.mint(creds, taskID, ref, role)
 	}
 	modelErrs.publish = sup.Publish
-	d.svc = &Service{cfg: cfg, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
+	d.svc = &Service{live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
 	d.review = &Review{svc: d.svc}
 
 	d.info = httpapi.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
@@ -174,7 +182,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.stopFn = cancel
 	stopping := make(chan struct{})
 	web, err := httpapi.New(httpapi.Deps{Stopping: stopping, Tasks: d.svc, Review: d.review, Storage: st, Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup),
-		Info: func() httpapi.DaemonInfo { return d.info }, Stop: cancel, LogPath: paths.Log})
+		Info: d.Info, Stop: cancel, LogPath: paths.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +202,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}})
 	if err != nil {
 		return nil, err
+	}
+	d.proxy = prx
+	d.reload = &reloader{d: d, root: o.Root, environ: o.Environ, self: o.SelfExe, started: cfg}
+	if err := d.reload.watch(runCtx); err != nil {
+		o.Log.Warn("config changes need a restart", "err", err)
 	}
 	d.dash = &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	d.dash.RegisterOnShutdown(func() { close(stopping) })
@@ -287,9 +300,6 @@ func runnerWarnings(r agent.Runner) []string {
 	}
 	return nil
 }
-
-// Info is what daemon.json holds.
-func (d *Daemon) Info() httpapi.DaemonInfo { return d.info }
 
 // Service exposes the task operations (for in-process callers like the demo).
 func (d *Daemon) Service() *Service { return d.svc }
@@ -574,15 +584,16 @@ func (d *Daemon) mint(c *credentials, taskID, ref, role string) (map[string]stri
 	if t, err := d.st.GetTask(context.Background(), taskID); err == nil && t.Tripwire != "" {
 		return nil, fmt.Errorf("no new grant: %s", t.Tripwire)
 	}
-	kind := d.cfg.Credentials.Provider.Kind
+	cfg := d.live.Get()
+	kind := cfg.Credentials.Provider.Kind
 	envVar := map[string]string{config.KindAPIKey: agent.EnvAPIKey, config.KindOAuth: agent.EnvOAuth, config.KindAuthToken: agent.EnvAuthToken}[kind]
-	local := role != "" && d.cfg.Models.Roles[role].Local
+	local := role != "" && cfg.Models.Roles[role].Local
 	shape := ""
 	if !local {
 		shape = c.shape()
 	}
 	vars := map[string]actors.MintVar{envVar: {Kind: kind, ShapeOf: shape}}
-	if _, err := os.Stat(d.cfg.EditorCredentialFile(c.home)); err == nil && !local {
+	if _, err := os.Stat(cfg.EditorCredentialFile(c.home)); err == nil && !local {
 		vars[agent.EnvEditor] = actors.MintVar{Kind: "editor"}
 	}
 	return d.sup.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: vars, Local: local})

@@ -23,7 +23,7 @@ import (
 
 // Service is the daemon's task operations, as the RPC and the pages call them.
 type Service struct {
-	cfg   *config.Config
+	live  *liveConfig
 	paths config.Paths
 	st    store.Store
 	sup   *supervisor.Supervisor
@@ -103,7 +103,7 @@ func (s *Service) NewTask(ctx context.Context, a httpapi.NewTaskArgs) (*httpapi.
 		}
 	}
 	if a.Role != "" {
-		if _, ok := s.cfg.Models.Roles[a.Role]; !ok {
+		if _, ok := s.live.Get().Models.Roles[a.Role]; !ok {
 			return nil, usage("role %q is not configured: add [models.roles.%s] to %s, or leave --role out", a.Role, a.Role, config.FileName)
 		}
 	}
@@ -370,19 +370,20 @@ func (s *Service) Watch(ctx context.Context, a httpapi.WatchArgs) (<-chan actors
 // shape of placeholders. Their values never leave this type except to the
 // proxy's last hop.
 type credentials struct {
-	cfg  *config.Config
+	live *liveConfig
 	home string
 }
 
 // needsProvider reports whether role's upstream takes the provider credential.
 func (c *credentials) needsProvider(role string) bool {
-	targets, err := c.cfg.Targets()
+	cfg := c.live.Get()
+	targets, err := cfg.Targets()
 	if err != nil {
 		return true
 	}
-	upstream := c.cfg.Proxy.Upstream
+	upstream := cfg.Proxy.Upstream
 	if role != "" {
-		r := c.cfg.Models.Roles[role]
+		r := cfg.Models.Roles[role]
 		if r.Local {
 			return false
 		}
@@ -401,7 +402,7 @@ func (c *credentials) gate(role string) error {
 	if !c.needsProvider(role) {
 		return nil
 	}
-	path := c.cfg.ProviderCredentialFile(c.home)
+	path := c.live.Get().ProviderCredentialFile(c.home)
 	if _, err := os.Stat(path); err != nil {
 		return usage("no provider credential at %s: write the real key there (mode 0600), or set credentials.provider.file in %s", path, config.FileName)
 	}
@@ -410,7 +411,7 @@ func (c *credentials) gate(role string) error {
 
 // shape returns the real provider value only to copy its prefix; "" if absent.
 func (c *credentials) shape() string {
-	b, err := os.ReadFile(c.cfg.ProviderCredentialFile(c.home))
+	b, err := os.ReadFile(c.live.Get().ProviderCredentialFile(c.home))
 	if err != nil {
 		return ""
 	}

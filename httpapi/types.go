@@ -74,6 +74,11 @@ type DaemonInfo struct {
 	// printed at start and shown on every dashboard page.
 	Runner   string   `json:"runner"`
 	Warnings []string `json:"warnings,omitempty"`
+	// RestartNeeded are changed config keys the running daemon cannot
+	// apply (where it listens, its store); ConfigError is why the config
+	// file as it is now was not applied. Both are in Warnings too.
+	RestartNeeded []string `json:"restart_needed,omitempty"`
+	ConfigError   string   `json:"config_error,omitempty"`
 }
 
 // WatchArgs are the arguments of watch. Tasks nil means every task; an empty

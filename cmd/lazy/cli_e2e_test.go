@@ -2,16 +2,18 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"lazy/httpapi"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"lazy/httpapi"
 )
 
 // TestCLIAnswers: a mistyped subcommand is a usage error (2), not help and
@@ -84,34 +86,30 @@ func TestAskFromTheCLI(t *testing.T) {
 func TestStopEndsWatchers(t *testing.T) {
 	p := newProject(t, "process")
 	p.lazy(0, "daemon", "start")
-	var watchers []*exec.Cmd
-	var outs []*strings.Builder
-	for _, args := range [][]string{{"watch"}, {"watch", "--net"}} {
-		w := exec.Command(lazyBin, append(args, "--project", p.root)...)
-		w.Env = p.env
-		var b strings.Builder
-		w.Stdout = &b
-		if err := w.Start(); err != nil {
-			t.Fatal(err)
-		}
-		watchers, outs = append(watchers, w), append(outs, &b)
+	var watchers []*watcher
+	for _, args := range [][]string{{}, {"--net"}} {
+		watchers = append(watchers, p.startWatch(context.Background(), args...))
 	}
-	// the watchers are subscribed once the daemon's traffic hub answers with them
-	time.Sleep(500 * time.Millisecond)
 	start := time.Now()
 	p.lazy(0, "daemon", "stop")
 	took := time.Since(start)
 	for i, w := range watchers {
-		done := make(chan error, 1)
-		go func() { done <- w.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil || !strings.Contains(outs[i].String(), "daemon stopped") {
-				t.Errorf("watcher %d: %v, output %q", i, err, outs[i].String())
+		var out []string
+		timeout := time.After(5 * time.Second)
+	read:
+		for {
+			select {
+			case l, ok := <-w.lines:
+				if !ok {
+					break read
+				}
+				out = append(out, l)
+			case <-timeout:
+				t.Fatalf("watcher %d still running after the daemon stopped", i)
 			}
-		case <-time.After(5 * time.Second):
-			w.Process.Kill()
-			t.Fatalf("watcher %d still running after the daemon stopped", i)
+		}
+		if err := <-w.done; err != nil || !strings.Contains(strings.Join(out, "\n"), "daemon stopped") {
+			t.Errorf("watcher %d: %v, output %q", i, err, out)
 		}
 	}
 	if took > 5*time.Second {
@@ -216,5 +214,92 @@ func TestTasksMadeTogether(t *testing.T) {
 	_, errOut, code := p.run("task", "new", "--code", "mine", "-m", "@answer hi")
 	if code == 0 || !strings.Contains(errOut, "no task owns it") {
 		t.Fatalf("a branch left by hand: exit %d, %s", code, errOut)
+	}
+}
+
+// TestConfigReload: an edit of .lazy/config.toml reaches the next turn with
+// no restart; a change that needs one is named in `lazy daemon status` and on
+// the dashboard; a file that does not load changes nothing and says why.
+func TestConfigReload(t *testing.T) {
+	p := newProject(t, "process")
+	path := filepath.Join(p.root, ".lazy", "config.toml")
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	save := func(text string) { // as editors save: a new file renamed over the old
+		if err := os.WriteFile(path+".tmp", []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".tmp", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save(strings.Replace(string(good), "[agent]\n", "[agent]\ncommand = \"/nonexistent/agent-one\"\n", 1))
+	p.lazy(0, "daemon", "start")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lines := p.watch(ctx)
+	waitLine := func(want string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case l := <-lines:
+				if strings.Contains(l, want) {
+					return time.Since(start)
+				}
+			case <-deadline:
+				t.Fatalf("watch never said %q", want)
+			}
+		}
+	}
+	p.lazy(0, "task", "new", "--code", "cfg", "-m", writeAndCommit)
+	if ti := p.waitStatus("cfg", "failed"); !strings.Contains(ti.FailReason, "agent-one") {
+		t.Fatalf("the first turn failed for another reason: %s", ti.FailReason)
+	}
+
+	save(string(good))
+	took := waitLine("config applied: agent.command")
+	p.lazy(0, "unblock", "cfg", "-m", writeAndCommit)
+	p.waitStatus("cfg", "blocked")
+	t.Logf("config saved → applied: %s", took)
+
+	save(strings.Replace(string(good), "[daemon]\n", "[daemon]\ndashboard_listen = \"127.0.0.1:27198\"\n", 1))
+	waitLine("config restart needed: daemon.dashboard_listen")
+	if out := p.lazy(0, "daemon", "status"); !strings.Contains(out, "dashboard: "+p.info().BaseURL) {
+		t.Fatalf("status: %s", out)
+	}
+	_, errOut, _ := p.run("daemon", "status")
+	if !strings.Contains(errOut, "restart needed: daemon.dashboard_listen") {
+		t.Fatalf("daemon status does not name the restart: %s", errOut)
+	}
+	resp, err := p.get("/review")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), "restart needed: daemon.dashboard_listen") {
+		t.Fatalf("the dashboard does not name the restart:\n%s", page)
+	}
+
+	save("[agent\n")
+	waitLine("config not applied")
+	var st struct {
+		Daemon httpapi.DaemonInfo `json:"daemon"`
+	}
+	if err := json.Unmarshal([]byte(p.lazy(0, "daemon", "status", "--json")), &st); err != nil || !strings.Contains(st.Daemon.ConfigError, "TOML") {
+		t.Fatalf("status --json: config_error %q (%v)", st.Daemon.ConfigError, err)
+	}
+	p.lazy(0, "unblock", "cfg", "-m", writeAndCommit)
+	p.waitStatus("cfg", "blocked") // the settings in force before the bad save
+
+	save(string(good))
+	waitLine("config applied")
+	st.Daemon = httpapi.DaemonInfo{} // omitted fields keep what Unmarshal finds
+	if err := json.Unmarshal([]byte(p.lazy(0, "daemon", "status", "--json")), &st); err != nil || st.Daemon.ConfigError != "" || len(st.Daemon.RestartNeeded) != 0 {
+		t.Fatalf("after the fix: %+v (%v)", st.Daemon, err)
 	}
 }

@@ -64,6 +64,15 @@ func (a *app) printStatus(ctx context.Context, p config.Paths) error {
 	if err == nil {
 		err = c.WaitReady(ctx, 0)
 	}
+	if err == nil {
+		// daemon.json is the daemon at start; the status call adds what
+		// changed since (the runner in force, config keys that need a
+		// restart, a config file that was not applied)
+		var live httpapi.DaemonInfo
+		if c.Call(ctx, "status", nil, &live) == nil && live.PID != 0 {
+			info = live
+		}
+	}
 	if a.json {
 		return printJSON(a.out, map[string]any{"running": err == nil, "daemon": info, "state": p.State})
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -274,21 +273,7 @@ func TestDaemonLifecycleAndCLI(t *testing.T) {
 	// watch streams the events of the task as they happen
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	watch := exec.CommandContext(ctx, lazyBin, "watch", "--project", p.root)
-	watch.Env = p.env
-	wout, _ := watch.StdoutPipe()
-	if err := watch.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(wout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	time.Sleep(300 * time.Millisecond) // let the watcher subscribe before the task starts
+	lines := p.watch(ctx)
 
 	p.lazy(0, "task", "new", "-m", writeAndCommit)
 	var tl []httpapi.TaskInfo
@@ -314,7 +299,6 @@ func TestDaemonLifecycleAndCLI(t *testing.T) {
 		}
 	}
 	cancel()
-	_ = watch.Wait()
 
 	// resolution: a unique prefix works; a too-short one is refused
 	p.show(tl[0].ID[:6])

@@ -82,7 +82,6 @@ func TestHostileAgent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lines := p.watchNet(ctx)
-	time.Sleep(300 * time.Millisecond) // let the watcher subscribe
 	p.lazy(0, "task", "new", "-m", string(plan), "--code", "evil")
 	ti := p.waitStatus("evil", "blocked")
 
@@ -120,12 +119,12 @@ func TestHostileAgent(t *testing.T) {
 	for _, a := range report {
 		names[a.Name] = true
 	}
-	for _, n := range []string{"find a daemon's proxy socket in /tmp", "connect an outside host", "plant .git/hooks/post-checkout", "proxy: another task's placeholder"} {
+	for _, n := range []string{"find a daemon's proxy socket in /tmp", "connect an outside host", "plant .git/hooks/post-checkout", "write the project's .lazy/config.toml", "proxy: another task's placeholder"} {
 		if !names[n] {
 			t.Errorf("the report lacks %q", n)
 		}
 	}
-	if len(report) < 23 {
+	if len(report) < 24 {
 		t.Errorf("only %d attempts reported", len(report))
 	}
 	// passthrough calls reached the upstream with what the agent presented:
@@ -154,6 +153,9 @@ func TestHostileAgent(t *testing.T) {
 	p.waitStatus("after", "failed") // the hostile agent refuses a prompt that is no plan
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("a hook or config the agent planted ran on the host")
+	}
+	if b, _ := os.ReadFile(filepath.Join(p.root, ".lazy", "config.toml")); strings.Contains(string(b), "pwned") {
+		t.Fatal("the agent wrote the project's config")
 	}
 	cfgNow, _ := os.ReadFile(filepath.Join(p.root, ".git", "config"))
 	if strings.Contains(string(cfgNow), "pwned") {

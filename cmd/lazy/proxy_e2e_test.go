@@ -18,24 +18,70 @@ import (
 	"lazy/proxy"
 )
 
-// watchNet runs `lazy watch --net` with args and returns a line channel.
+// watchNet runs `lazy watch --net` with args and returns a line channel,
+// once the daemon has subscribed it.
 func (p *project) watchNet(ctx context.Context, args ...string) <-chan string {
-	cmd := exec.CommandContext(ctx, lazyBin, append([]string{"watch", "--net", "--project", p.root}, args...)...)
+	return p.watch(ctx, append([]string{"--net"}, args...)...)
+}
+
+// watch runs `lazy watch` with args and returns its stdout lines, once the
+// stream is open (its "watching:" line on stderr): every event published
+// from then on is in the channel.
+func (p *project) watch(ctx context.Context, args ...string) <-chan string {
+	p.t.Helper()
+	return p.startWatch(ctx, args...).lines
+}
+
+// watcher is a running `lazy watch`: its stdout lines, and its exit once
+// the lines are done.
+type watcher struct {
+	lines <-chan string
+	done  <-chan error
+}
+
+func (p *project) startWatch(ctx context.Context, args ...string) *watcher {
+	p.t.Helper()
+	cmd := exec.CommandContext(ctx, lazyBin, append([]string{"watch", "--project", p.root}, args...)...)
 	cmd.Env = p.env
 	out, _ := cmd.StdoutPipe()
+	errOut, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
+	opened := make(chan string, 1)
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		sc := bufio.NewScanner(errOut)
+		var said []string
+		for sc.Scan() {
+			said = append(said, sc.Text())
+			if strings.HasPrefix(sc.Text(), "watching:") {
+				opened <- ""
+			}
+		}
+		opened <- strings.Join(said, "\n")
+	}()
 	ch := make(chan string, 1000)
+	done := make(chan error, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			ch <- sc.Text()
 		}
+		<-stderrDone // Wait closes the pipes: read them out first
+		done <- cmd.Wait()
 		close(ch)
-		_ = cmd.Wait()
 	}()
-	return ch
+	select {
+	case why := <-opened:
+		if why != "" {
+			p.t.Fatalf("lazy watch %v ended before its stream opened: %s", args, why)
+		}
+	case <-time.After(15 * time.Second):
+		p.t.Fatalf("lazy watch %v: no stream after 15s", args)
+	}
+	return &watcher{lines: ch, done: done}
 }
 
 func collect(ch <-chan string, d time.Duration) []string {
@@ -145,7 +191,6 @@ func TestGrantsSurviveRestartAndDieWithTask(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lines := p.watchNet(ctx)
-	time.Sleep(300 * time.Millisecond)
 	// ...and is refused, with its cause on the stream, once the task ended
 	p.lazy(0, "task", "cancel", "g")
 	if left, _ := proxy.LoadGrants(p.paths.ProxyTokens); len(left) != 0 {

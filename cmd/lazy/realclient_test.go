@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -115,14 +114,7 @@ func TestLeakHunt(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	watch := exec.CommandContext(ctx, lazyBin, "watch", "--net", "--project", p.root)
-	watch.Env = p.env
-	var stream strings.Builder
-	watch.Stdout = &stream
-	if err := watch.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
+	w := p.startWatch(ctx, "--net")
 
 	p.lazy(0, "task", "new", "--code", "leak", "-m", "@write a.txt x\n@commit a\n@sleep 2s\n@model 3")
 	// while the agent runs: every process's environ and cmdline
@@ -174,7 +166,10 @@ func TestLeakHunt(t *testing.T) {
 		p.keep("page"+strings.ReplaceAll(path, "/", "_")+".html", string(b))
 	}
 	cancel()
-	_ = watch.Wait()
+	var stream strings.Builder
+	for l := range w.lines {
+		stream.WriteString(l + "\n")
+	}
 	if !strings.Contains(stream.String(), "net> ") || !strings.Contains(stream.String(), " leak ") {
 		t.Errorf("the traffic stream shows no attributed net> line:\n%s", stream.String())
 	}

@@ -35,7 +35,9 @@ func (a *app) watchCmd() *cobra.Command {
 					args.Tasks = []string{}
 				}
 			}
-			err = cl.Stream(cmd.Context(), "watch", args, func(b []byte) error {
+			// stderr, so that stdout stays the events alone (and JSON with --json)
+			opened := func() { fmt.Fprintln(a.errOut, "watching: events appear as they happen (Ctrl-C to stop)") }
+			err = cl.StreamOpened(cmd.Context(), "watch", args, opened, func(b []byte) error {
 				var e actors.Event
 				if err := json.Unmarshal(b, &e); err != nil {
 					return fmt.Errorf("bad event from the daemon: %w", err)
@@ -86,6 +88,8 @@ func EventLine(e actors.Event) string {
 			s += ": " + e.Detail
 		}
 		return s
+	case actors.EventConfig:
+		return ts + " " + e.Detail
 	}
 	return fmt.Sprintf("%s %s %s %s", ts, e.TaskRef, e.Kind, e.Detail)
 }

@@ -101,6 +101,15 @@ func main() {
 		f.Close()
 	}
 	add(Attempt{Name: "write .git/config", Worked: err == nil, Detail: errText(err)})
+	// the project's config is applied live: an agent that could write it
+	// would turn its own sandbox off for the next turn
+	cfgPath := filepath.Join(filepath.Dir(gd), ".lazy", "config.toml")
+	f, err = os.OpenFile(cfgPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString("\n# pwned\n")
+		f.Close()
+	}
+	add(Attempt{Name: "write the project's .lazy/config.toml", Worked: err == nil, Detail: errText(err)})
 	err = os.WriteFile(".git", []byte("gitdir: /tmp\n"), 0o644)
 	add(Attempt{Name: "redirect the worktree's .git", Worked: err == nil, Detail: errText(err)})
 
