@@ -167,6 +167,9 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	}
 	fmt.Fprintf(a.out, "review: %s/review?token=%s\n", d.Info().BaseURL, tok)
 	fmt.Fprintf(a.out, "cli: LAZY_HOME=%s lazy --project %s task list\n", home, root)
+	if _, err := exec.LookPath("lazy"); err != nil {
+		say("no lazy on PATH: install it with `go install ./cmd/lazy` (then it is in $(go env GOPATH)/bin), or write `go run ./cmd/lazy` for `lazy` in the line above")
+	}
 	say("open the URL above; press Ctrl-C to stop and clean up")
 	<-ctx.Done()
 	say("stopping")
