@@ -428,10 +428,8 @@ func TestTrafficLineCannotBeForged(t *testing.T) {
 // TestSlowBodyCut: a body trickled slower than the read timeout is cut with
 // 408; the upstream never waits on it.
 func TestSlowBodyCut(t *testing.T) {
-	old := BodyReadTimeout
-	BodyReadTimeout = 300 * time.Millisecond
-	t.Cleanup(func() { BodyReadTimeout = old })
 	up, f := fallbackFixture(t)
+	f.p.o.BodyReadTimeout = 300 * time.Millisecond
 	key := f.key("slow")
 	conn, err := net.Dial("tcp", f.srv.Listener.Addr().String())
 	if err != nil {

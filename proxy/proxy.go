@@ -32,6 +32,8 @@ type Options struct {
 	// Transport reaches the upstreams (default: a pooled http.Transport).
 	Transport http.RoundTripper
 	Now       func() time.Time
+	// BodyReadTimeout replaces the package's BodyReadTimeout when set.
+	BodyReadTimeout time.Duration
 	// Port is the proxy's own TCP port: a request whose Host names another
 	// port is refused (0: any loopback port). The sandbox forwarder listens on
 	// the same port inside the sandbox, so the agent's Host matches.
@@ -66,8 +68,9 @@ const (
 )
 
 // BodyReadTimeout bounds how long a client may take to send a request body;
-// a body trickled slower than that is cut (408).
-var BodyReadTimeout = 60 * time.Second
+// a body trickled slower than that is cut (408). Options.BodyReadTimeout
+// changes it for one proxy.
+const BodyReadTimeout = 60 * time.Second
 
 // MaxSubstituteBody is the largest body (by declared Content-Length) in
 // which the editor route replaces the placeholder.
@@ -260,6 +263,13 @@ type planKey struct{}
 
 func (p *Proxy) now() time.Time { return p.o.Now() }
 
+func (p *Proxy) bodyTimeout() time.Duration {
+	if p.o.BodyReadTimeout > 0 {
+		return p.o.BodyReadTimeout
+	}
+	return BodyReadTimeout
+}
+
 // ServeHTTP resolves the grant, plans the targets and forwards.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := p.now()
@@ -303,7 +313,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// net/http (its own background read uses it) unless the body is
 		// still arriving when the time is up; then a past deadline cuts it
 		rc := http.NewResponseController(w)
-		p.bodies.watch(pl, start.Add(BodyReadTimeout), func() {
+		p.bodies.watch(pl, start.Add(p.bodyTimeout()), p.bodyTimeout()/4, func() {
 			pl.bodyTimedOut.Store(true)
 			_ = rc.SetReadDeadline(time.Unix(1, 0))
 		})
@@ -330,7 +340,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(pl.chain) > 1 && r.Body != nil && r.Body != http.NoBody {
 		if err := p.bufferForReplay(r, pl); err != nil {
 			if pl.bodyTimedOut.Load() {
-				writeAPIError(rec, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("lazy proxy: the request body did not arrive within %s", BodyReadTimeout), CauseBodyTimeout)
+				writeAPIError(rec, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("lazy proxy: the request body did not arrive within %s", p.bodyTimeout()), CauseBodyTimeout)
 				return
 			}
 			writeAPIError(rec, http.StatusBadRequest, "invalid_request_error", "lazy proxy: could not read the request body: "+err.Error(), "")
@@ -920,7 +930,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 		return
 	}
 	if pl.bodyTimedOut.Load() {
-		writeAPIError(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("lazy proxy: the request body did not arrive within %s", BodyReadTimeout), CauseBodyTimeout)
+		writeAPIError(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("lazy proxy: the request body did not arrive within %s", p.bodyTimeout()), CauseBodyTimeout)
 		return
 	}
 	var enc *encodingError

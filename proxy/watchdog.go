@@ -13,6 +13,7 @@ type watchdog struct {
 	mu      sync.Mutex
 	live    map[*plan]watched
 	running bool
+	tick    time.Duration // how often the loop looks (the shortest asked)
 }
 
 type watched struct {
@@ -21,9 +22,13 @@ type watched struct {
 }
 
 // watch registers pl's body; cut runs if it is still registered at deadline.
-func (w *watchdog) watch(pl *plan, deadline time.Time, cut func()) {
+// The loop looks at most every tick (and at least every second).
+func (w *watchdog) watch(pl *plan, deadline time.Time, tick time.Duration, cut func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.tick == 0 || tick < w.tick {
+		w.tick = tick
+	}
 	if w.live == nil {
 		w.live = map[*plan]watched{}
 	}
@@ -43,7 +48,9 @@ func (w *watchdog) done(pl *plan) {
 
 func (w *watchdog) loop() {
 	for {
-		tick := min(time.Second, BodyReadTimeout/4)
+		w.mu.Lock()
+		tick := min(time.Second, w.tick)
+		w.mu.Unlock()
 		time.Sleep(tick)
 		now := time.Now()
 		var due []func()
