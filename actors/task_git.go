@@ -76,6 +76,16 @@ func outOfScope(ctx context.Context, deps *TaskDeps, t *store.Task, changed []st
 	return review.OutOfScope(scopeOf(t), changed, allowed), approved, nil
 }
 
+// AcceptBlockers are the changed paths an accept would refuse today: out of
+// the task's scope and not allowed, and protected without an approval.
+func AcceptBlockers(ctx context.Context, deps *TaskDeps, t *store.Task, changed []string) (outScope, needApproval []string, err error) {
+	oos, approved, err := outOfScope(ctx, deps, t, changed)
+	if err != nil {
+		return nil, nil, err
+	}
+	return oos, review.NeedApproval(deps.ProtectPaths(), changed, approved), nil
+}
+
 // runAccept checks, in order: no commits, a half-finished merge, behind the
 // parent, out-of-scope files, protected files without approval; then merges.
 func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) jobResult {

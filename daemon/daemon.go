@@ -172,7 +172,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	modelErrs.publish = sup.Publish
 	d.svc = &Service{live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
-	d.review = &Review{svc: d.svc}
+	d.review = &Review{svc: d.svc, deps: d.taskDeps}
 
 	d.info = httpapi.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
 		BaseURL: "http://127.0.0.1:" + strconv.Itoa(dashPort), ProxyURL: proxyURL, StartedAt: time.Now().UTC(), Version: version.String(),

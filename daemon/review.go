@@ -19,6 +19,7 @@ import (
 // write, each a message to the task's actor.
 type Review struct {
 	svc   *Service
+	deps  *actors.TaskDeps // the accept rules' inputs (protected paths, approvals)
 	mu    sync.Mutex
 	diffs map[string]cachedDiff
 }
@@ -100,7 +101,48 @@ func (r *Review) Diff(ctx context.Context, ref string) (*httpapi.DiffResult, err
 	if files == nil {
 		files = []gitx.File{}
 	}
-	return &httpapi.DiffResult{Task: Info(t), Files: files}, nil
+	res := &httpapi.DiffResult{Task: Info(t), Files: files, Merge: r.readiness(ctx, t)}
+	if res.Commits, err = r.svc.commits(ctx, t); err != nil {
+		return nil, err
+	}
+	turns, err := r.svc.st.ListTurns(ctx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, tu := range turns {
+		if tu.Kind != store.TurnWork {
+			continue
+		}
+		res.Turns = append(res.Turns, httpapi.TurnRef{Number: tu.Number, Status: tu.Status, StartedAt: tu.StartedAt, EndedAt: tu.EndedAt})
+		if tu.Status == store.TurnDone && strings.TrimSpace(tu.Result) != "" {
+			res.Summary = tu.Result
+		}
+	}
+	return res, nil
+}
+
+// readiness is a dry run of accepting t now. It is made for tasks that can
+// still be accepted; an ended task has none.
+func (r *Review) readiness(ctx context.Context, t *store.Task) *httpapi.MergeReadiness {
+	if t.Status.Ended() {
+		return nil
+	}
+	root := r.svc.paths.Root
+	m := &httpapi.MergeReadiness{}
+	mc, err := gitx.DryMerge(ctx, root, t.Parent, t.Branch)
+	if err != nil {
+		m.Error = err.Error()
+		return m
+	}
+	m.MergeCheck = mc
+	changed, err := gitx.ChangedPaths(ctx, root, t.Parent, t.Branch)
+	if err == nil && r.deps != nil {
+		m.OutOfScope, m.Protected, err = actors.AcceptBlockers(ctx, r.deps, t, changed)
+	}
+	if err != nil {
+		m.Error = err.Error()
+	}
+	return m
 }
 
 // Comments is the threads payload with the status bar.

@@ -254,7 +254,7 @@ func (s *Service) commits(ctx context.Context, t *store.Task) ([]httpapi.CommitI
 		return out, nil // the branch may be gone after an accept; the page shows none
 	}
 	for _, c := range commits {
-		out = append(out, httpapi.CommitInfo{SHA: c.SHA, Subject: c.Subject, Author: c.Author})
+		out = append(out, httpapi.CommitOf(c))
 	}
 	return out, nil
 }
@@ -272,7 +272,7 @@ func (s *Service) CommitDiff(ctx context.Context, sha string) (*httpapi.CommitDi
 	if files == nil {
 		files = []gitx.File{}
 	}
-	return &httpapi.CommitDiff{CommitInfo: httpapi.CommitInfo{SHA: c.SHA, Subject: c.Subject, Author: c.Author}, Files: files}, nil
+	return &httpapi.CommitDiff{CommitInfo: httpapi.CommitOf(c), Files: files}, nil
 }
 
 // Comment adds an ordinary comment (auto-react on a blocked task).

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Error is a failed git command with what git said.
@@ -263,18 +264,33 @@ func RevertPaths(ctx context.Context, dir, parent string, paths []string, messag
 }
 
 // Commit is one commit's identity.
-type Commit struct{ SHA, Subject, Author string }
+type Commit struct {
+	SHA, Subject, Author string
+	Time                 time.Time // committer time
+}
+
+// commitFormat is what parseCommit reads.
+const commitFormat = "--format=%H%x1f%s%x1f%an%x1f%cI"
+
+func parseCommit(line string) (Commit, bool) {
+	f := strings.Split(line, "\x1f")
+	if len(f) != 4 {
+		return Commit{}, false
+	}
+	at, _ := time.Parse(time.RFC3339, f[3])
+	return Commit{SHA: f[0], Subject: f[1], Author: f[2], Time: at}, true
+}
 
 // Log lists the commits of branch that parent lacks, newest first.
 func Log(ctx context.Context, root, parent, branch string) ([]Commit, error) {
-	out, err := Run(ctx, root, "log", "--format=%H%x1f%s%x1f%an", parent+".."+branch)
+	out, err := Run(ctx, root, "log", commitFormat, parent+".."+branch)
 	if err != nil {
 		return nil, fmt.Errorf("list commits of %s: %w", branch, err)
 	}
 	var cs []Commit
 	for _, l := range strings.Split(out, "\n") {
-		if f := strings.Split(l, "\x1f"); len(f) == 3 {
-			cs = append(cs, Commit{SHA: f[0], Subject: f[1], Author: f[2]})
+		if c, ok := parseCommit(l); ok {
+			cs = append(cs, c)
 		}
 	}
 	return cs, nil
@@ -283,19 +299,55 @@ func Log(ctx context.Context, root, parent, branch string) ([]Commit, error) {
 // Show is one commit and its diff against its first parent (or the empty
 // tree for a root commit).
 func Show(ctx context.Context, root, sha string) (Commit, *Diff, error) {
-	out, err := Run(ctx, root, "show", "-s", "--format=%H%x1f%s%x1f%an", sha+"^{commit}")
+	out, err := Run(ctx, root, "show", "-s", commitFormat, sha+"^{commit}")
 	if err != nil {
 		return Commit{}, nil, fmt.Errorf("no commit %s: %w", sha, err)
 	}
-	f := strings.Split(out, "\x1f")
-	if len(f) != 3 {
+	c, ok := parseCommit(out)
+	if !ok {
 		return Commit{}, nil, fmt.Errorf("read commit %s: unexpected %q", sha, out)
 	}
-	c := Commit{SHA: f[0], Subject: f[1], Author: f[2]}
 	raw, err := RunRaw(ctx, root, "show", "--format=", "--no-color", "--no-ext-diff", "-M", "--first-parent", "--src-prefix=a/", "--dst-prefix=b/", c.SHA)
 	if err != nil {
 		return c, nil, fmt.Errorf("diff of %s: %w", sha, err)
 	}
 	d, err := ParseDiff(raw)
 	return c, d, err
+}
+
+// MergeCheck is a dry run of merging a task branch into its parent.
+type MergeCheck struct {
+	Clean     bool     `json:"clean"`
+	Conflicts []string `json:"conflicts,omitempty"` // files the merge would leave conflicted
+	Ahead     int      `json:"ahead"`               // commits of the branch the parent lacks
+	Behind    int      `json:"behind"`              // commits of the parent the branch lacks
+}
+
+// DryMerge merges branch into parent in memory (git merge-tree
+// --write-tree): nothing in any worktree, index or ref changes.
+func DryMerge(ctx context.Context, root, parent, branch string) (MergeCheck, error) {
+	var m MergeCheck
+	var err error
+	if m.Ahead, m.Behind, err = AheadBehind(ctx, root, parent, branch); err != nil {
+		return m, err
+	}
+	out, err := RunRaw(ctx, root, "merge-tree", "--write-tree", "--name-only", "-z", "--no-messages", parent, branch)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		m.Clean = true
+		return m, nil
+	case errors.As(err, &ee) && ee.ExitCode() == 1:
+		// conflicts: the tree id, then each conflicted path, NUL-separated
+		parts := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+		seen := map[string]bool{}
+		for _, p := range parts[min(1, len(parts)):] {
+			if p != "" && !seen[p] {
+				seen[p] = true
+				m.Conflicts = append(m.Conflicts, p)
+			}
+		}
+		return m, nil
+	}
+	return m, fmt.Errorf("dry-run merge of %s into %s: %w", branch, parent, err)
 }

@@ -138,3 +138,30 @@ func FuzzParseDiff(f *testing.F) {
 		}
 	})
 }
+
+// TestDryMerge: merge-tree names the conflicting files and touches nothing.
+func TestDryMerge(t *testing.T) {
+	ctx := context.Background()
+	root := gitxtest.NewRepo(t, map[string]string{"a.txt": "base\n", "b.txt": "base\n"})
+	wt := filepath.Join(t.TempDir(), "wt")
+	if err := AddWorktree(ctx, root, wt, "lazy/m", "main"); err != nil {
+		t.Fatal(err)
+	}
+	gitxtest.Commit(t, wt, "task side", map[string]string{"a.txt": "task\n", "c.txt": "new\n"})
+	m, err := DryMerge(ctx, root, "main", "lazy/m")
+	if err != nil || !m.Clean || m.Ahead != 1 || m.Behind != 0 {
+		t.Fatalf("clean: %+v %v", m, err)
+	}
+	gitxtest.Commit(t, root, "parent side", map[string]string{"a.txt": "parent\n", "b.txt": "parent\n"})
+	head := gitxtest.Git(t, root, "rev-parse", "HEAD")
+	m, err = DryMerge(ctx, root, "main", "lazy/m")
+	if err != nil || m.Clean || strings.Join(m.Conflicts, ",") != "a.txt" || m.Behind != 1 {
+		t.Fatalf("conflict: %+v %v", m, err)
+	}
+	if gitxtest.Git(t, root, "rev-parse", "HEAD") != head || gitxtest.Git(t, root, "status", "--porcelain") != "" {
+		t.Fatal("the dry run changed the checkout")
+	}
+	if _, err := DryMerge(ctx, root, "main", "lazy/none"); err == nil {
+		t.Fatal("a missing branch merged")
+	}
+}

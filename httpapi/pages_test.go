@@ -29,6 +29,7 @@ const fakeID = "0190aaaa000070008000000000000001"
 // fakeReview serves fixed data; the handler is what is under test.
 type fakeReview struct {
 	diff     []gitx.File
+	merge    *MergeReadiness
 	payload  review.Payload
 	acceptFn func(AcceptArgs) (*TaskInfo, error)
 	posted   []PostCommentArgs
@@ -44,7 +45,11 @@ func (f *fakeReview) Diff(_ context.Context, ref string) (*DiffResult, error) {
 	if ref != fakeID && ref != "fix-login" {
 		return nil, store.ErrNotFound
 	}
-	return &DiffResult{Task: f.task(), Files: f.diff}, nil
+	t1, t2 := t0.Add(-time.Hour), t0.Add(-50*time.Minute)
+	return &DiffResult{Task: f.task(), Files: f.diff, Merge: f.merge,
+		Summary: "Sent users <home> after login.\nChecked the flow.",
+		Commits: []CommitInfo{{SHA: "abcdef0123456789", Subject: "Rework <login>", Author: "agent <a@b>", Time: t1.Add(time.Minute)}},
+		Turns:   []TurnRef{{Number: 2, Status: "done", StartedAt: &t1, EndedAt: &t2}}}, nil
 }
 func (f *fakeReview) Comments(context.Context, string) (*review.Payload, error) {
 	return &f.payload, nil
@@ -148,7 +153,7 @@ func fixturePayload() review.Payload {
 func newPagesServer(t *testing.T) (*fakeReview, http.Handler) { return newPagesServerF(t) }
 
 func newPagesServerF(t testing.TB) (*fakeReview, http.Handler) {
-	f := &fakeReview{diff: fixtureDiff(), payload: fixturePayload(), acceptFn: func(AcceptArgs) (*TaskInfo, error) {
+	f := &fakeReview{diff: fixtureDiff(), payload: fixturePayload(), merge: &MergeReadiness{MergeCheck: gitx.MergeCheck{Clean: true, Ahead: 1}, Protected: []string{".github/<ci>.yml"}}, acceptFn: func(AcceptArgs) (*TaskInfo, error) {
 		return nil, review.Refuse(review.ReasonPassphraseRequired, "fix-login", "main", "looks right", []string{".github/ci.yml"})
 	}}
 	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Tasks: fakeTasks{}, Review: f})

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"time"
 
 	"lazy/gitx"
 	"lazy/review"
@@ -59,6 +60,32 @@ type PostCommentArgs struct {
 type DiffResult struct {
 	Task  TaskInfo    `json:"task"`
 	Files []gitx.File `json:"files"`
+	// Merge is a dry run of accepting now; Commits are the branch's commits
+	// the parent lacks, newest first; Summary is the agent's last word;
+	// Turns are the task's work turns (for "delivered with turn N").
+	Merge   *MergeReadiness `json:"merge,omitempty"`
+	Commits []CommitInfo    `json:"commits"`
+	Summary string          `json:"summary,omitempty"`
+	Turns   []TurnRef       `json:"turns,omitempty"`
+}
+
+// MergeReadiness is what an accept would meet now: the dry-run merge of the
+// task branch into its parent and the files its rules would stop on.
+type MergeReadiness struct {
+	gitx.MergeCheck
+	Protected  []string `json:"protected,omitempty"`    // changed, protected, not yet approved
+	OutOfScope []string `json:"out_of_scope,omitempty"` // changed outside the task's scope
+	// Error says why the dry run could not be made (the page says so
+	// rather than claiming clean or conflict)
+	Error string `json:"error,omitempty"`
+}
+
+// TurnRef is one work turn, as the review page links it.
+type TurnRef struct {
+	Number    int        `json:"number"`
+	Status    string     `json:"status"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
 }
 
 // ActionResult is the reply of retry and withdraw.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -31,6 +32,7 @@ func (h *handler) reviewRoutes(e *echo.Echo) {
 		{http.MethodPost, "/review/:task/sync", h.sync},
 		{http.MethodGet, "/api/review/queue", h.apiQueue},
 		{http.MethodGet, "/api/review/:task/threads", h.apiThreads},
+		{http.MethodGet, "/api/review/:task/diff", h.apiDiff},
 	}
 	for _, r := range routes {
 		fn := r.fn
@@ -102,6 +104,10 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 		Toolbar: views.Toolbar, DraftReason: st.draftReason, DraftFeedback: st.draftFeedback}
 	p.Page.Title, p.Notice, p.Script, p.Page.TaskID = "Review "+t.Ref, st.notice, "review.js", t.ID
 	p.Diff, p.Orphans = views.BuildDiff(d.Files, pl.Threads, t.ID, h.csrfFor(c), true, c.QueryParam("comment"))
+	p.Summary = d.Summary
+	p.Commits = commitRows(d.Commits, d.Turns)
+	p.Merge = mergeView(d.Merge, t.Parent)
+	views.LinkTurns(&p.Diff, p.Orphans, p.Commits)
 	if p.DiffHTML, err = h.d.Views.DiffHTML(p.Diff); err != nil {
 		return err
 	}
@@ -314,6 +320,17 @@ func (h *handler) apiThreads(c echo.Context) error {
 	return c.JSON(http.StatusOK, pl)
 }
 
+// apiDiff is the review page's data as JSON: the parsed diff, the merge dry
+// run, the commits, the agent's summary and the work turns.
+func (h *handler) apiDiff(c echo.Context) error {
+	d, err := h.d.Review.Diff(c.Request().Context(), c.Param("task"))
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, d)
+}
+
 func (h *handler) commitPage(c echo.Context) error {
 	cd, err := h.d.Tasks.CommitDiff(c.Request().Context(), c.Param("sha"))
 	if err != nil {
@@ -355,4 +372,46 @@ func attention(t TaskInfo) (views.AttentionRow, bool) {
 		row.Cause = "no reason was recorded; see the task page"
 	}
 	return row, true
+}
+
+// commitRows are the branch's commits, each with the work turn that made it
+// (the turn whose run its commit time falls in).
+func commitRows(cs []CommitInfo, turns []TurnRef) []views.CommitRow {
+	out := make([]views.CommitRow, 0, len(cs))
+	for _, c := range cs {
+		row := views.CommitRow{SHA: c.SHA, Short: c.SHA[:min(10, len(c.SHA))], Subject: c.Subject, Author: c.Author, Time: c.Time}
+		for _, tu := range turns {
+			if tu.StartedAt == nil {
+				continue
+			}
+			// commit times have whole seconds; a turn's bounds do not
+			start := tu.StartedAt.Truncate(time.Second)
+			end := time.Now()
+			if tu.EndedAt != nil {
+				end = *tu.EndedAt
+			}
+			if !c.Time.Before(start) && !c.Time.After(end) {
+				row.Turn = tu.Number
+			}
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// mergeView is the merge-readiness panel of the accept block.
+func mergeView(m *MergeReadiness, parent string) *views.MergeView {
+	if m == nil {
+		return nil
+	}
+	v := &views.MergeView{Parent: parent, Conflicts: m.Conflicts, Ahead: m.Ahead, Behind: m.Behind,
+		Protected: m.Protected, OutOfScope: m.OutOfScope, Error: m.Error}
+	if m.Error == "" {
+		v.State = "conflict"
+		if m.Clean {
+			v.State = "clean"
+		}
+		v.NeedsSyncFirst = m.Behind > 0
+	}
+	return v
 }

@@ -91,9 +91,15 @@ type WatchArgs struct {
 
 // CommitInfo is one commit of a task branch.
 type CommitInfo struct {
-	SHA     string `json:"sha"`
-	Subject string `json:"subject"`
-	Author  string `json:"author"`
+	SHA     string    `json:"sha"`
+	Subject string    `json:"subject"`
+	Author  string    `json:"author"`
+	Time    time.Time `json:"time"`
+}
+
+// CommitOf converts a git commit to its wire form.
+func CommitOf(c gitx.Commit) CommitInfo {
+	return CommitInfo{SHA: c.SHA, Subject: c.Subject, Author: c.Author, Time: c.Time}
 }
 
 // CommitDiff is one commit and its diff against its first parent.

@@ -94,6 +94,10 @@ type MessageView struct {
 	IsAgent, IsAsk, IsWithdrawn               bool
 	CanRetry, CanWithdraw                     bool
 	WhyNoWithdraw                             string
+	// DeliveredTurn is the work turn that carried this comment (0: not
+	// delivered); TurnCommit the commit that turn made, if one is known
+	DeliveredTurn int
+	TurnCommit    *CommitRow
 }
 
 // BuildDiff turns parsed files and threads into the view; threads whose
@@ -193,6 +197,7 @@ func BuildThread(t review.Thread, taskID, csrf string) ThreadView {
 			mv.State, mv.StateClass = map[review.AskState]string{review.AskPending: "waiting for the agent's answer", review.AskAnswered: "answered", review.AskFailed: "not answered"}[m.AskState], "ask-"+string(m.AskState)
 		case m.DeliveryState == review.Delivered:
 			mv.State, mv.StateClass = fmt.Sprintf("delivered with turn %d", m.DeliveredTurn), "delivered"
+			mv.DeliveredTurn = m.DeliveredTurn
 		default:
 			mv.State, mv.StateClass = "queued for the next unblock", "queued"
 		}
@@ -209,4 +214,33 @@ func BuildThread(t review.Thread, taskID, csrf string) ThreadView {
 		tv.Messages = append(tv.Messages, mv)
 	}
 	return tv
+}
+
+// LinkTurns points each delivered comment at the commit its turn made (the
+// newest one, when the turn made several).
+func LinkTurns(d *DiffView, orphans []ThreadView, commits []CommitRow) {
+	byTurn := map[int]*CommitRow{}
+	for i := len(commits) - 1; i >= 0; i-- { // oldest first: the newest wins
+		if commits[i].Turn != 0 {
+			byTurn[commits[i].Turn] = &commits[i]
+		}
+	}
+	link := func(ts []ThreadView) {
+		for i := range ts {
+			for j := range ts[i].Messages {
+				m := &ts[i].Messages[j]
+				if m.DeliveredTurn != 0 {
+					m.TurnCommit = byTurn[m.DeliveredTurn]
+				}
+			}
+		}
+	}
+	for fi := range d.Files {
+		for hi := range d.Files[fi].Hunks {
+			for ri := range d.Files[fi].Hunks[hi].Rows {
+				link(d.Files[fi].Hunks[hi].Rows[ri].Threads)
+			}
+		}
+	}
+	link(orphans)
 }

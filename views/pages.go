@@ -104,6 +104,23 @@ type ReviewPage struct {
 	AskWarning                                 string
 	Refusal                                    *RefusalView
 	DraftReason, DraftFeedback                 string
+	// Summary is the agent's last word; Commits the branch's commits the
+	// parent lacks; Merge the dry run of accepting now (nil: none made)
+	Summary string
+	Commits []CommitRow
+	Merge   *MergeView
+}
+
+// MergeView is the merge-readiness panel: what an accept would meet now.
+type MergeView struct {
+	State          string // clean | conflict | "" (the dry run failed)
+	Parent         string
+	Conflicts      []string
+	Ahead, Behind  int
+	Protected      []string
+	OutOfScope     []string
+	Error          string
+	NeedsSyncFirst bool // behind the parent: accept asks for a sync first
 }
 
 // CommitPage is /commits/:sha.
@@ -115,5 +132,10 @@ type CommitPage struct {
 	DiffHTML             template.HTML
 }
 
-// CommitRow is one commit on the task page.
-type CommitRow struct{ SHA, Short, Subject string }
+// CommitRow is one commit on the task and review pages.
+type CommitRow struct {
+	SHA, Short, Subject, Author string
+	Time                        time.Time
+	// Turn is the work turn that made it (0: none found)
+	Turn int
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -514,5 +515,54 @@ func TestWithdrawWhileUnblockWaitsForASlot(t *testing.T) {
 	got := find(p.threads("wd"), c.ID)
 	if got.WithdrawnAt == nil || got.DeliveryState == review.Delivered {
 		t.Fatalf("the withdrawn comment: %+v", got)
+	}
+}
+
+// TestMergeReadiness: the review page says, before Accept, whether the task
+// merges cleanly into its parent (a dry run that changes nothing), and names
+// the conflicting files when it does not.
+func TestMergeReadiness(t *testing.T) {
+	p := newProject(t, "process")
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "mr", "-m", "@write main.go package main\\n\\nfunc main() { println(1) }\\n\n@commit one\n@answer Changed main.go to print 1.")
+	ti := p.waitStatus("mr", "blocked")
+	page := func() string {
+		resp, err := p.get("/review/" + ti.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	got := page()
+	for _, want := range []string{`data-merge="clean"`, "Merges cleanly", "Changed main.go to print 1.", "<span class=\"subject\">one</span>", "#turn-1\">turn 1</a>"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("clean: the page lacks %q", want)
+		}
+	}
+	runGit(t, p.root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "parent side", "--allow-empty")
+	if err := os.WriteFile(filepath.Join(p.root, "main.go"), []byte("package main\n\nfunc main() { println(2) }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runGit(t, p.root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "parent changes main.go")
+	head, status := runGit(t, p.root, "rev-parse", "HEAD"), runGit(t, p.root, "status", "--porcelain")
+	got = page()
+	for _, want := range []string{`data-merge="conflict"`, "<li><code>main.go</code></li>", "Sync with the parent"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("conflict: the page lacks %q", want)
+		}
+	}
+	if runGit(t, p.root, "rev-parse", "HEAD") != head || runGit(t, p.root, "status", "--porcelain") != status {
+		t.Fatal("the dry run changed the project")
+	}
+	var d httpapi.DiffResult
+	resp, err := p.get("/api/review/" + ti.ID + "/diff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || d.Merge == nil || d.Merge.Clean || d.Merge.Behind != 2 || len(d.Commits) != 1 {
+		t.Fatalf("diff JSON: %+v %v", d.Merge, err)
 	}
 }
