@@ -29,9 +29,9 @@ func (r Review) Queue(ctx context.Context) ([]httpapi.QueueItem, error) {
 	return out, r.C.Call(ctx, "reviewQueue", nil, &out)
 }
 
-func (r Review) Diff(ctx context.Context, ref string) (*httpapi.DiffResult, error) {
+func (r Review) Diff(ctx context.Context, ref string, o httpapi.DiffOptions) (*httpapi.DiffResult, error) {
 	var out httpapi.DiffResult
-	return &out, r.C.Call(ctx, "reviewDiff", map[string]any{"task": ref}, &out)
+	return &out, r.C.Call(ctx, "reviewDiff", map[string]any{"task": ref, "since": o.Since, "full": o.Full, "context": o.Context}, &out)
 }
 
 func (r Review) Comments(ctx context.Context, ref string) (*review.Payload, error) {

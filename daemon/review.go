@@ -87,8 +87,8 @@ func (r *Review) Queue(ctx context.Context) ([]httpapi.QueueItem, error) {
 	return out, nil
 }
 
-// Diff is the task's anchored diff.
-func (r *Review) Diff(ctx context.Context, ref string) (*httpapi.DiffResult, error) {
+// Diff is the task's anchored diff, with what the page shows beside it.
+func (r *Review) Diff(ctx context.Context, ref string, o httpapi.DiffOptions) (*httpapi.DiffResult, error) {
 	t, err := r.svc.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -102,6 +102,17 @@ func (r *Review) Diff(ctx context.Context, ref string) (*httpapi.DiffResult, err
 		files = []gitx.File{}
 	}
 	res := &httpapi.DiffResult{Task: Info(t), Files: files, Merge: r.readiness(ctx, t)}
+	if o.Full != "" {
+		if res.Files, err = r.wholeFile(ctx, t, files, o.Full, o.Context); err != nil {
+			return nil, err
+		}
+		res.Full = o.Full
+	}
+	if o.Since != "" {
+		if res.Since, res.Files, err = r.since(ctx, t, o.Since); err != nil {
+			return nil, err
+		}
+	}
 	if res.Commits, err = r.svc.commits(ctx, t); err != nil {
 		return nil, err
 	}
@@ -314,4 +325,59 @@ func (r *Review) Approve(ctx context.Context, ref string, files []string, passph
 	}
 	_, err = r.svc.sup.Ask(t.ID, &actors.Approve{Files: files, Passphrase: passphrase})
 	return err
+}
+
+// wholeFile replaces the changed file path in files by its diff with lines
+// of context (every line when lines is 0). path must be one of the changed
+// files.
+func (r *Review) wholeFile(ctx context.Context, t *store.Task, files []gitx.File, path string, lines int) ([]gitx.File, error) {
+	if lines <= 0 || lines > wholeFileContext {
+		lines = wholeFileContext
+	}
+	for i, f := range files {
+		if f.Path() != path || f.IsBinary {
+			continue
+		}
+		paths := []string{path}
+		if f.OldPath != "" && f.OldPath != path {
+			paths = append(paths, f.OldPath)
+		}
+		d, err := gitx.DiffWith(ctx, r.svc.paths.Root, gitx.DiffSpec{From: t.Parent, To: t.Branch, MergeBase: true, Context: lines, Paths: paths})
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range d.Files {
+			if g.Path() == path {
+				out := append([]gitx.File(nil), files...)
+				out[i] = g
+				return out, nil
+			}
+		}
+		return files, nil // nothing changed after all
+	}
+	return nil, usage("%q is not a changed text file of this task: pick a file from the list", path)
+}
+
+// wholeFileContext is "every line" for git diff -U.
+const wholeFileContext = 1 << 24
+
+// since is the diff from commit since (one the reviewer saw) to the head
+// of the task branch.
+func (r *Review) since(ctx context.Context, t *store.Task, since string) (string, []gitx.File, error) {
+	if len(since) < 4 || len(since) > 64 || strings.Trim(strings.ToLower(since), "0123456789abcdef") != "" {
+		return "", nil, usage("since=%q is not a commit id: use 4 to 40 hex digits", since)
+	}
+	full, err := gitx.RevParse(ctx, r.svc.paths.Root, since+"^{commit}")
+	if err != nil {
+		return "", nil, usage("since=%s names no commit of this project: open the review page without it", since)
+	}
+	d, err := gitx.DiffWith(ctx, r.svc.paths.Root, gitx.DiffSpec{From: full, To: t.Branch})
+	if err != nil {
+		return "", nil, err
+	}
+	files := d.Files
+	if files == nil {
+		files = []gitx.File{}
+	}
+	return full, files, nil
 }

@@ -64,9 +64,33 @@ type Diff struct {
 
 // DiffBranch diffs branch against its merge base with parent (parent...branch).
 func DiffBranch(ctx context.Context, root, parent, branch string) (*Diff, error) {
-	out, err := RunRaw(ctx, root, "diff", "--no-color", "--no-ext-diff", "-M", "--src-prefix=a/", "--dst-prefix=b/", parent+"..."+branch)
+	return DiffWith(ctx, root, DiffSpec{From: parent, To: branch, MergeBase: true})
+}
+
+// DiffSpec says what to diff.
+type DiffSpec struct {
+	From, To  string
+	MergeBase bool     // From...To: what To changed since it left From
+	Context   int      // lines of context around each change (0: git's 3)
+	Paths     []string // only these paths (none: every path)
+}
+
+// DiffWith runs one diff as DiffSpec says and parses it.
+func DiffWith(ctx context.Context, root string, s DiffSpec) (*Diff, error) {
+	rng := s.From + ".." + s.To
+	if s.MergeBase {
+		rng = s.From + "..." + s.To
+	}
+	// paths are literal: no pathspec magic from whoever named them
+	args := []string{"--literal-pathspecs", "diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M", "--src-prefix=a/", "--dst-prefix=b/"}
+	if s.Context > 0 {
+		args = append(args, fmt.Sprintf("-U%d", s.Context))
+	}
+	args = append(args, rng, "--")
+	args = append(args, s.Paths...)
+	out, err := RunRaw(ctx, root, args...)
 	if err != nil {
-		return nil, fmt.Errorf("diff %s...%s: %w", parent, branch, err)
+		return nil, fmt.Errorf("diff %s: %w", rng, err)
 	}
 	return ParseDiff(out)
 }

@@ -41,7 +41,7 @@ func (f *fakeReview) task() TaskInfo {
 func (f *fakeReview) Queue(context.Context) ([]QueueItem, error) {
 	return []QueueItem{{Task: QueueTask{ID: fakeID, ShortID: fakeID[:8], Code: "fix-login", Title: "Fix the <login> loop"}, Status: "blocked", LiveSession: true, AwaitingAnswer: 1, PendingAsks: 1, QueuedComments: 2}}, nil
 }
-func (f *fakeReview) Diff(_ context.Context, ref string) (*DiffResult, error) {
+func (f *fakeReview) Diff(_ context.Context, ref string, _ DiffOptions) (*DiffResult, error) {
 	if ref != fakeID && ref != "fix-login" {
 		return nil, store.ErrNotFound
 	}

@@ -14,7 +14,7 @@ import (
 // the daemon's RPC. The web layer never touches git, locks or storage writes.
 type ReviewActions interface {
 	Queue(ctx context.Context) ([]QueueItem, error)
-	Diff(ctx context.Context, ref string) (*DiffResult, error)
+	Diff(ctx context.Context, ref string, o DiffOptions) (*DiffResult, error)
 	Comments(ctx context.Context, ref string) (*review.Payload, error)
 	PostComment(ctx context.Context, ref string, a PostCommentArgs) (*review.ReviewComment, error)
 	RetryAsk(ctx context.Context, ref, id string) (*ActionResult, error)
@@ -67,6 +67,21 @@ type DiffResult struct {
 	Commits []CommitInfo    `json:"commits"`
 	Summary string          `json:"summary,omitempty"`
 	Turns   []TurnRef       `json:"turns,omitempty"`
+	// Since is the full commit id the diff starts from when the options
+	// asked for one; Full is the file shown whole
+	Since string `json:"since,omitempty"`
+	Full  string `json:"full,omitempty"`
+}
+
+// DiffOptions change what Diff shows: Since is a commit the reviewer saw,
+// and the diff runs from it to the branch head (not from the parent); Full
+// is a changed file shown whole (every line as context).
+type DiffOptions struct {
+	Since string `json:"since,omitempty"`
+	Full  string `json:"full,omitempty"`
+	// Context is the lines of context around Full's changes (0: the whole
+	// file)
+	Context int `json:"context,omitempty"`
 }
 
 // MergeReadiness is what an accept would meet now: the dry-run merge of the

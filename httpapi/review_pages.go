@@ -91,7 +91,11 @@ func (h *handler) reviewPage(c echo.Context) error {
 func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 	ctx := c.Request().Context()
 	ref := c.Param("task")
-	d, err := h.d.Review.Diff(ctx, ref)
+	opts, err := diffOptions(c)
+	if err != nil {
+		return err
+	}
+	d, err := h.d.Review.Diff(ctx, ref, opts)
 	if err != nil {
 		return err
 	}
@@ -103,7 +107,18 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 	p := views.ReviewPage{Page: h.page(c), TaskID: t.ID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch, Parent: t.Parent,
 		Toolbar: views.Toolbar, DraftReason: st.draftReason, DraftFeedback: st.draftFeedback}
 	p.Page.Title, p.Notice, p.Script, p.Page.TaskID = "Review "+t.Ref, st.notice, "review.js", t.ID
-	p.Diff, p.Orphans = views.BuildDiff(d.Files, pl.Threads, t.ID, h.csrfFor(c), true, c.QueryParam("comment"))
+	threads, commentable := pl.Threads, true
+	if d.Since != "" {
+		// the changes since a commit: line numbers on the old side are the
+		// commit's, not the parent's, so threads stay on the whole diff
+		threads, commentable = nil, false
+		p.Since, p.SinceShort = d.Since, d.Since[:min(10, len(d.Since))]
+	}
+	p.Diff, p.Orphans = views.BuildDiff(d.Files, threads, t.ID, h.csrfFor(c), commentable, c.QueryParam("comment"))
+	p.Diff.Expandable, p.Diff.Full, p.Diff.Context = d.Since == "", d.Full, opts.Context
+	if len(d.Commits) > 0 {
+		p.Head = d.Commits[0].SHA
+	}
 	p.Summary = d.Summary
 	p.Commits = commitRows(d.Commits, d.Turns)
 	p.Merge = mergeView(d.Merge, t.Parent)
@@ -208,7 +223,7 @@ func (h *handler) noticeRedirect(c echo.Context, res *ActionResult, err error) e
 		notice = res.Notice
 	}
 	task := c.Param("task")
-	if d, derr := h.d.Review.Diff(c.Request().Context(), task); derr == nil {
+	if d, derr := h.d.Review.Diff(c.Request().Context(), task, DiffOptions{}); derr == nil {
 		task = d.Task.ID
 	}
 	return c.Redirect(http.StatusSeeOther, h.noticeURL("/review/"+task, notice))
@@ -323,7 +338,11 @@ func (h *handler) apiThreads(c echo.Context) error {
 // apiDiff is the review page's data as JSON: the parsed diff, the merge dry
 // run, the commits, the agent's summary and the work turns.
 func (h *handler) apiDiff(c echo.Context) error {
-	d, err := h.d.Review.Diff(c.Request().Context(), c.Param("task"))
+	opts, err := diffOptions(c)
+	if err != nil {
+		return err
+	}
+	d, err := h.d.Review.Diff(c.Request().Context(), c.Param("task"), opts)
 	if err != nil {
 		return err
 	}
@@ -414,4 +433,17 @@ func mergeView(m *MergeReadiness, parent string) *views.MergeView {
 		v.NeedsSyncFirst = m.Behind > 0
 	}
 	return v
+}
+
+// diffOptions reads what the review page's query asks of the diff.
+func diffOptions(c echo.Context) (DiffOptions, error) {
+	o := DiffOptions{Since: c.QueryParam("since"), Full: c.QueryParam("full")}
+	if v := c.QueryParam("context"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return o, echo.NewHTTPError(http.StatusBadRequest, "context must be a number of lines (0 or more)")
+		}
+		o.Context = n
+	}
+	return o, nil
 }

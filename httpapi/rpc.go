@@ -31,6 +31,7 @@ type rpcArgs struct {
 	WatchArgs
 	PostCommentArgs
 	AcceptArgs
+	DiffOptions
 }
 
 // maxRPCBody bounds an RPC request body (a storage write may carry a turn's
@@ -135,7 +136,7 @@ func (h *handler) reviewRPC(c echo.Context, cmd string, a *rpcArgs) (any, error)
 		}
 		return q, err
 	case "reviewDiff":
-		return r.Diff(ctx, a.Task)
+		return r.Diff(ctx, a.Task, a.DiffOptions)
 	case "reviewComments":
 		return r.Comments(ctx, a.Task)
 	case "reviewPostComment":

@@ -2,7 +2,9 @@ package views
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net/url"
+	"strconv"
 
 	"lazy/gitx"
 	"lazy/review"
@@ -40,6 +42,11 @@ type DiffView struct {
 	Empty       bool
 	Added       int
 	Deleted     int
+	// Expandable: files link to more context and to the whole file; Full is
+	// the file shown with more context, Context how much (0: whole)
+	Expandable bool
+	Full       string
+	Context    int
 }
 
 // FileView is one file of a diff.
@@ -49,6 +56,9 @@ type FileView struct {
 	IsRename, IsBinary bool
 	Added, Deleted     int
 	Hunks              []HunkView
+	// Hash identifies the file's diff: a viewed mark made on another hash
+	// is void (the file changed since)
+	Hash string
 }
 
 // HunkView is one @@ section.
@@ -136,9 +146,24 @@ func BuildDiff(files []gitx.File, threads []review.Thread, taskID, csrf string, 
 			}
 			fv.Hunks = append(fv.Hunks, hv)
 		}
+		fv.Hash = fileHash(f)
 		d.Files = append(d.Files, fv)
 	}
 	return d, orphans
+}
+
+// fileHash is a short hash of a file's diff (paths and lines).
+func fileHash(f gitx.File) string {
+	h := fnv.New64a()
+	h.Write([]byte(f.OldPath + "\x00" + f.NewPath + "\x00"))
+	for _, hk := range f.Hunks {
+		for _, l := range hk.Lines {
+			h.Write([]byte{byte(l.Kind)})
+			h.Write([]byte(l.Text))
+			h.Write([]byte{'\n'})
+		}
+	}
+	return strconv.FormatUint(h.Sum64(), 36)
 }
 
 // pairRows stamps a hunk's lines for the split layout: each change block's

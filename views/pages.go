@@ -109,6 +109,10 @@ type ReviewPage struct {
 	Summary string
 	Commits []CommitRow
 	Merge   *MergeView
+	// Head is the branch head the page shows (the script remembers it for
+	// "changes since your last review"); Since is the commit the diff starts
+	// from when it shows only those changes
+	Head, Since, SinceShort string
 }
 
 // MergeView is the merge-readiness panel: what an accept would meet now.

@@ -8,20 +8,52 @@ import (
 	"strings"
 )
 
+// LargeFileRows is the number of diff rows past which a file starts
+// collapsed: the reviewer opens it when they get to it.
+const LargeFileRows = 400
+
+// FileID is a file's fragment id in the diff: file-<url-encoded path>.
+func FileID(path string) string { return "file-" + url.PathEscape(path) }
+
 // DiffHTML is the one diff renderer of the review page and the commit page.
 // It writes the rows itself, escaping every path and line with
 // html.EscapeString (a 5,000-line diff through html/template took 140 ms);
 // threads and comment forms still come from their templates.
+//
+// The changed files are listed first in a <nav> (path, +/-, threads, a
+// place for the viewed mark); each file is a <details>, open unless it is
+// larger than LargeFileRows, so files collapse without script.
 func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 	esc := html.EscapeString
 	var b strings.Builder
 	b.Grow(2048 + 400*countRows(d))
+	b.WriteString(`<div class="diff-with-nav">` + "\n")
+	if len(d.Files) > 0 {
+		b.WriteString(`<nav class="file-nav" aria-label="Changed files"><h2>Files <span class="muted">(` + strconv.Itoa(len(d.Files)) + `)</span></h2>` + "\n<ol>\n")
+		for _, f := range d.Files {
+			b.WriteString(`<li data-nav-file="` + esc(f.Path) + `"><a href="#` + esc(FileID(f.Path)) + `"><span class="nav-path">` + esc(f.Path) + `</span></a> <span class="nav-stat"><span class="plus">+` + strconv.Itoa(f.Added) + `</span> <span class="minus">-` + strconv.Itoa(f.Deleted) + `</span>`)
+			if n := fileThreads(f); n > 0 {
+				b.WriteString(` <span class="nav-threads" title="threads on this file">` + strconv.Itoa(n) + ` thread`)
+				if n > 1 {
+					b.WriteString("s")
+				}
+				b.WriteString(`</span>`)
+			}
+			b.WriteString(` <span class="viewed-mark" hidden>viewed</span></span></li>` + "\n")
+		}
+		b.WriteString("</ol>\n</nav>\n")
+	}
 	b.WriteString(`<div class="diff layout-unified wrap-scroll" data-diff>` + "\n")
 	if d.Empty {
 		b.WriteString(`<p class="empty">No changes against the parent branch yet.</p>` + "\n")
 	}
 	for _, f := range d.Files {
-		b.WriteString(`<section class="file">` + "\n" + `<h3 class="file-head"><span class="file-path">`)
+		rows := fileRows(f)
+		b.WriteString(`<details class="file" id="` + esc(FileID(f.Path)) + `" data-path="` + esc(f.Path) + `" data-diff-hash="` + f.Hash + `" data-rows="` + strconv.Itoa(rows) + `"`)
+		if rows <= LargeFileRows {
+			b.WriteString(` open`)
+		}
+		b.WriteString(">\n" + `<summary class="file-head"><span class="file-path">`)
 		b.WriteString(esc(f.Path))
 		b.WriteString(`</span>`)
 		if f.IsRename {
@@ -33,14 +65,32 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 		if f.IsDelete {
 			b.WriteString(` <span class="tag">deleted</span>`)
 		}
-		b.WriteString(` <span class="stat"><span class="plus">+` + strconv.Itoa(f.Added) + `</span> <span class="minus">-` + strconv.Itoa(f.Deleted) + "</span></span></h3>\n")
+		if rows > LargeFileRows {
+			b.WriteString(` <span class="tag large">large: ` + strconv.Itoa(rows) + ` lines, open to show</span>`)
+		}
+		if d.Expandable && !f.IsBinary {
+			if d.Full == f.Path && d.Context == 0 {
+				b.WriteString(` <a class="whole-file" href="?#` + esc(FileID(f.Path)) + `">changes only</a>`)
+			} else {
+				b.WriteString(` <a class="whole-file" href="` + esc(fileURL(f.Path, 0)) + `">whole file</a>`)
+			}
+		}
+		b.WriteString(` <span class="stat"><span class="plus">+` + strconv.Itoa(f.Added) + `</span> <span class="minus">-` + strconv.Itoa(f.Deleted) + "</span></span>")
+		b.WriteString(` <label class="viewed-toggle" hidden><input type="checkbox" class="viewed-box"> Viewed</label></summary>` + "\n")
 		if f.IsBinary {
-			b.WriteString(`<p class="muted">Binary file; not shown.</p>` + "\n</section>\n")
+			b.WriteString(`<p class="muted">Binary file; not shown.</p>` + "\n</details>\n")
 			continue
 		}
 		b.WriteString(`<div class="scroller">` + "\n" + `<table class="diff-table">` + "\n")
 		for _, h := range f.Hunks {
 			b.WriteString(`<tbody class="hunk">` + "\n" + `<tr class="hunk-head"><td class="num"></td><td class="num"></td><td class="code">`)
+			if d.Expandable && !(d.Full == f.Path && d.Context == 0) {
+				more := 20
+				if d.Full == f.Path {
+					more = d.Context + 20
+				}
+				b.WriteString(`<a class="expand" href="` + esc(fileURL(f.Path, more)) + `" title="Show ` + strconv.Itoa(more) + ` lines of context around each change of this file">↕</a> `)
+			}
 			b.WriteString(esc(h.Header))
 			b.WriteString("</td></tr>\n")
 			for i := range h.Rows {
@@ -50,10 +100,30 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 			}
 			b.WriteString("</tbody>\n")
 		}
-		b.WriteString("</table>\n</div>\n</section>\n")
+		b.WriteString("</table>\n</div>\n</details>\n")
 	}
-	b.WriteString("</div>\n")
+	b.WriteString("</div>\n</div>\n")
 	return template.HTML(b.String()), nil
+}
+
+// fileRows is the number of diff lines of a file.
+func fileRows(f FileView) int {
+	n := 0
+	for _, h := range f.Hunks {
+		n += len(h.Rows)
+	}
+	return n
+}
+
+// fileThreads is the number of threads anchored in a file.
+func fileThreads(f FileView) int {
+	n := 0
+	for _, h := range f.Hunks {
+		for _, r := range h.Rows {
+			n += len(r.Threads)
+		}
+	}
+	return n
 }
 
 func countRows(d DiffView) int {
@@ -114,4 +184,14 @@ func (v *Views) writeRow(b *strings.Builder, r *RowView, d DiffView) error {
 // fragment executes one of the shared partial templates into b.
 func (v *Views) fragment(b *strings.Builder, name string, data any) error {
 	return v.partials.ExecuteTemplate(b, name, data)
+}
+
+// fileURL is the review page showing path with lines of context around its
+// changes (0: the whole file), scrolled to the file.
+func fileURL(path string, lines int) string {
+	q := url.Values{"full": {path}}
+	if lines > 0 {
+		q.Set("context", strconv.Itoa(lines))
+	}
+	return "?" + q.Encode() + "#" + FileID(path)
 }
