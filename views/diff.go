@@ -31,6 +31,7 @@ type ToolbarOption struct{ Value, Label string }
 var Toolbar = []ToolbarMode{
 	{Name: "Layout", Key: "lazy:difflayout", Default: "unified", Options: []ToolbarOption{{"unified", "Unified"}, {"split", "Split"}}},
 	{Name: "Long lines", Key: "lazy:diffwrap", Default: "scroll", Options: []ToolbarOption{{"scroll", "Scroll"}, {"wrap", "Wrap"}}},
+	{Name: "Tabs", Key: "lazy:difftabs", Default: "4", Options: []ToolbarOption{{"2", "2"}, {"4", "4"}, {"8", "8"}}},
 }
 
 // DiffView is one rendered diff: the review page's or a commit's.

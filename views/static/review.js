@@ -134,15 +134,17 @@
     const wanted = pref('lazy:difflayout', 'unified');
     const next = narrow.matches ? 'unified' : wanted;
     const wrap = pref('lazy:diffwrap', 'scroll');
+    const tabs = pref('lazy:difftabs', '4');
     document.querySelectorAll('[data-diff]').forEach((d) => {
       d.classList.toggle('wrap-wrap', wrap === 'wrap');
       d.classList.toggle('wrap-scroll', wrap !== 'wrap');
+      d.style.setProperty('--tab-size', /^[0-9]+$/.test(tabs) ? tabs : '4');
     });
     const changed = next !== layout;
     if (changed) showLayout(next);
     if (toolbar) {
       toolbar.querySelectorAll('.mode').forEach((mode) => {
-        const current = mode.dataset.mode === 'lazy:difflayout' ? next : wrap;
+        const current = { 'lazy:difflayout': next, 'lazy:diffwrap': wrap, 'lazy:difftabs': tabs }[mode.dataset.mode];
         mode.querySelectorAll('button').forEach((b) => {
           b.setAttribute('aria-pressed', String(b.dataset.value === current));
           if (mode.dataset.mode === 'lazy:difflayout' && b.dataset.value === 'split') {
@@ -267,6 +269,167 @@
     open.hidden = false;
     open.addEventListener('click', () => dialog.showModal());
   });
+
+  // ---- files: viewed marks, the current file, keyboard ----
+  // A viewed mark is kept per task and file with the hash of the file's
+  // diff: when the diff changes, the mark no longer matches and is gone.
+  const files = Array.from(document.querySelectorAll('[data-diff] details.file'));
+  const navItems = new Map();
+  document.querySelectorAll('.file-nav li[data-nav-file]').forEach((li) => navItems.set(li.dataset.navFile, li));
+  const viewedKey = (f) => 'lazy:viewed:' + task + ':' + f.dataset.path;
+  const isViewed = (f) => task !== '' && pref(viewedKey(f), '') === f.dataset.diffHash;
+
+  function showViewed(f) {
+    const on = isViewed(f);
+    const box = f.querySelector('.viewed-box');
+    if (box) box.checked = on;
+    const li = navItems.get(f.dataset.path);
+    if (li) { li.classList.toggle('viewed', on); li.querySelector('.viewed-mark').hidden = !on; }
+  }
+  function setViewed(f, on) {
+    if (on) setPref(viewedKey(f), f.dataset.diffHash);
+    else { delete mem[viewedKey(f)]; try { window.localStorage.removeItem(viewedKey(f)); } catch (e) { /* memory only */ } }
+    showViewed(f);
+    f.open = !on;
+  }
+  if (task) {
+    for (const f of files) {
+      const toggle = f.querySelector('.viewed-toggle');
+      const box = f.querySelector('.viewed-box');
+      if (!toggle || !box) continue;
+      toggle.hidden = false;
+      if (isViewed(f)) f.open = false;
+      showViewed(f);
+      box.addEventListener('change', () => setViewed(f, box.checked));
+    }
+  }
+
+  let focusedFile = -1;
+  let keyMoved = 0; // when a key last moved the focus: scrolling then follows it
+  function markCurrent(i) {
+    files.forEach((f, k) => f.classList.toggle('focused', k === i));
+    navItems.forEach((li) => li.classList.remove('current'));
+    const li = i >= 0 ? navItems.get(files[i].dataset.path) : null;
+    if (li) { li.classList.add('current'); li.scrollIntoView({ block: 'nearest' }); }
+  }
+  function gotoFile(step) {
+    if (!files.length) return;
+    focusedFile = Math.max(0, Math.min(files.length - 1, focusedFile + step));
+    keyMoved = Date.now();
+    const f = files[focusedFile];
+    markCurrent(focusedFile);
+    f.scrollIntoView({ block: 'start' });
+    const head = f.querySelector('summary');
+    if (head) head.focus({ preventScroll: true });
+  }
+  // the file at the top of the window is the current one in the list
+  if (files.length && 'IntersectionObserver' in window) {
+    const seen = new Set();
+    const io = new IntersectionObserver((entries) => {
+      for (const e of entries) { if (e.isIntersecting) seen.add(e.target); else seen.delete(e.target); }
+      if (Date.now() - keyMoved < 800) return; // the scroll a key made
+      const top = files.find((f) => seen.has(f));
+      if (top) { focusedFile = files.indexOf(top); markCurrent(focusedFile); }
+    });
+    files.forEach((f) => io.observe(f));
+  }
+
+  // threads in page order (the orphans last); n/p walk them
+  let focusedThread = -1;
+  function gotoThread(step) {
+    const all = Array.from(document.querySelectorAll('[data-diff] tr.thread-row .thread, .orphans .thread'));
+    if (!all.length) return;
+    focusedThread = Math.max(0, Math.min(all.length - 1, focusedThread + step));
+    const t = all[focusedThread];
+    const file = t.closest('details.file');
+    if (file && !file.open) file.open = true;
+    document.querySelectorAll('.thread.focused').forEach((x) => x.classList.remove('focused'));
+    t.classList.add('focused');
+    t.scrollIntoView({ block: 'center' });
+  }
+
+  // the focused line: the last one clicked, else the link target, else the
+  // first changed line of the current file
+  let focusedLine = null;
+  document.addEventListener('click', (e) => {
+    const td = e.target.closest('td.code[data-line]');
+    if (td) focusedLine = td;
+  });
+  function lineToComment() {
+    if (focusedLine && document.contains(focusedLine)) return focusedLine;
+    if (location.hash) {
+      const t = document.getElementById(decodeURIComponent(location.hash.slice(1)));
+      if (t && t.matches('td.code[data-line]')) return t;
+    }
+    const f = files[Math.max(0, focusedFile)];
+    return f ? f.querySelector('tr.ln-add td.code[data-line], tr.ln-del td.code[data-line], td.code[data-line]') : null;
+  }
+
+  let help = null;
+  function showHelp() {
+    if (!help) {
+      help = document.createElement('dialog');
+      help.className = 'keys-help';
+      help.innerHTML = '<h2>Keys</h2><dl><dt>j / k</dt><dd>next / previous file</dd><dt>n / p</dt><dd>next / previous thread</dd>' +
+        '<dt>c</dt><dd>comment on the focused line</dd><dt>v</dt><dd>mark the current file viewed (or not)</dd><dt>?</dt><dd>this list</dd></dl>' +
+        '<form method="dialog"><button>Close</button></form>';
+      document.body.append(help);
+    }
+    if (typeof help.showModal === 'function') help.showModal(); else help.setAttribute('open', '');
+  }
+
+  document.addEventListener('keydown', (e) => {
+    if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey) return;
+    const t = e.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT|BUTTON)$/.test(t.tagName))) return;
+    if (document.querySelector('dialog[open]') && e.key !== '?') return;
+    switch (e.key) {
+      case 'j': gotoFile(+1); break;
+      case 'k': gotoFile(-1); break;
+      case 'n': gotoThread(+1); break;
+      case 'p': gotoThread(-1); break;
+      case 'v': {
+        const f = files[focusedFile];
+        if (f && task) setViewed(f, !isViewed(f));
+        break;
+      }
+      case 'c': {
+        const td = lineToComment();
+        if (!td || !tpl || !td.querySelector('a.comment-link')) return;
+        const file = td.closest('details.file');
+        if (file && !file.open) file.open = true;
+        openForm(td);
+        break;
+      }
+      case '?': showHelp(); break;
+      default: return;
+    }
+    e.preventDefault();
+  });
+
+  // ---- changes since your last review ----
+  // The head seen on the last visit is kept per task; when the head moved,
+  // the page offers the diff from the one seen before to now.
+  const head = document.querySelector('.review-head');
+  if (task && head && head.dataset.head && !new URLSearchParams(location.search).has('since')) {
+    const key = 'lazy:seen:' + task;
+    let seen = {};
+    try { seen = JSON.parse(pref(key, '{}')) || {}; } catch (e) { seen = {}; }
+    const now = head.dataset.head;
+    if (seen.head !== now) {
+      seen = { head: now, prev: seen.head || '' };
+      setPref(key, JSON.stringify(seen));
+    }
+    if (seen.prev && seen.prev !== now) {
+      const p = document.querySelector('.since-link');
+      const a = p && p.querySelector('a');
+      if (a) {
+        a.href = '?since=' + encodeURIComponent(seen.prev);
+        a.textContent = 'Changes since your last review (' + seen.prev.slice(0, 10) + ')';
+        p.hidden = false;
+      }
+    }
+  }
 
   // ---- the island: poll threads, refresh what changed ----
   if (!task || !document.querySelector('.review-head')) return;
