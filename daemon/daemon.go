@@ -180,6 +180,12 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	d.stopFn = cancel
+	if events, unsubscribe, err := sup.Subscribe(actors.Filter{Tasks: true}, 64); err == nil {
+		go func() {
+			d.review.warmReviews(runCtx, events)
+			unsubscribe()
+		}()
+	}
 	stopping := make(chan struct{})
 	web, err := httpapi.New(httpapi.Deps{Stopping: stopping, Tasks: d.svc, Review: d.review, Storage: st, Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup),
 		Info: d.Info, Stop: cancel, LogPath: paths.Log})

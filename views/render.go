@@ -138,19 +138,19 @@ func countRows(d DiffView) int {
 
 func (v *Views) writeRow(b *strings.Builder, r *RowView, d DiffView) error {
 	esc := html.EscapeString
-	kind, sign := "ln-ctx", " "
+	kind := "ln-ctx"
 	switch {
 	case r.IsAddition:
-		kind, sign = "ln-add", "+"
+		kind = "ln-add"
 	case r.IsDeletion:
-		kind, sign = "ln-del", "-"
+		kind = "ln-del"
 	}
 	b.WriteString(`<tr class="ln ` + kind + `" data-rv-pair="` + esc(r.Pair) + `" data-rv-pane="` + r.Pane + `">`)
-	b.WriteString(`<td class="num num-old">`)
+	b.WriteString(`<td class="num">`)
 	if r.Old != 0 {
 		b.WriteString(strconv.Itoa(r.Old))
 	}
-	b.WriteString(`</td><td class="num num-new">`)
+	b.WriteString(`</td><td class="num">`)
 	if r.New != 0 {
 		b.WriteString(strconv.Itoa(r.New))
 	}
@@ -158,10 +158,18 @@ func (v *Views) writeRow(b *strings.Builder, r *RowView, d DiffView) error {
 	line := strconv.Itoa(r.Line)
 	b.WriteString(`</td><td class="code" id="` + frag + `" data-file="` + esc(r.File) + `" data-side="` + r.Side + `" data-line="` + line + `">`)
 	if d.Commentable {
-		b.WriteString(`<a class="comment-link" href="?comment=` + esc(url.QueryEscape(r.FragID)) + `#` + frag + `" title="Comment on this line" aria-label="Comment on line ` + line + `">+</a>`)
+		// no #fragment: the form this opens takes the focus (autofocus),
+		// which scrolls it into view
+		b.WriteString(`<a class="comment-link" href="?comment=` + esc(url.QueryEscape(r.FragID)) + `" aria-label="Comment on line ` + line + `">+</a>`)
 	}
-	b.WriteString(`<span class="sign">` + sign + `</span><span class="text">`)
-	b.WriteString(esc(r.Text))
+	// the +/- sign is the stylesheet's (.text::before): it is not text to
+	// copy, and 5,000 rows of it weigh 125 KB
+	b.WriteString(`<span class="text">`)
+	mark := "ins"
+	if r.IsDeletion {
+		mark = "del"
+	}
+	writeText(b, r.Text, r.Hl, r.Marks, mark)
 	b.WriteString("</span></td></tr>\n")
 	for i := range r.Threads {
 		t := &r.Threads[i]
@@ -173,7 +181,7 @@ func (v *Views) writeRow(b *strings.Builder, r *RowView, d DiffView) error {
 	}
 	if r.CommentOpen {
 		b.WriteString(`<tr class="comment-row" data-comment-for="` + frag + `"><td colspan="3">`)
-		if err := v.fragment(b, "commentform", CommentAnchor{TaskID: d.TaskID, File: r.File, Line: r.Line, Side: r.Side, CSRF: d.CSRF}); err != nil {
+		if err := v.fragment(b, "commentform", CommentAnchor{TaskID: d.TaskID, File: r.File, Line: r.Line, Side: r.Side, CSRF: d.CSRF, Focus: true}); err != nil {
 			return err
 		}
 		b.WriteString("</td></tr>\n")
@@ -194,4 +202,58 @@ func fileURL(path string, lines int) string {
 		q.Set("context", strconv.Itoa(lines))
 	}
 	return "?" + q.Encode() + "#" + FileID(path)
+}
+
+// writeText writes a line's text escaped, its highlighted tokens as spans
+// and its changed words inside <ins> or <del> (mark). hl and marks are
+// sorted, non-overlapping byte ranges each; a token that crosses a mark's
+// edge is split there.
+func writeText(b *strings.Builder, text string, hl, marks []Span, mark string) {
+	if len(hl) == 0 && len(marks) == 0 {
+		b.WriteString(html.EscapeString(text))
+		return
+	}
+	hi, mi, open := 0, 0, false
+	for pos := 0; pos < len(text); {
+		for hi < len(hl) && hl[hi].End <= pos {
+			hi++
+		}
+		for mi < len(marks) && marks[mi].End <= pos {
+			mi++
+		}
+		// the run from pos to the next edge of a token or a mark
+		end := len(text)
+		inHl := hi < len(hl) && hl[hi].Start <= pos
+		inMark := mi < len(marks) && marks[mi].Start <= pos
+		if inHl {
+			end = min(end, hl[hi].End)
+		} else if hi < len(hl) {
+			end = min(end, hl[hi].Start)
+		}
+		if inMark {
+			end = min(end, marks[mi].End)
+		} else if mi < len(marks) {
+			end = min(end, marks[mi].Start)
+		}
+		end = max(end, pos+1) // a malformed span never stalls the walk
+		end = min(end, len(text))
+		if inMark && !open {
+			b.WriteString("<" + mark + ">")
+			open = true
+		} else if !inMark && open {
+			b.WriteString("</" + mark + ">")
+			open = false
+		}
+		if inHl {
+			b.WriteString(`<span class="` + hl[hi].Class + `">`)
+		}
+		b.WriteString(html.EscapeString(text[pos:end]))
+		if inHl {
+			b.WriteString("</span>")
+		}
+		pos = end
+	}
+	if open {
+		b.WriteString("</" + mark + ">")
+	}
 }

@@ -87,6 +87,9 @@ type CommentAnchor struct {
 	TaskID, File, Side string
 	Line               int
 	CSRF               string
+	// Focus: the form takes the focus when the page loads (it was opened
+	// by its link, without script)
+	Focus bool
 }
 
 // Page is what every page shares.

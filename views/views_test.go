@@ -38,11 +38,16 @@ func TestCommentLinkRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := u.Query().Get("comment"); got != frag || u.EscapedFragment() != frag {
-		t.Errorf("link %q: query gives %q, fragment %q; want %q", href, got, u.EscapedFragment(), frag)
+	if got := u.Query().Get("comment"); got != frag {
+		t.Errorf("link %q: query gives %q; want %q", href, got, frag)
 	}
 	open, _ := BuildDiff(d.Files, nil, "T", "", true, frag)
 	if !open.Files[0].Hunks[0].Rows[1].CommentOpen {
 		t.Error("the decoded query does not open the form on its line")
+	}
+	// the open form takes the focus, which brings it into view
+	h, err = v.DiffHTML(open)
+	if err != nil || !strings.Contains(string(h), `required autofocus`) {
+		t.Errorf("the opened form does not take the focus: %v", err)
 	}
 }
