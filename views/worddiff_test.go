@@ -2,10 +2,10 @@ package views
 
 import (
 	"path/filepath"
-
-	"github.com/alecthomas/chroma/v2/lexers"
 	"strings"
 	"testing"
+
+	"github.com/alecthomas/chroma/v2/lexers"
 )
 
 func marked(s string, spans []Span) string {
