@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -105,6 +106,14 @@ type ThreadView struct {
 	FragID                   string
 	Orphan                   bool
 	Messages                 []MessageView
+	// PortedFrom is the line the thread was made on, when the text it was
+	// made on now sits on another line (Line) and the thread moved with it;
+	// Outdated: the text it was made on is nowhere in the file's diff now
+	PortedFrom int
+	Outdated   bool
+	// Settled: its change requests were delivered and nothing in it waits
+	// for anyone, so it starts collapsed to one line
+	Settled bool
 }
 
 // MessageView is one message of a thread, with what the reviewer may do.
@@ -125,10 +134,12 @@ type MessageView struct {
 func BuildDiff(files []gitx.File, threads []review.Thread, taskID, csrf string, commentable bool, open string) (DiffView, []ThreadView) {
 	byAnchor := map[string][]ThreadView{}
 	var orphans []ThreadView
+	lines := indexLines(files)
 	for _, t := range threads {
 		tv := BuildThread(t, taskID, csrf)
 		tv.Commentable = commentable
-		if t.Orphan {
+		if !placeThread(&tv, lines) {
+			tv.Orphan = true
 			orphans = append(orphans, tv)
 			continue
 		}
@@ -294,7 +305,37 @@ func BuildThread(t review.Thread, taskID, csrf string) ThreadView {
 		}
 		tv.Messages = append(tv.Messages, mv)
 	}
+	// settled: a change request the agent has had, with nothing else
+	// waiting (an answered question stays open: it is there to be read)
+	delivered, waiting := false, false
+	for i := range t.Messages {
+		m := &t.Messages[i]
+		switch {
+		case !m.IsOwn() || m.IsWithdrawn():
+		case m.Intent == review.Ask && m.AskState == review.AskAnswered:
+		case m.Intent == review.Comment && m.DeliveryState == review.Delivered:
+			delivered = true
+		default:
+			waiting = true // an ask in flight or failed, a comment queued
+		}
+	}
+	tv.Settled = delivered && !waiting
 	return tv
+}
+
+// Summary is the thread's one line when it is collapsed: its first words.
+func (t ThreadView) Summary() string {
+	if len(t.Messages) == 0 {
+		return ""
+	}
+	s := t.Messages[0].Body
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if r := []rune(s); len(r) > 90 {
+		s = string(r[:87]) + "..."
+	}
+	return s
 }
 
 // LinkTurns points each delivered comment at the commit its turn made (the
@@ -354,4 +395,75 @@ func highlightHunk(l chroma.Lexer, rows []RowView) {
 			r.Hl = spans
 		}
 	}
+}
+
+// sideLines are one side of one file's diff: line number → text.
+type sideLines map[int]string
+
+// indexLines indexes every diff line by file and side ("path\x00side").
+func indexLines(files []gitx.File) map[string]sideLines {
+	out := map[string]sideLines{}
+	add := func(path, side string, n int, text string) {
+		k := path + "\x00" + side
+		if out[k] == nil {
+			out[k] = sideLines{}
+		}
+		out[k][n] = text
+	}
+	for _, f := range files {
+		for _, h := range f.Hunks {
+			for _, l := range h.Lines {
+				if l.Kind != gitx.Added && f.OldPath != "" {
+					add(f.OldPath, "old", l.Old, l.Text)
+				}
+				if l.Kind != gitx.Added {
+					add(f.Path(), "old", l.Old, l.Text)
+				}
+				if l.Kind != gitx.Deleted {
+					add(f.Path(), "new", l.New, l.Text)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// placeThread anchors a thread in the diff as it is now, the way Gerrit
+// ports comments: on its line when that line still holds the text it was
+// made on; else on the nearest line of the same file and side that holds
+// that text (PortedFrom says where it was); else on its line marked
+// Outdated, when the line is in the diff at all. It reports false when the
+// thread has no place in the diff (an orphan).
+func placeThread(tv *ThreadView, lines map[string]sideLines) bool {
+	side := lines[tv.File+"\x00"+tv.Side]
+	text, here := side[tv.Line]
+	if here && (tv.LineText == "" || text == tv.LineText) {
+		return true
+	}
+	if tv.LineText != "" {
+		best := 0
+		for n, t := range side {
+			if t == tv.LineText && (best == 0 || abs(n-tv.Line) < abs(best-tv.Line) || abs(n-tv.Line) == abs(best-tv.Line) && n < best) {
+				best = n
+			}
+		}
+		if best != 0 {
+			tv.PortedFrom, tv.Line = tv.Line, best
+			tv.FragID = FragID(tv.File, tv.Side, best)
+			return true
+		}
+	}
+	if here {
+		tv.Outdated = true
+		return true
+	}
+	tv.Outdated = tv.LineText != ""
+	return false
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
 }

@@ -407,6 +407,24 @@
     e.preventDefault();
   });
 
+  // ---- threads: a thread opened or closed by hand stays so ----
+  const threadKey = (d) => 'lazy:thread:' + task + ':' + d.dataset.thread;
+  function restoreThreads(root) {
+    if (!task) return;
+    root.querySelectorAll('details.thread[data-thread]').forEach((d) => {
+      const want = pref(threadKey(d), '');
+      if (want) d.open = want === 'open';
+    });
+  }
+  // only a click on its summary records a choice: a thread opened by the
+  // page itself (parsing, a refresh) is not one
+  document.addEventListener('click', (e) => {
+    const s = e.target.closest('summary.thread-summary');
+    const d = s && s.parentElement;
+    if (task && d && d.matches('details.thread[data-thread]')) setPref(threadKey(d), d.open ? 'closed' : 'open');
+  });
+  restoreThreads(document);
+
   // ---- changes since your last review ----
   // The head seen on the last visit is kept per task; when the head moved,
   // the page offers the diff from the one seen before to now.
@@ -487,6 +505,7 @@
     document.querySelectorAll('.queued-list').forEach((ul, i) => { if (lists[i]) ul.replaceWith(document.importNode(lists[i], true)); });
     const counts = doc.querySelectorAll('.queued-count');
     document.querySelectorAll('.queued-count').forEach((c, i) => { if (counts[i]) c.textContent = counts[i].textContent; });
+    restoreThreads(document);
     if (layout === 'split') showLayout('split');
   }
 
