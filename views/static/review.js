@@ -345,6 +345,7 @@
     if (file && !file.open) file.open = true;
     document.querySelectorAll('.thread.focused').forEach((x) => x.classList.remove('focused'));
     t.classList.add('focused');
+    if (t.tagName === 'DETAILS') t.open = true; // landing on a thread is to read it
     t.scrollIntoView({ block: 'center' });
   }
 

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"lazy/httpapi"
+)
+
+// The reviewer's tool in Chromium: the file list and keys, viewed marks that
+// last and reset, changed words, threads that follow their text, more
+// context, and the merge dry run before Accept.
+
+const parentA = "package a\n\nfunc f(ctx int) int { return ctx }\n\nvar alpha = 1\nvar beta = 2\n"
+
+// turn 1 renames ctx and adds b.go
+const renameTurn = "rename\n@write a.go package a\\n\\nfunc f(rctx int) int { return rctx }\\n\\nvar alpha = 1\\nvar beta = 2\\n\n" +
+	"@write b.go package a\\n\\nvar two = 2\\n\n@commit rename ctx\n@answer Renamed ctx to rctx and added b.go."
+
+// turn 2 moves alpha down a line and changes beta
+const moveTurn = "@write a.go package a\\n\\nfunc f(rctx int) int { return rctx }\\n\\n// values\\nvar alpha = 1\\nvar beta = 3\\n\n@commit move alpha, beta is 3\n@answer Moved alpha and set beta to 3."
+
+func TestBrowserReviewerTool(t *testing.T) {
+	p := newProject(t, "process")
+	if err := os.WriteFile(filepath.Join(p.root, "a.go"), []byte(parentA), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runGit(t, p.root, "add", "a.go")
+	runGit(t, p.root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "add a.go")
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "rt", "-m", renameTurn)
+	ti := p.waitStatus("rt", "blocked")
+	url := p.info().BaseURL + "/review/" + ti.ID
+	ctx := browser(t, 1400, 1000, true)
+	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".toolbar"))
+
+	// the file list, and the renamed identifier marked as a word
+	if got := eval[string](t, ctx, `Array.from(document.querySelectorAll('nav.file-nav li .nav-path')).map(e => e.textContent).join(',')`); got != "a.go,b.go" {
+		t.Fatalf("file list: %q", got)
+	}
+	if got := eval[string](t, ctx, `Array.from(document.querySelectorAll('td.code del, td.code ins')).map(e => e.tagName + ':' + e.textContent).join(' ')`); got != "DEL:ctx DEL:ctx INS:rctx INS:rctx" {
+		t.Errorf("word marks: %q", got)
+	}
+	if eval[int](t, ctx, `document.querySelectorAll('td.code .text span.kd, td.code .text span.k').length`) == 0 {
+		t.Error("no highlighted keyword")
+	}
+	screenshot(t, ctx, "review-files-words")
+
+	// j and k walk the files; the list follows
+	current := func() string {
+		return eval[string](t, ctx, `(document.querySelector('nav.file-nav li.current .nav-path') || {}).textContent || ''`)
+	}
+	press := func(key string) { do(t, ctx, chromedp.KeyEvent(key)) }
+	// the file at the top of the window is the current one; j and k move
+	waitJS(t, ctx, "a.go current at the top", `document.querySelector('details.file.focused') && document.querySelector('details.file.focused').dataset.path === 'a.go'`)
+	press("j")
+	waitJS(t, ctx, "j to b.go", `document.querySelector('details.file.focused').dataset.path === 'b.go'`)
+	if c := current(); c != "b.go" {
+		t.Errorf("the list marks %q current", c)
+	}
+	press("k")
+	waitJS(t, ctx, "k back to a.go", `document.querySelector('details.file.focused').dataset.path === 'a.go'`)
+
+	// viewed: collapses the file, lasts across a reload
+	do(t, ctx, chromedp.Click(`details.file[data-path="a.go"] .viewed-box`))
+	waitJS(t, ctx, "a.go viewed and closed", `!document.querySelector('details.file[data-path="a.go"]').open && document.querySelector('li[data-nav-file="a.go"]').classList.contains('viewed')`)
+	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible(".toolbar"))
+	waitJS(t, ctx, "viewed after a reload", `!document.querySelector('details.file[data-path="a.go"]').open && document.querySelector('details.file[data-path="a.go"] .viewed-box').checked`)
+	if eval[bool](t, ctx, `document.querySelector('li[data-nav-file="b.go"]').classList.contains('viewed')`) {
+		t.Error("b.go is marked viewed")
+	}
+
+	// two review comments, then a turn that moves alpha and changes beta
+	for _, c := range []struct{ line int }{{5}, {6}} {
+		p.post(ti.ID, httpapi.PostCommentArgs{Body: "about line " + strconv.Itoa(c.line), File: "a.go", Line: c.line, Side: "new", Intent: "comment"})
+	}
+	p.lazy(0, "unblock", "rt", "-m", moveTurn)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if ti := p.show("rt"); ti.Turns == 2 && ti.Status == "blocked" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("turn 2 did not end: %+v", p.show("rt"))
+		}
+	}
+	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible(".toolbar"))
+	// a.go changed: its viewed mark is void
+	waitJS(t, ctx, "a.go open again", `document.querySelector('details.file[data-path="a.go"]').open && !document.querySelector('details.file[data-path="a.go"] .viewed-box').checked`)
+	threads := eval[string](t, ctx, `Array.from(document.querySelectorAll('tr.thread-row')).map(r => r.dataset.threadFor + '|' + r.querySelector('summary').textContent.replace(/\s+/g, ' ').trim()).join('\n')`)
+	if !strings.Contains(threads, "l-a.go-new-6|") || !strings.Contains(threads, "moved from line 5") {
+		t.Errorf("the alpha thread did not follow its line:\n%s", threads)
+	}
+	if !strings.Contains(threads, "outdated") {
+		t.Errorf("the beta thread is not outdated:\n%s", threads)
+	}
+	if eval[int](t, ctx, `document.querySelectorAll('details.thread[open]').length`) != 0 {
+		t.Error("delivered threads must start collapsed")
+	}
+	// n walks the threads (and opens what it lands on)
+	press("n")
+	waitJS(t, ctx, "n to the first thread", `!!document.querySelector('.thread.focused')`)
+	screenshot(t, ctx, "review-threads-ported")
+
+	// more context: the whole of a.go
+	do(t, ctx, chromedp.Click(`details.file[data-path="a.go"] a.whole-file`), chromedp.WaitVisible(".toolbar"))
+	waitJS(t, ctx, "the whole file", `document.querySelectorAll('details.file[data-path="a.go"] tr.ln-ctx').length >= 3 && location.search.includes('full=a.go')`)
+	if n := eval[int](t, ctx, `document.querySelectorAll('details.file[data-path="a.go"] td.code[data-side="new"]').length`); n != 7 {
+		t.Errorf("the whole file shows %d new-side lines, want 7", n)
+	}
+
+	// the merge dry run: clean, then a conflict once the parent changes a.go
+	do(t, ctx, chromedp.Navigate(url), chromedp.WaitVisible(".toolbar"))
+	if got := eval[string](t, ctx, `document.querySelector('.accept-block').dataset.merge`); got != "clean" {
+		t.Errorf("data-merge %q, want clean", got)
+	}
+	if err := os.WriteFile(filepath.Join(p.root, "a.go"), []byte(strings.Replace(parentA, "beta = 2", "beta = 4", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runGit(t, p.root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "parent: beta is 4")
+	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible(".toolbar"))
+	if got := eval[string](t, ctx, `document.querySelector('.accept-block').dataset.merge + ' ' + document.querySelector('.merge-panel').textContent.replace(/\s+/g, ' ')`); !strings.HasPrefix(got, "conflict") || !strings.Contains(got, "a.go") {
+		t.Errorf("merge panel: %q", got)
+	}
+	screenshot(t, ctx, "review-merge-conflict")
+
+	// the keys are listed
+	press("?")
+	waitJS(t, ctx, "the keys dialog", `!!document.querySelector('dialog.keys-help[open]')`)
+}
+
