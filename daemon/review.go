@@ -403,7 +403,8 @@ func (r *Review) warmReviews(ctx context.Context, events <-chan actors.Event) {
 			if err != nil {
 				continue // the page will say what is wrong when it is opened
 			}
-			views.BuildDiff(d.Files, nil, d.Task.ID, "", false, "")
+			v, _ := views.BuildDiff(d.Files, nil, d.Task.ID, "", false, "")
+			views.HighlightFiles(&v, nil)
 		}
 	}
 }

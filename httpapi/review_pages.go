@@ -33,6 +33,7 @@ func (h *handler) reviewRoutes(e *echo.Echo) {
 		{http.MethodGet, "/api/review/queue", h.apiQueue},
 		{http.MethodGet, "/api/review/:task/threads", h.apiThreads},
 		{http.MethodGet, "/api/review/:task/diff", h.apiDiff},
+		{http.MethodGet, "/review/:task/file", h.fileFragment},
 	}
 	for _, r := range routes {
 		fn := r.fn
@@ -116,6 +117,10 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 	}
 	p.Diff, p.Orphans = views.BuildDiff(d.Files, threads, t.ID, h.csrfFor(c), commentable, c.QueryParam("comment"))
 	p.Diff.Expandable, p.Diff.Full, p.Diff.Context = d.Since == "", d.Full, opts.Context
+	p.Diff.Open = c.QueryParam("open")
+	if d.Since == "" {
+		p.Diff.LazyURL = "/review/" + t.ID + "/file?path="
+	}
 	if len(d.Commits) > 0 {
 		p.Head = d.Commits[0].SHA
 	}
@@ -333,6 +338,33 @@ func (h *handler) apiThreads(c echo.Context) error {
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.JSON(http.StatusOK, pl)
+}
+
+// fileFragment is one file's rows, threads and forms, as the review page
+// shows them: the script fills a file that was sent closed with it.
+func (h *handler) fileFragment(c echo.Context) error {
+	ctx := c.Request().Context()
+	path := c.QueryParam("path")
+	if path == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, "path names no file: give ?path=<a changed file>")
+	}
+	d, err := h.d.Review.Diff(ctx, c.Param("task"), DiffOptions{})
+	if err != nil {
+		return err
+	}
+	pl, err := h.d.Review.Comments(ctx, d.Task.ID)
+	if err != nil {
+		return err
+	}
+	view, _ := views.BuildDiff(d.Files, pl.Threads, d.Task.ID, h.csrfFor(c), true, "")
+	view.Expandable = true
+	views.LinkTurns(&view, nil, commitRows(d.Commits, d.Turns))
+	frag, err := h.d.Views.FileHTML(view, path)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusNotFound, "no changed file "+path+" in this task's diff: reload the page")
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.HTML(http.StatusOK, string(frag))
 }
 
 // apiDiff is the review page's data as JSON: the parsed diff, the merge dry

@@ -54,6 +54,12 @@ type DiffView struct {
 	Expandable bool
 	Full       string
 	Context    int
+	// Open is a file the reviewer asked to see (?open=); LazyURL, when set,
+	// is where the script loads a closed file's rows from (the file's path
+	// is appended, query-escaped): files past the page's budget are then
+	// sent without their rows
+	Open    string
+	LazyURL string
 }
 
 // FileView is one file of a diff.
@@ -66,6 +72,8 @@ type FileView struct {
 	// Hash identifies the file's diff: a viewed mark made on another hash
 	// is void (the file changed since)
 	Hash string
+	// highlighted: its rows carry their tokens already
+	highlighted bool
 }
 
 // HunkView is one @@ section.
@@ -146,18 +154,13 @@ func BuildDiff(files []gitx.File, threads []review.Thread, taskID, csrf string, 
 		byAnchor[tv.FragID] = append(byAnchor[tv.FragID], tv)
 	}
 	d := DiffView{TaskID: taskID, CSRF: csrf, Commentable: commentable, Empty: len(files) == 0}
-	var jobs []hlJob
 	for fi, f := range files {
-		lexer := lexerFor(f.Path())
 		fv := FileView{Path: f.Path(), OldPath: f.OldPath, IsNew: f.IsNew, IsDelete: f.IsDelete, IsRename: f.IsRename, IsBinary: f.IsBinary, Added: f.Added, Deleted: f.Deleted}
 		d.Added += f.Added
 		d.Deleted += f.Deleted
 		for hi, h := range f.Hunks {
 			hv := HunkView{Header: fmt.Sprintf("@@ -%d,%d +%d,%d @@ %s", h.OldStart, h.OldLines, h.NewStart, h.NewLines, h.Section)}
 			hv.Rows = pairRows(h.Lines, fmt.Sprintf("f%d-h%d", fi, hi))
-			if !f.IsBinary && lexer != nil {
-				jobs = append(jobs, hlJob{lexer, hv.Rows})
-			}
 			for i := range hv.Rows {
 				r := &hv.Rows[i]
 				path := f.Path()
@@ -174,8 +177,35 @@ func BuildDiff(files []gitx.File, threads []review.Thread, taskID, csrf string, 
 		fv.Hash = fileHash(f)
 		d.Files = append(d.Files, fv)
 	}
-	highlightAll(jobs)
 	return d, orphans
+}
+
+// HighlightFiles highlights the files of d at the given indexes (all of
+// them when files is nil), on every CPU; lexed text is cached, so a file is
+// lexed once whatever renders it.
+func HighlightFiles(d *DiffView, files []int) {
+	if files == nil {
+		files = make([]int, len(d.Files))
+		for i := range files {
+			files[i] = i
+		}
+	}
+	var jobs []hlJob
+	for _, i := range files {
+		f := &d.Files[i]
+		if f.IsBinary || f.highlighted {
+			continue
+		}
+		f.highlighted = true
+		lexer := lexerFor(f.Path)
+		if lexer == nil {
+			continue
+		}
+		for hi := range f.Hunks {
+			jobs = append(jobs, hlJob{lexer, f.Hunks[hi].Rows})
+		}
+	}
+	highlightAll(jobs)
 }
 
 // hlJob is one hunk's rows to highlight with its file's lexer.

@@ -22,7 +22,7 @@ import (
 )
 
 // chromium finds Debian's chromium (make test installs it).
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
 		if _, err := os.Stat(p); err == nil {
@@ -41,7 +41,7 @@ func chromium(t *testing.T) string {
 
 // browser starts headless Chromium with a fresh profile; script false runs
 // the page with JavaScript disabled.
-func browser(t *testing.T, width, height int, script bool) context.Context {
+func browser(t testing.TB, width, height int, script bool) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.DisableGPU,
@@ -63,7 +63,7 @@ func browser(t *testing.T, width, height int, script bool) context.Context {
 	return tctx
 }
 
-func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+func do(t testing.TB, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Voi
 
 // screenshot saves a full-page PNG under docs/screenshots for the README,
 // only when asked (LAZY_SCREENSHOTS=1): make test leaves the tree clean.
-func screenshot(t *testing.T, ctx context.Context, name string) {
+func screenshot(t testing.TB, ctx context.Context, name string) {
 	t.Helper()
 	if os.Getenv("LAZY_SCREENSHOTS") == "" {
 		return
@@ -91,7 +91,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 }
 
 // eval runs a JavaScript expression and returns its value.
-func eval[T any](t *testing.T, ctx context.Context, js string) T {
+func eval[T any](t testing.TB, ctx context.Context, js string) T {
 	t.Helper()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
 	if err != nil {
@@ -102,7 +102,7 @@ func eval[T any](t *testing.T, ctx context.Context, js string) T {
 
 // waitJS checks a JavaScript condition every 100 ms until it is true; an
 // evaluation that fails because the page is navigating is tried again.
-func waitJS(t *testing.T, ctx context.Context, what, js string) {
+func waitJS(t testing.TB, ctx context.Context, what, js string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	var last error

@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 
 // project is a temp git repo with a lazy config, a LAZY_HOME and a stub upstream.
 type project struct {
-	t     *testing.T
+	t     testing.TB
 	root  string
 	home  string
 	stub  *stubmodel.Server
@@ -67,7 +67,7 @@ type project struct {
 // LAZY_TEST_ARTIFACTS set (make test sets it) it is kept there after the test,
 // so the leak hunt at the end of the suite can search everything the tests
 // made; otherwise it is a temp dir removed after the test.
-func artifactDir(t *testing.T, kind string) string {
+func artifactDir(t testing.TB, kind string) string {
 	t.Helper()
 	base := os.Getenv("LAZY_TEST_ARTIFACTS")
 	if base == "" {
@@ -86,7 +86,7 @@ func (p *project) keep(name, body string) {
 	_ = os.WriteFile(filepath.Join(p.home, "seen-"+name), []byte(body), 0o600)
 }
 
-func newProject(t *testing.T, runner string) *project {
+func newProject(t testing.TB, runner string) *project {
 	t.Helper()
 	stub := stubmodel.New()
 	srv := httptest.NewServer(stub)

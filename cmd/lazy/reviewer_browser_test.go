@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"lazy/httpapi"
@@ -134,3 +135,139 @@ func TestBrowserReviewerTool(t *testing.T) {
 	waitJS(t, ctx, "the keys dialog", `!!document.querySelector('dialog.keys-help[open]')`)
 }
 
+// BenchmarkBrowserLargeReview measures the review page of a 5,000-line task
+// (100 files of 50 lines, 200 threads) in headless Chromium, through the
+// DevTools protocol: the load until the page is interactive (its script has
+// run: DOMContentLoaded handlers done), and a j keypress until the frame
+// that shows the next file. Each iteration loads the page afresh.
+func BenchmarkBrowserLargeReview(b *testing.B) {
+	p := newProject(b, "process")
+	p.lazy(0, "daemon", "start")
+	var prompt strings.Builder
+	prompt.WriteString("a large change\n")
+	for f := 0; f < 100; f++ {
+		prompt.WriteString("@write pkg/f" + strconv.Itoa(f) + ".go package pkg\\n")
+		for l := 1; l < 50; l++ {
+			prompt.WriteString("var v" + strconv.Itoa(f) + "_" + strconv.Itoa(l) + " = \"line " + strconv.Itoa(l) + "\"\\n")
+		}
+		prompt.WriteString("\n")
+	}
+	prompt.WriteString("@commit large\n@answer done")
+	p.lazy(0, "task", "new", "--code", "big", "-m", prompt.String())
+	ti := p.waitStatus("big", "blocked")
+	for i := 0; i < 200; i++ {
+		p.post(ti.ID, httpapi.PostCommentArgs{Body: "note " + strconv.Itoa(i), File: "pkg/f" + strconv.Itoa(i%100) + ".go", Line: 1 + i%49, Side: "new", Intent: "comment"})
+	}
+	url := p.info().BaseURL + "/review/" + ti.ID
+	ctx := browser(b, 1400, 1000, true)
+	do(b, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".toolbar"))
+	// the first files are open with their rows; the rest load when opened
+	if n, files := eval[int](b, ctx, `document.querySelectorAll('td.code[data-line]').length`), eval[int](b, ctx, `document.querySelectorAll('details.file').length`); n < 1000 || files != 100 {
+		b.Fatalf("%d lines of %d files on the page", n, files)
+	}
+	const measure = `document.addEventListener('keydown', (e) => {
+		if (e.key !== 'j') return;
+		const t0 = e.timeStamp;
+		requestAnimationFrame(() => requestAnimationFrame(() => { window.__jms = performance.now() - t0; }));
+	}, true); true`
+	// interactive: the first frame after the page's script ran, and a task
+	// after it (a key pressed then is handled at once)
+	var load, ready, jms float64
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
+		document.addEventListener('DOMContentLoaded', () => requestAnimationFrame(() => setTimeout(() => { window.__ready = performance.now(); }, 0)));
+`}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		do(b, ctx, chromedp.Reload(), chromedp.WaitVisible(".toolbar"))
+		waitJS(b, ctx, "the first frame", `window.__ready !== undefined`)
+		ready += eval[float64](b, ctx, `window.__ready`)
+		load += eval[float64](b, ctx, `performance.getEntriesByType('navigation')[0].loadEventEnd`)
+		eval[bool](b, ctx, measure)
+		before := eval[string](b, ctx, `(document.querySelector('details.file.focused') || {dataset: {}}).dataset.path || ''`)
+		do(b, ctx, chromedp.KeyEvent("j"))
+		waitJS(b, ctx, "the j frame", `window.__jms !== undefined`)
+		if after := eval[string](b, ctx, `document.querySelector('details.file.focused').dataset.path`); after == before {
+			b.Fatalf("j stayed on %s", after)
+		}
+		jms += eval[float64](b, ctx, `window.__jms`)
+	}
+	// opening a file sent without its rows: until its rows are on the page
+	var openMS float64
+	for i := 0; i < b.N; i++ {
+		path := "pkg/f" + strconv.Itoa(99-i) + ".go"
+		ms, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(async () => {
+			const d = document.querySelector('details.file[data-path="`+path+`"]');
+			if (!d.dataset.lazy) throw new Error('not lazy');
+			const t0 = performance.now();
+			d.open = true;
+			while (!d.querySelector('td.code[data-line]')) await new Promise((r) => setTimeout(r, 5));
+			await new Promise((r) => requestAnimationFrame(r));
+			return performance.now() - t0;
+		})()`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			b.Fatal(err)
+		}
+		openMS += ms
+	}
+	if n := eval[int](b, ctx, `document.querySelectorAll('details.file[data-path="pkg/f99.go"] td.code[data-line]').length`); n != 50 {
+		b.Fatalf("the opened file shows %d lines, want 50", n)
+	}
+	b.ReportMetric(openMS/float64(b.N), "open-file-ms")
+	b.ReportMetric(ready/float64(b.N), "interactive-ms")
+	b.ReportMetric(load/float64(b.N), "load-ms")
+	b.ReportMetric(jms/float64(b.N), "j-ms")
+}
+
+// TestBrowserLazyFiles: past the page's budget, files come without their
+// rows; opening one loads them (with script), and without script its link
+// shows the page with that file in it.
+func TestBrowserLazyFiles(t *testing.T) {
+	p := newProject(t, "process")
+	p.lazy(0, "daemon", "start")
+	var prompt strings.Builder
+	prompt.WriteString("many files\n")
+	for f := 0; f < 40; f++ {
+		prompt.WriteString("@write pkg/f" + strconv.Itoa(f) + ".go package pkg\\n")
+		for l := 1; l < 50; l++ {
+			prompt.WriteString("var v" + strconv.Itoa(f) + "_" + strconv.Itoa(l) + " = " + strconv.Itoa(l) + "\\n")
+		}
+		prompt.WriteString("\n")
+	}
+	prompt.WriteString("@commit many\n@answer done")
+	p.lazy(0, "task", "new", "--code", "many", "-m", prompt.String())
+	ti := p.waitStatus("many", "blocked")
+	p.post(ti.ID, httpapi.PostCommentArgs{Body: "a note on <f39>", File: "pkg/f39.go", Line: 2, Side: "new", Intent: "comment"})
+	url := p.info().BaseURL + "/review/" + ti.ID
+
+	ctx := browser(t, 1400, 1000, true)
+	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".toolbar"))
+	if n := eval[int](t, ctx, `document.querySelectorAll('details.file[data-lazy]').length`); n != 10 {
+		t.Fatalf("%d files sent without rows, want 10 (30 fit the budget)", n)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('details.file[data-path="pkg/f39.go"] td.code').length`); n != 0 {
+		t.Fatalf("a lazy file came with %d rows", n)
+	}
+	openFile := func(path string) {
+		do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('details.file[data-path="`+path+`"] > summary').click()`))
+	}
+	openFile("pkg/f39.go")
+	waitJS(t, ctx, "f39's rows", `document.querySelectorAll('details.file[data-path="pkg/f39.go"] td.code[data-line]').length === 50`)
+	if got := eval[string](t, ctx, `document.querySelector('details.file[data-path="pkg/f39.go"] tr.thread-row .body').textContent`); got != "a note on <f39>" {
+		t.Errorf("the loaded file's thread: %q", got)
+	}
+	// j onto a lazy file loads it too
+	openFile("pkg/f37.go")
+	waitJS(t, ctx, "f37's rows", `document.querySelectorAll('details.file[data-path="pkg/f37.go"] td.code[data-line]').length === 50`)
+	do(t, ctx, chromedp.KeyEvent("j"))
+	waitJS(t, ctx, "f38 loaded by j", `document.querySelectorAll('details.file[data-path="pkg/f38.go"] td.code[data-line]').length === 50`)
+
+	noScript := browser(t, 1400, 1000, false)
+	do(t, noScript, chromedp.Navigate(p.login(url)), chromedp.WaitVisible("nav.file-nav"))
+	link := eval[string](t, noScript, `document.querySelector('details.file[data-path="pkg/f39.go"] .lazy-note a').href`)
+	do(t, noScript, chromedp.Navigate(link), chromedp.WaitVisible("nav.file-nav"))
+	if n := eval[int](t, noScript, `document.querySelectorAll('details.file[data-path="pkg/f39.go"][open] td.code[data-line]').length`); n != 50 {
+		t.Fatalf("without script the link shows %d lines of f39", n)
+	}
+}

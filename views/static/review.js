@@ -138,7 +138,9 @@
     document.querySelectorAll('[data-diff]').forEach((d) => {
       d.classList.toggle('wrap-wrap', wrap === 'wrap');
       d.classList.toggle('wrap-scroll', wrap !== 'wrap');
-      d.style.setProperty('--tab-size', /^[0-9]+$/.test(tabs) ? tabs : '4');
+      // the stylesheet's default is 4: an inline custom property on the
+      // diff would make the browser restyle every line of it
+      if (tabs !== '4' || d.style.getPropertyValue('--tab-size')) d.style.setProperty('--tab-size', /^[0-9]+$/.test(tabs) ? tabs : '4');
     });
     const changed = next !== layout;
     if (changed) showLayout(next);
@@ -317,6 +319,7 @@
     focusedFile = Math.max(0, Math.min(files.length - 1, focusedFile + step));
     keyMoved = Date.now();
     const f = files[focusedFile];
+    if (!f.open && !isViewed(f)) f.open = true; // moving to a file is to read it
     markCurrent(focusedFile);
     f.scrollIntoView({ block: 'start' });
     const head = f.querySelector('summary');
@@ -355,6 +358,13 @@
   document.addEventListener('click', (e) => {
     const td = e.target.closest('td.code[data-line]');
     if (td) focusedLine = td;
+    // a click in a file makes it the current one: j and k go on from there
+    const f = e.target.closest('[data-diff] details.file');
+    if (f && files.indexOf(f) !== focusedFile) {
+      focusedFile = files.indexOf(f);
+      keyMoved = Date.now();
+      markCurrent(focusedFile);
+    }
   });
   function lineToComment() {
     if (focusedLine && document.contains(focusedLine)) return focusedLine;
@@ -406,6 +416,49 @@
       default: return;
     }
     e.preventDefault();
+  });
+
+  // ---- files sent closed without their rows: loaded when opened ----
+  const loadedLazy = new Set();
+  async function loadFile(d) {
+    const src = d.dataset.lazy;
+    if (!src || d.dataset.loading) return;
+    d.dataset.loading = '1';
+    const note = d.querySelector('.lazy-note');
+    try {
+      const r = await fetch(src, { headers: { Accept: 'text/html' } });
+      if (!r.ok) throw new Error('the daemon answered ' + r.status);
+      const tmp = document.createElement('div');
+      tmp.innerHTML = await r.text(); // the server's own escaped HTML
+      if (note) note.remove();
+      d.append(...tmp.childNodes);
+      loadedLazy.add(src);
+      delete d.dataset.lazy;
+      d.querySelectorAll('table.diff-table').forEach((t) => {
+        const m = { table: t, bodies: Array.from(t.tBodies), split: null };
+        model.push(m);
+        if (layout === 'split') {
+          m.bodies.forEach((b) => b.remove());
+          m.split = buildSplit(m);
+          t.after(m.split);
+        }
+      });
+      restoreThreads(d);
+    } catch (x) {
+      if (note) note.textContent = 'Could not load this file (' + x.message + '); reload the page.';
+    } finally {
+      delete d.dataset.loading;
+    }
+  }
+  document.addEventListener('toggle', (e) => {
+    const d = e.target;
+    if (d.matches && d.matches('details.file[data-lazy]') && d.open) loadFile(d);
+  }, true);
+  document.addEventListener('click', (e) => {
+    const a = e.target.closest('.lazy-note a');
+    if (!a) return;
+    e.preventDefault();
+    a.closest('details.file').open = true;
   });
 
   // ---- threads: a thread opened or closed by hand stays so ----
@@ -479,7 +532,15 @@
     const r = await fetch(window.location.pathname, { headers: { Accept: 'text/html' } });
     if (!r.ok) return;
     const doc = new DOMParser().parseFromString(await r.text(), 'text/html');
-    for (const fresh of Array.from(doc.querySelectorAll('tr.thread-row'))) {
+    // files loaded after the page came are not in it: fetch their rows too
+    const rows = Array.from(doc.querySelectorAll('tr.thread-row'));
+    for (const src of loadedLazy) {
+      const fr = await fetch(src, { headers: { Accept: 'text/html' } });
+      if (!fr.ok) continue;
+      const part = new DOMParser().parseFromString(await fr.text(), 'text/html');
+      rows.push(...part.querySelectorAll('tr.thread-row'));
+    }
+    for (const fresh of rows) {
       const id = fresh.dataset.threadId;
       let placed = false;
       for (const m of model) {
