@@ -32,6 +32,7 @@ targets=( # package:target:executions
   ./httpapi:FuzzCommentJSON:15000x
   ./httpapi:FuzzReviewForms:8000x
   ./config:FuzzConfigLoad:15000x
+  ./views:FuzzRenderLine:60000x
   ./store:FuzzFileStoreLoad:20000x
 )
 cache="$(go env GOCACHE)/fuzz/lazy"

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"html"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -95,4 +96,54 @@ func TestLexerForMatchesChroma(t *testing.T) {
 			t.Errorf("%s: %q, chroma says %q", name, gn, wn)
 		}
 	}
+}
+
+// FuzzRenderLine: whatever text an agent writes on a replaced line, its
+// rendering with tokens and changed words is escaped (only our own tags),
+// keeps every character, and the marks lie within the line.
+func FuzzRenderLine(f *testing.F) {
+	f.Add("func f(ctx context.Context) error {", "func f(rctx context.Context) error {", "a.go")
+	f.Add(`<script>alert("x")</script>`, `<script>alert('y')</script>`, "a.html")
+	f.Add("naïve café \xff\xfe", "naïve cafe \x00", "b.py")
+	f.Fuzz(func(t *testing.T, old, new, path string) {
+		if len(old) > 2000 || len(new) > 2000 {
+			return
+		}
+		om, nm := wordDiff(old, new)
+		for _, ms := range [][]Span{om, nm} {
+			for _, m := range ms {
+				if m.Start < 0 || m.End < m.Start {
+					t.Fatalf("bad mark %+v", m)
+				}
+			}
+		}
+		for _, c := range []struct {
+			text  string
+			marks []Span
+			tag   string
+		}{{old, om, "del"}, {new, nm, "ins"}} {
+			hl := highlightLines(lexerFor(path), []string{c.text})[0]
+			var b strings.Builder
+			writeText(&b, c.text, hl, c.marks, c.tag)
+			out := b.String()
+			stripped := out
+			for _, tag := range []string{"<" + c.tag + ">", "</" + c.tag + ">", "</span>"} {
+				stripped = strings.ReplaceAll(stripped, tag, "")
+			}
+			for strings.Contains(stripped, `<span class="`) {
+				i := strings.Index(stripped, `<span class="`)
+				j := strings.Index(stripped[i:], `">`)
+				if j < 0 {
+					t.Fatalf("unclosed span tag in %q", out)
+				}
+				stripped = stripped[:i] + stripped[i+j+2:]
+			}
+			if strings.ContainsAny(stripped, "<>") {
+				t.Fatalf("unescaped markup in %q", out)
+			}
+			if got := html.UnescapeString(stripped); got != strings.ToValidUTF8(c.text, "\uFFFD") && got != c.text {
+				t.Fatalf("text changed: %q → %q", c.text, got)
+			}
+		}
+	})
 }
