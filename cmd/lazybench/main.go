@@ -481,7 +481,7 @@ func run(args []string) error {
 		return nil
 	}
 
-	fmt.Fprintln(os.Stderr, "lazybench: Go benchmarks (store, daemon, supervisor, httpapi, proxy)")
+	fmt.Fprintln(os.Stderr, "lazybench: Go benchmarks (store, daemon, supervisor, httpapi, proxy, the review page in Chromium)")
 	gb := func(pkg, pattern, benchtime string, env ...string) map[string]map[string]float64 {
 		r, err := goBench(pkg, pattern, benchtime, env...)
 		if err != nil {
@@ -496,6 +496,7 @@ func run(args []string) error {
 	start := gb("./daemon", "^BenchmarkDaemonStartToReady$", "20x")
 	edit := gb("./proxy", "^BenchmarkEditorBody|^BenchmarkGrantLookup$", "1s")
 	page := gb("./httpapi", "^BenchmarkRenderLargeReview$", "1s")
+	browser := gb("./cmd/lazy", "^BenchmarkBrowserLargeReview$", "5x")
 	spawn := gb("./supervisor", "^BenchmarkSpawnIdleTaskActors$", "1x")
 	drain := gb("./supervisor", "^BenchmarkDrainQueuedAsks$", "1x")
 	raw := store["AddReviewComment"]["ns/op"] / 1e3
@@ -508,7 +509,11 @@ func run(args []string) error {
 	addRow("editor route: 64 KiB body with substitution", edit["EditorBody64KSubstituted"]["ns/op"]/1e3, edit["EditorBody64KPlus1Streamed"]["ns/op"]/1e3, "us", "same body streamed")
 	addRow("grant lookup (10,000 grants)", edit["GrantLookup"]["ns/op"], 0, "ns", "")
 	addRow("review page render: 5,000 lines, 200 threads", page["RenderLargeReview/page"]["ns/op"]/1e6, 100, "ms", "target")
-	addRow("review page weight", page["RenderLargeReview/page"]["KiB/page"], 0, "KiB", "")
+	addRow("  the same, cold (every hunk lexed)", page["RenderLargeReview/page-cold"]["ns/op"]/1e6, 100, "ms", "target")
+	addRow("review page weight", page["RenderLargeReview/page"]["KiB/page"], 3072, "KiB", "target")
+	addRow("review page in Chromium: load to interactive", browser["BrowserLargeReview"]["interactive-ms"], 1000, "ms", "target")
+	addRow("review page in Chromium: j to the next file", browser["BrowserLargeReview"]["j-ms"], 50, "ms", "target")
+	addRow("review page in Chromium: open a file sent without rows", browser["BrowserLargeReview"]["open-file-ms"], 0, "ms", "")
 	addRow("threads JSON (200 threads)", page["RenderLargeReview/threads-json"]["ns/op"]/1e6, 5, "ms", "target")
 	addRow("idle task actor spawn (10,000)", spawn["SpawnIdleTaskActors"]["ns/actor"]/1e3, 0, "us/actor", "")
 	addRow("idle task actor heap", spawn["SpawnIdleTaskActors"]["heap-B/actor"], 0, "B/actor", "")
