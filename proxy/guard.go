@@ -48,6 +48,11 @@ func (e *encodingError) Error() string {
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	pl := resp.Request.Context().Value(planKey{}).(*plan)
 	pl.stopWatchdog() // the body is sent: stop the watchdog
+	if pl.grant != nil && !pl.editor {
+		// a task's model call: read what it cost as the reply passes (over
+		// the decoded, scrubbed reply; masking never touches a usage object)
+		defer func() { resp.Body = newUsageScanner(resp.Body, &pl.usage, &pl.usageSeen) }()
+	}
 	secrets := p.secrets(pl)
 	if len(secrets) == 0 {
 		return nil

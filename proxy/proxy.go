@@ -257,6 +257,10 @@ type plan struct {
 	// stopWatchdog stops the body watchdog once the body is read.
 	stopWatchdog func()
 	bodyTimedOut atomic.Bool
+	// usage is what the reply said the call cost (usageSeen: it said so);
+	// written by the body's reader, read after the body is copied
+	usage     Usage
+	usageSeen bool
 }
 
 type planKey struct{}
@@ -291,6 +295,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if t := pl.answered.Load(); t != nil {
 			tr.Upstream = t.url.Host
+		}
+		if pl.usageSeen {
+			u := pl.usage
+			tr.Usage = &u
 		}
 		if p.log.Enabled(r.Context(), slog.LevelInfo) {
 			p.log.Info(tr.Line())

@@ -25,6 +25,9 @@ type Traffic struct {
 	// the line marks them unverified.
 	ClaimedRef  string `json:"claimed_task_ref,omitempty"`
 	ClaimedRole string `json:"claimed_role,omitempty"`
+	// Usage is what the call cost, as the upstream's reply said (nil: it
+	// said nothing, as count_tokens and refused calls)
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Line renders the traffic line of CONTRACT §6. Every field is made safe for
@@ -40,6 +43,12 @@ func (t Traffic) Line() string {
 		role, unverified = t.ClaimedRole+"?", true
 	}
 	s := fmt.Sprintf("net> %s %s %s %s %s -> %d %s %dms", t.Time.UTC().Format(time.RFC3339), safe(ref), safe(role), safe(t.Method), safe(t.Path), t.Status, safe(dash(t.Upstream)), t.Millis)
+	if u := t.Usage; u != nil {
+		s += fmt.Sprintf(" tokens: %d in / %d out", u.InputTokens, u.OutputTokens)
+		if u.CacheReadInputTokens > 0 || u.CacheCreationInputTokens > 0 {
+			s += fmt.Sprintf(" (cache %d read / %d written)", u.CacheReadInputTokens, u.CacheCreationInputTokens)
+		}
+	}
 	if t.Refused != "" {
 		s += " refused: " + safe(t.Refused)
 	}

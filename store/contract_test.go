@@ -96,6 +96,9 @@ func (r readsRemote) SaveReviewComment(ctx context.Context, c *review.ReviewComm
 func (r readsRemote) AddApproval(ctx context.Context, a *store.Approval) error {
 	return r.w.AddApproval(ctx, a)
 }
+func (r readsRemote) AddUsage(ctx context.Context, u *store.UsageCall) error {
+	return r.w.AddUsage(ctx, u)
+}
 
 // TestRemoteRefusesWrites: no storage.<write> changes the store, whoever
 // holds the auth token: the client refuses, and so does the daemon when the
@@ -126,6 +129,7 @@ func TestRemoteRefusesWrites(t *testing.T) {
 		"saveTurn": {Turn: &store.Turn{ID: "t", TaskID: tk.ID}}, "markLaunched": {ID: "t", At: time.Now()},
 		"addComment": {Comment: &store.Comment{ID: "m", TaskID: tk.ID, Body: "x"}}, "addReviewComment": {Review: rc},
 		"saveReviewComment": {Review: rc}, "addApproval": {Approval: &store.Approval{TaskID: tk.ID, Path: ".github/x", Kind: "protected"}},
+		"addUsage": {TaskID: tk.ID},
 	}
 	for op, args := range calls {
 		err := c.Call(ctx, "storage."+op, args, nil)

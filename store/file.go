@@ -35,6 +35,7 @@ type fileTask struct {
 	comments  []Comment
 	reviews   []review.ReviewComment // by CreatedAt
 	approvals []Approval
+	usage     []UsageCall
 }
 
 // launchRecord is MarkLaunched as one record, so it lands whole or not at all.
@@ -45,7 +46,7 @@ type launchRecord struct {
 }
 
 type record struct {
-	Kind string          `json:"k"` // task | turn | comment | review | approval
+	Kind string          `json:"k"` // task | turn | comment | review | approval | usage
 	V    json.RawMessage `json:"v"`
 }
 
@@ -159,6 +160,12 @@ func (ft *fileTask) apply(r record) error {
 				}
 			}
 		}
+	case "usage":
+		var u UsageCall
+		if err := json.Unmarshal(r.V, &u); err != nil {
+			return err
+		}
+		ft.usage = append(ft.usage, u)
 	case "approval":
 		var a Approval
 		if err := json.Unmarshal(r.V, &a); err != nil {
@@ -478,6 +485,28 @@ func (f *File) AddApproval(_ context.Context, a *Approval) error {
 		return err
 	}
 	return f.write(a.TaskID, "approval", a, ft)
+}
+
+// AddUsage records one model call.
+func (f *File) AddUsage(_ context.Context, u *UsageCall) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(u.TaskID)
+	if err != nil {
+		return err
+	}
+	return f.write(u.TaskID, "usage", u, ft)
+}
+
+// ListUsage lists a task's model calls, oldest first.
+func (f *File) ListUsage(_ context.Context, taskID string) ([]UsageCall, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(taskID)
+	if err != nil {
+		return nil, err
+	}
+	return append([]UsageCall(nil), ft.usage...), nil
 }
 
 // ListApprovals lists a task's approvals.

@@ -112,6 +112,23 @@ var migrations = []migration{
 	{17, "tasks.tripwire", []string{
 		`ALTER TABLE tasks ADD COLUMN tripwire TEXT NOT NULL DEFAULT ''`,
 	}},
+	{18, "usage: usage_calls and tasks.budget_tokens", []string{
+		`ALTER TABLE tasks ADD COLUMN budget_tokens INTEGER NOT NULL DEFAULT 0`,
+		`CREATE TABLE usage_calls (
+			id TEXT PRIMARY KEY,
+			task_id TEXT NOT NULL REFERENCES tasks(id),
+			turn INTEGER NOT NULL DEFAULT 0,
+			role TEXT NOT NULL DEFAULT '',
+			status INTEGER NOT NULL DEFAULT 0,
+			refused TEXT NOT NULL DEFAULT '',
+			input_tokens INTEGER NOT NULL DEFAULT 0,
+			output_tokens INTEGER NOT NULL DEFAULT 0,
+			cache_read_input_tokens INTEGER NOT NULL DEFAULT 0,
+			cache_creation_input_tokens INTEGER NOT NULL DEFAULT 0,
+			at DATETIME NOT NULL
+		)`,
+		`CREATE INDEX idx_usage_calls_task_id ON usage_calls(task_id)`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

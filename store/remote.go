@@ -124,6 +124,13 @@ func (r *Remote) AsksInState(ctx context.Context, state review.AskState) ([]revi
 
 func (r *Remote) AddApproval(ctx context.Context, a *Approval) error { return readOnly("addApproval") }
 
+func (r *Remote) AddUsage(ctx context.Context, u *UsageCall) error { return readOnly("addUsage") }
+
+func (r *Remote) ListUsage(ctx context.Context, taskID string) ([]UsageCall, error) {
+	var us []UsageCall
+	return us, r.call(ctx, "listUsage", StorageArgs{TaskID: taskID}, &us)
+}
+
 func (r *Remote) ListApprovals(ctx context.Context, taskID string) ([]Approval, error) {
 	var as []Approval
 	return as, r.call(ctx, "listApprovals", StorageArgs{TaskID: taskID}, &as)
@@ -170,8 +177,10 @@ func Serve(ctx context.Context, st Store, op string, raw []byte) (any, error) {
 		return nonNil(st.AsksInState(ctx, review.AskState(a.State)))
 	case "listApprovals":
 		return nonNil(st.ListApprovals(ctx, a.TaskID))
+	case "listUsage":
+		return nonNil(st.ListUsage(ctx, a.TaskID))
 	case "createTask", "saveTask", "createTurn", "saveTurn", "markLaunched", "addComment",
-		"addReviewComment", "saveReviewComment", "addApproval":
+		"addReviewComment", "saveReviewComment", "addApproval", "addUsage":
 		return nil, readOnly(op)
 	}
 	return nil, fmt.Errorf("%w: unknown storage op %q", ErrBadStorageCall, op)

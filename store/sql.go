@@ -271,6 +271,18 @@ func (s *SQL) AddApproval(ctx context.Context, a *Approval) error {
 	return mapErr("add approval", s.w.do(ctx, func(tx *gorm.DB) error { return tx.Save(a).Error }))
 }
 
+// AddUsage records one model call.
+func (s *SQL) AddUsage(ctx context.Context, u *UsageCall) error {
+	return mapErr("add usage", s.w.do(ctx, func(tx *gorm.DB) error { return tx.Create(u).Error }))
+}
+
+// ListUsage lists a task's model calls, oldest first.
+func (s *SQL) ListUsage(ctx context.Context, taskID string) ([]UsageCall, error) {
+	var us []UsageCall
+	err := s.read(ctx, func(db *gorm.DB) error { return db.Where("task_id = ?", taskID).Order("at, id").Find(&us).Error })
+	return us, mapErr("list usage", err)
+}
+
 // ListApprovals lists a task's approvals.
 func (s *SQL) ListApprovals(ctx context.Context, taskID string) ([]Approval, error) {
 	var as []Approval

@@ -37,7 +37,10 @@ type Task struct {
 	// Tripwire says what tripped a wire at the proxy (the real credential
 	// in a response, another task's placeholder): the grant was revoked and
 	// no turn gets a new one until the reviewer unblocks the task.
-	Tripwire     string     `json:"tripwire,omitempty"`
+	Tripwire string `json:"tripwire,omitempty"`
+	// BudgetTokens bounds the input and output tokens of the task's model
+	// calls (0: no bound); the proxy refuses a call once they are used up.
+	BudgetTokens int64      `json:"budget_tokens"`
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
 	LastActivity time.Time  `json:"last_activity"`
@@ -109,6 +112,26 @@ type Approval struct {
 	ApprovedAt time.Time `json:"approved_at"`
 }
 
+// UsageCall is one model call of a task as the proxy saw it: what the
+// upstream's reply said it cost (zero tokens for count_tokens and refused
+// calls, which count as requests).
+type UsageCall struct {
+	ID                       string    `json:"id" gorm:"primaryKey;size:32"`
+	TaskID                   string    `json:"task_id" gorm:"size:32;index"`
+	Turn                     int       `json:"turn"` // the turn that was running (0: none)
+	Role                     string    `json:"role"`
+	Status                   int       `json:"status"`
+	Refused                  string    `json:"refused,omitempty"`
+	InputTokens              int64     `json:"input_tokens"`
+	OutputTokens             int64     `json:"output_tokens"`
+	CacheReadInputTokens     int64     `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64     `json:"cache_creation_input_tokens"`
+	At                       time.Time `json:"at"`
+}
+
+// TableName is the table of usage calls.
+func (UsageCall) TableName() string { return "usage_calls" }
+
 // Store is what the daemon persists. Every method is durable when it returns.
 type Store interface {
 	CreateTask(ctx context.Context, t *Task) error
@@ -142,6 +165,11 @@ type Store interface {
 
 	AddApproval(ctx context.Context, a *Approval) error
 	ListApprovals(ctx context.Context, taskID string) ([]Approval, error)
+
+	// AddUsage records one model call of a task; ListUsage lists a task's,
+	// oldest first.
+	AddUsage(ctx context.Context, u *UsageCall) error
+	ListUsage(ctx context.Context, taskID string) ([]UsageCall, error)
 
 	Close() error
 }

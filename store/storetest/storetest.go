@@ -47,6 +47,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Turns", func(t *testing.T) { testTurns(t, open) })
 	t.Run("ReviewComments", func(t *testing.T) { testReviewComments(t, open) })
 	t.Run("Approvals", func(t *testing.T) { testApprovals(t, open) })
+	t.Run("Usage", func(t *testing.T) { testUsage(t, open) })
 	t.Run("MarkLaunched", func(t *testing.T) { testMarkLaunched(t, open) })
 	t.Run("Durable", func(t *testing.T) { testDurable(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
@@ -181,6 +182,32 @@ func testApprovals(t *testing.T, open Opener) {
 	must(t, err)
 	if len(as) != 2 {
 		t.Errorf("approvals: %+v", as)
+	}
+}
+
+func testUsage(t *testing.T, open Opener) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	a := NewTask("")
+	a.BudgetTokens = 5000
+	must(t, s.CreateTask(ctx, a))
+	t0 := time.Now().UTC()
+	for i := 0; i < 3; i++ {
+		must(t, s.AddUsage(ctx, &store.UsageCall{ID: task.NewID(t0), TaskID: a.ID, Turn: i + 1, Role: "fast", Status: 200,
+			InputTokens: int64(100 * (i + 1)), OutputTokens: 7, CacheReadInputTokens: 3, At: t0.Add(time.Duration(i) * time.Second)}))
+	}
+	must(t, s.AddUsage(ctx, &store.UsageCall{ID: task.NewID(t0), TaskID: a.ID, Turn: 3, Status: 429, Refused: "budget_exceeded", At: t0.Add(5 * time.Second)}))
+	must(t, s.Close())
+	s = open(t, dir) // durable
+	us, err := s.ListUsage(ctx, a.ID)
+	must(t, err)
+	if len(us) != 4 || us[0].InputTokens != 100 || us[2].Turn != 3 || us[3].Refused != "budget_exceeded" || us[1].CacheReadInputTokens != 3 {
+		t.Fatalf("usage: %+v", us)
+	}
+	got, err := s.GetTask(ctx, a.ID)
+	must(t, err)
+	if got.BudgetTokens != 5000 {
+		t.Fatalf("budget %d", got.BudgetTokens)
 	}
 }
 

@@ -1,0 +1,181 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+)
+
+// Usage is what one model call cost, as the upstream itself reported it.
+type Usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+// Tokens is what a budget counts: input and output tokens.
+func (u Usage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
+
+// IsZero reports a call that reported no tokens.
+func (u Usage) IsZero() bool { return u == Usage{} }
+
+// usageKey starts a usage object in a reply: a JSON reply's top-level
+// "usage", an SSE message_start's message.usage, a message_delta's usage.
+// Inside a JSON string the quotes would be escaped (\"usage\"), so the raw
+// key never matches text the model wrote.
+var usageKey = []byte(`"usage"`)
+
+// maxUsageObject bounds one captured usage object; a longer one is not a
+// usage object and is dropped.
+const maxUsageObject = 4096
+
+// usageScanner reads a reply as it streams past and keeps the last value of
+// each usage field it meets (message_delta's counts are totals so far). It
+// holds back nothing: bytes are passed on as they come, and only a usage
+// object's own bytes (and a tail that may start the key) are copied aside.
+type usageScanner struct {
+	r io.ReadCloser
+	u *Usage
+	// seen: the reply carried a usage object
+	seen *bool
+
+	tail []byte // the last bytes of the previous read: a key split across reads
+	obj  []byte // a usage object being captured
+	// state of the capture: after the key, waiting for ':' then '{'; then
+	// inside the object, depth and string state
+	afterKey, colon  bool
+	depth            int
+	inString, escape bool
+}
+
+func newUsageScanner(r io.ReadCloser, u *Usage, seen *bool) *usageScanner {
+	return &usageScanner{r: r, u: u, seen: seen}
+}
+
+func (s *usageScanner) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.scan(p[:n])
+	}
+	return n, err
+}
+
+func (s *usageScanner) Close() error { return s.r.Close() }
+
+// scan follows the bytes of one read.
+func (s *usageScanner) scan(b []byte) {
+	for len(b) > 0 {
+		switch {
+		case s.depth > 0:
+			b = s.capture(b)
+		case s.afterKey:
+			b = s.expectObject(b)
+		default:
+			b = s.findKey(b)
+		}
+	}
+}
+
+// findKey looks for the key, also across the boundary with the last read.
+func (s *usageScanner) findKey(b []byte) []byte {
+	k := len(usageKey) - 1
+	if len(s.tail) > 0 {
+		// the key may straddle: the tail joined with the head of b
+		joined := append(append(make([]byte, 0, 2*k), s.tail...), b[:min(len(b), k)]...)
+		if i := bytes.Index(joined, usageKey); i >= 0 {
+			used := i + len(usageKey) - len(s.tail)
+			s.tail = s.tail[:0]
+			s.afterKey, s.colon = true, false
+			return b[used:]
+		}
+	}
+	if i := bytes.Index(b, usageKey); i >= 0 {
+		s.tail = s.tail[:0]
+		s.afterKey, s.colon = true, false
+		return b[i+len(usageKey):]
+	}
+	// keep the last k bytes seen: a key may start in them
+	if len(b) >= k {
+		s.tail = append(s.tail[:0], b[len(b)-k:]...)
+	} else {
+		s.tail = append(s.tail, b...)
+		if len(s.tail) > k {
+			s.tail = append(s.tail[:0], s.tail[len(s.tail)-k:]...)
+		}
+	}
+	return nil
+}
+
+// expectObject skips white space and one ':' to a '{'; anything else means
+// the key was not an object's key ("usage" as a value): look again.
+func (s *usageScanner) expectObject(b []byte) []byte {
+	for i, c := range b {
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case c == ':' && !s.colon:
+			s.colon = true
+		case c == '{' && s.colon:
+			s.afterKey = false
+			s.depth, s.inString, s.escape = 1, false, false
+			s.obj = append(s.obj[:0], '{')
+			return b[i+1:]
+		default:
+			s.afterKey = false
+			return b[i:]
+		}
+	}
+	return nil
+}
+
+// capture copies the object to its closing brace, strings included.
+func (s *usageScanner) capture(b []byte) []byte {
+	for i, c := range b {
+		s.obj = append(s.obj, c)
+		switch {
+		case s.escape:
+			s.escape = false
+		case s.inString && c == '\\':
+			s.escape = true
+		case c == '"':
+			s.inString = !s.inString
+		case s.inString:
+		case c == '{':
+			s.depth++
+		case c == '}':
+			s.depth--
+			if s.depth == 0 {
+				s.record()
+				return b[i+1:]
+			}
+		}
+		if len(s.obj) > maxUsageObject {
+			s.depth, s.obj = 0, s.obj[:0]
+			return b[i+1:]
+		}
+	}
+	return nil
+}
+
+// record keeps the fields the object has (absent ones keep their value).
+func (s *usageScanner) record() {
+	var f struct {
+		InputTokens              *int64 `json:"input_tokens"`
+		OutputTokens             *int64 `json:"output_tokens"`
+		CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+		CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	}
+	if json.Unmarshal(s.obj, &f) != nil {
+		return
+	}
+	set := func(dst *int64, v *int64) {
+		if v != nil && *v >= 0 {
+			*dst = *v
+			*s.seen = true
+		}
+	}
+	set(&s.u.InputTokens, f.InputTokens)
+	set(&s.u.OutputTokens, f.OutputTokens)
+	set(&s.u.CacheReadInputTokens, f.CacheReadInputTokens)
+	set(&s.u.CacheCreationInputTokens, f.CacheCreationInputTokens)
+}
