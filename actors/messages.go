@@ -165,6 +165,9 @@ type Minted struct{ Env map[string]string }
 // it records it on the task and revokes the task's grants. No reply.
 type Tripwire struct{ What string }
 
+// SetBudget changes the task's token budget. Reply: *Done or error.
+type SetBudget struct{ Tokens int64 }
+
 // RevokeTask drops every grant of a task. Reply: *Done or error.
 type RevokeTask struct{ TaskID string }
 

@@ -213,6 +213,18 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		a.next(ctx)
 	case *Tripwire:
 		a.tripped(m.What)
+	case *SetBudget:
+		if a.task == nil {
+			ctx.Respond(fmt.Errorf("task %s: %w", a.id, store.ErrNotFound))
+			return
+		}
+		a.task.BudgetTokens, a.task.UpdatedAt = m.Tokens, a.now()
+		if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+			ctx.Respond(err)
+			return
+		}
+		a.publish(Event{Kind: "budget", Detail: fmt.Sprintf("token budget set to %d", m.Tokens)})
+		ctx.Respond(&Done{})
 	case *GetHealth:
 		ctx.Respond(a.health())
 	case *InjectPanic:

@@ -169,6 +169,11 @@ func (t Tasks) InjectPanic(ctx context.Context, target string) error {
 	return t.C.Call(ctx, "injectPanic", map[string]any{"target": target}, nil)
 }
 
+func (t Tasks) SetBudget(ctx context.Context, ref string, tokens int64) (*httpapi.TaskInfo, error) {
+	var out httpapi.TaskInfo
+	return &out, t.C.Call(ctx, "taskBudget", map[string]any{"task": ref, "tokens": tokens}, &out)
+}
+
 func (t Tasks) TaskCommits(ctx context.Context, ref string) ([]httpapi.CommitInfo, error) {
 	var out []httpapi.CommitInfo
 	return out, t.C.Call(ctx, "taskCommits", map[string]any{"task": ref}, &out)

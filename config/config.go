@@ -59,6 +59,8 @@ type Agent struct {
 	DockerImage    string `koanf:"docker_image"`
 	// MaxConcurrent bounds the agent processes running at once; more turns wait.
 	MaxConcurrent int `koanf:"max_concurrent"`
+	// BudgetTokens is a new task's token budget (input + output; 0: none).
+	BudgetTokens int64 `koanf:"budget_tokens"`
 }
 
 // Credentials names the files that hold the real credentials.
@@ -255,6 +257,7 @@ func (p structProvider) Read() (map[string]any, error) {
 			"driver": c.Agent.Driver, "command": c.Agent.Command, "runner": c.Agent.Runner,
 			"permission_mode": c.Agent.PermissionMode, "ask_timeout": c.Agent.AskTimeout,
 			"turn_timeout": c.Agent.TurnTimeout, "docker_image": c.Agent.DockerImage, "max_concurrent": c.Agent.MaxConcurrent,
+			"budget_tokens": c.Agent.BudgetTokens,
 		},
 		"credentials": map[string]any{"provider": map[string]any{"kind": c.Credentials.Provider.Kind}},
 		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream, "no_grant": c.Proxy.NoGrant},
@@ -313,6 +316,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Agent.MaxConcurrent < 1 || c.Agent.MaxConcurrent > 1024 {
 		return bad("agent.max_concurrent", "%d is out of range: run between 1 and 1024 agents at once", c.Agent.MaxConcurrent)
+	}
+	if c.Agent.BudgetTokens < 0 {
+		return bad("agent.budget_tokens", "%d is negative: give 0 (no budget) or the tokens a task may spend", c.Agent.BudgetTokens)
 	}
 	for key, v := range map[string]string{"agent.ask_timeout": c.Agent.AskTimeout, "agent.turn_timeout": c.Agent.TurnTimeout} {
 		d, err := time.ParseDuration(v)

@@ -25,6 +25,7 @@ runner = "auto"                 # auto: bwrap sandbox when installed, else agent
 ask_timeout = "10m"
 # turn_timeout = "60m"
 # max_concurrent = 8            # agent processes running at once; further turns wait
+# budget_tokens = 0             # a new task's token budget (input + output); 0: none
 
 [credentials.provider]          # the real provider credential; agents only ever see a placeholder
 kind = "api_key"                # api_key | oauth | auth_token

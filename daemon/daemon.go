@@ -171,7 +171,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return d.mint(creds, taskID, ref, role)
 	}
 	modelErrs.publish = sup.Publish
-	d.svc = &Service{live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
+	book := newUsageBook(st, o.Log)
+	d.svc = &Service{usage: book, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
 	d.review = &Review{svc: d.svc, deps: d.taskDeps}
 
 	d.info = httpapi.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
@@ -186,8 +187,15 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			unsubscribe()
 		}()
 	}
+	// the running turn of each task: its calls are counted to it
+	if events, unsubscribe, err := sup.Subscribe(actors.Filter{Tasks: true}, 256); err == nil {
+		go func() {
+			book.follow(runCtx, events)
+			unsubscribe()
+		}()
+	}
 	stopping := make(chan struct{})
-	web, err := httpapi.New(httpapi.Deps{Stopping: stopping, Tasks: d.svc, Review: d.review, Storage: st, Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup),
+	web, err := httpapi.New(httpapi.Deps{Stopping: stopping, Tasks: d.svc, Review: d.review, Storage: st, Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup, book),
 		Info: d.Info, Stop: cancel, LogPath: paths.Log})
 	if err != nil {
 		return nil, err
@@ -196,7 +204,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Publish: func(t proxy.Traffic) {
 			sup.Publish(actors.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &t})
 			modelErrs.record(t)
+			book.record(t)
 		},
+		OverBudget: book.overBudget,
 		Tripwire: func(taskID, ref, what string) {
 			// the proxy refuses the task's placeholders from this instant;
 			// the task's actor records the trip and revokes its grants

@@ -14,8 +14,12 @@ import (
 
 // metrics is a collector read at scrape time from the store and the tree.
 type metrics struct {
-	st  store.Store
-	sup *supervisor.Supervisor
+	st    store.Store
+	sup   *supervisor.Supervisor
+	usage *usageBook
+
+	calls  *prometheus.Desc
+	tokens *prometheus.Desc
 
 	tasks    *prometheus.Desc
 	turns    *prometheus.Desc
@@ -25,10 +29,12 @@ type metrics struct {
 	dropped  *prometheus.Desc
 }
 
-func newMetrics(st store.Store, sup *supervisor.Supervisor) prometheus.Gatherer {
+func newMetrics(st store.Store, sup *supervisor.Supervisor, usage *usageBook) prometheus.Gatherer {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	reg.MustRegister(&metrics{st: st, sup: sup,
+	reg.MustRegister(&metrics{st: st, sup: sup, usage: usage,
+		calls:    prometheus.NewDesc("lazy_model_calls_total", "Model calls of tasks through the proxy since the daemon started, by role.", []string{"role"}, nil),
+		tokens:   prometheus.NewDesc("lazy_model_tokens_total", "Tokens of tasks' model calls as the upstream reported them, since the daemon started, by role and kind.", []string{"role", "kind"}, nil),
 		tasks:    prometheus.NewDesc("lazy_tasks", "Tasks by status.", []string{"status"}, nil),
 		turns:    prometheus.NewDesc("lazy_turns", "Agent turns by kind and state.", []string{"kind", "state"}, nil),
 		restarts: prometheus.NewDesc("lazy_actor_restarts_total", "Actor restarts since the daemon started.", nil, nil),
@@ -40,7 +46,7 @@ func newMetrics(st store.Store, sup *supervisor.Supervisor) prometheus.Gatherer 
 }
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.tasks, m.turns, m.restarts, m.mailbox, m.actors, m.dropped} {
+	for _, d := range []*prometheus.Desc{m.tasks, m.turns, m.restarts, m.mailbox, m.actors, m.dropped, m.calls, m.tokens} {
 		ch <- d
 	}
 }
@@ -48,6 +54,14 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if m.usage != nil {
+		for role, u := range m.usage.roles() {
+			ch <- prometheus.MustNewConstMetric(m.calls, prometheus.CounterValue, float64(u.Requests), role)
+			for kind, v := range map[string]int64{"input": u.InputTokens, "output": u.OutputTokens, "cache_read": u.CacheReadInputTokens, "cache_creation": u.CacheCreationInputTokens} {
+				ch <- prometheus.MustNewConstMetric(m.tokens, prometheus.CounterValue, float64(v), role, kind)
+			}
+		}
+	}
 	if ts, err := m.st.ListTasks(ctx); err == nil {
 		counts := map[task.Status]int{}
 		for _, s := range task.Statuses {

@@ -102,7 +102,7 @@ func (r *Review) Diff(ctx context.Context, ref string, o httpapi.DiffOptions) (*
 	if files == nil {
 		files = []gitx.File{}
 	}
-	res := &httpapi.DiffResult{Task: Info(t), Files: files, Merge: r.readiness(ctx, t)}
+	res := &httpapi.DiffResult{Task: r.svc.info(t), Files: files, Merge: r.readiness(ctx, t)}
 	if o.Full != "" {
 		if res.Files, err = r.wholeFile(ctx, t, files, o.Full, o.Context); err != nil {
 			return nil, err

@@ -37,6 +37,8 @@ type Service struct {
 	idents []task.Ident
 	// createMu makes task creations one at a time
 	createMu sync.Mutex
+	// usage counts each task's model calls and holds its budget
+	usage *usageBook
 }
 
 var _ httpapi.Tasks = (*Service)(nil)
@@ -136,7 +138,13 @@ func (s *Service) NewTask(ctx context.Context, a httpapi.NewTaskArgs) (*httpapi.
 	}
 	now := time.Now().UTC()
 	t := &store.Task{Title: title(a.Prompt), Prompt: a.Prompt, Status: task.Running, Role: a.Role,
-		Parent: parent, CreatedAt: now, UpdatedAt: now, LastActivity: now}
+		Parent: parent, CreatedAt: now, UpdatedAt: now, LastActivity: now, BudgetTokens: a.BudgetTokens}
+	if a.BudgetTokens < 0 {
+		return nil, usage("--budget-tokens %d: give 0 (no budget) or more tokens", a.BudgetTokens)
+	}
+	if t.BudgetTokens == 0 {
+		t.BudgetTokens = s.live.Get().Agent.BudgetTokens
+	}
 	if a.Code != "" {
 		code := a.Code
 		t.Code = &code
@@ -431,5 +439,34 @@ func (s *Service) info(t *store.Task) httpapi.TaskInfo {
 	if s.trouble != nil {
 		i.ModelError = s.trouble.of(t.ID)
 	}
+	if s.usage != nil {
+		i.Usage, i.LastTurn, i.LastTurnNo = s.usage.of(context.Background(), t.ID)
+	}
 	return i
+}
+
+// SetBudget changes a task's token budget (0: none). A task stopped by its
+// budget goes on when the reviewer unblocks it.
+func (s *Service) SetBudget(ctx context.Context, ref string, tokens int64) (*httpapi.TaskInfo, error) {
+	if tokens < 0 {
+		return nil, usage("--tokens %d: give 0 (no budget) or more tokens", tokens)
+	}
+	t, err := s.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if t.Status.Ended() {
+		return nil, usage("task %s has ended (%s): its budget no longer matters", t.Ref(), t.Status)
+	}
+	if _, err := s.sup.Ask(t.ID, &actors.SetBudget{Tokens: tokens}); err != nil {
+		return nil, err
+	}
+	if s.usage != nil {
+		s.usage.setBudget(ctx, t.ID, tokens)
+	}
+	if t, err = s.st.GetTask(ctx, t.ID); err != nil {
+		return nil, err
+	}
+	i := s.info(t)
+	return &i, nil
 }

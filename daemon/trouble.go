@@ -33,7 +33,7 @@ func (t *trouble) record(tr proxy.Traffic) {
 	if tr.TaskID == "" {
 		return
 	}
-	failed := tr.Error != "" || tr.Status >= 500
+	failed := tr.Error != "" || tr.Status >= 500 || tr.Refused == proxy.CauseBudgetExceeded
 	t.mu.Lock()
 	if t.m == nil {
 		t.m = map[string]*modelTrouble{}
@@ -47,7 +47,10 @@ func (t *trouble) record(tr proxy.Traffic) {
 		return
 	}
 	cause := tr.Error
-	if cause == "" {
+	switch {
+	case tr.Refused == proxy.CauseBudgetExceeded:
+		cause = budgetCause
+	case cause == "":
 		cause = fmt.Sprintf("the upstream %s answered %d", tr.Upstream, tr.Status)
 	}
 	first := cur == nil
@@ -64,7 +67,14 @@ func (t *trouble) record(tr proxy.Traffic) {
 	}
 }
 
+// budgetCause is a budget refusal's trouble: the proxy said no, not the
+// upstream.
+const budgetCause = "budget_exceeded"
+
 func (m *modelTrouble) text() string {
+	if m.cause == budgetCause {
+		return fmt.Sprintf("token budget used up: %d calls refused (budget_exceeded) since %s; raise it with lazy task budget TASK --tokens N, then unblock", m.count, m.since.UTC().Format(time.RFC3339))
+	}
 	return fmt.Sprintf("model upstream unreachable: %s (%d calls failed since %s)", m.cause, m.count, m.since.UTC().Format(time.RFC3339))
 }
 

@@ -42,6 +42,8 @@ type Tasks interface {
 	Watch(ctx context.Context, a WatchArgs) (<-chan actors.Event, func(), error)
 	CommitDiff(ctx context.Context, sha string) (*CommitDiff, error)
 	TaskCommits(ctx context.Context, ref string) ([]CommitInfo, error)
+	// SetBudget changes a task's token budget (0: none).
+	SetBudget(ctx context.Context, ref string, tokens int64) (*TaskInfo, error)
 }
 
 // Deps are the handler's collaborators.
@@ -266,7 +268,27 @@ func (h *handler) render(c echo.Context, code int, page string, data any) error 
 
 func taskRow(t TaskInfo) views.TaskRow {
 	return views.TaskRow{ID: t.ID, ShortID: t.ShortID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch,
-		Turns: t.Turns, LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, ModelError: t.ModelError}
+		Turns: t.Turns, LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, ModelError: t.ModelError, Usage: UsageWords(t)}
+}
+
+// UsageWords is what a task's model calls cost, as the pages and the CLI
+// say it: "N calls, X in / Y out tokens; last turn ...; budget B, L left".
+func UsageWords(t TaskInfo) string {
+	u := t.Usage
+	if u == nil || u.Requests == 0 && t.BudgetTokens == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%d calls, %d in / %d out tokens", u.Requests, u.InputTokens, u.OutputTokens)
+	if u.CacheReadInputTokens > 0 || u.CacheCreationInputTokens > 0 {
+		s += fmt.Sprintf(" (cache %d read / %d written)", u.CacheReadInputTokens, u.CacheCreationInputTokens)
+	}
+	if l := t.LastTurn; l != nil {
+		s += fmt.Sprintf("; turn %d: %d calls, %d in / %d out", t.LastTurnNo, l.Requests, l.InputTokens, l.OutputTokens)
+	}
+	if t.BudgetTokens > 0 {
+		s += fmt.Sprintf("; budget %d tokens, %d left", t.BudgetTokens, max(t.BudgetTokens-u.InputTokens-u.OutputTokens, 0))
+	}
+	return s
 }
 
 func (h *handler) tasksPage(c echo.Context) error {

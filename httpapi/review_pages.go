@@ -125,6 +125,7 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 		p.Head = d.Commits[0].SHA
 	}
 	p.Summary = d.Summary
+	p.Usage = UsageWords(d.Task)
 	p.Commits = commitRows(d.Commits, d.Turns)
 	p.Merge = mergeView(d.Merge, t.Parent)
 	views.LinkTurns(&p.Diff, p.Orphans, p.Commits)

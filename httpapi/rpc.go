@@ -27,6 +27,7 @@ type rpcArgs struct {
 	Files      []string `json:"files"`
 	Wait       bool     `json:"wait"`
 	Passphrase string   `json:"passphrase"`
+	Tokens     int64    `json:"tokens"`
 	NewTaskArgs
 	WatchArgs
 	PostCommentArgs
@@ -91,6 +92,8 @@ func (h *handler) rpc(c echo.Context) error {
 		res, err = t.NewTask(ctx, a.NewTaskArgs)
 	case "taskList":
 		res, err = t.ListTasks(ctx)
+	case "taskBudget":
+		res, err = t.SetBudget(ctx, a.Task, a.Tokens)
 	case "taskShow":
 		res, err = t.ShowTask(ctx, a.Task)
 	case "taskCancel":

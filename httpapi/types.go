@@ -27,6 +27,13 @@ type TaskInfo struct {
 	ModelError string    `json:"model_error,omitempty"`
 	Worktree   string    `json:"worktree"`
 	CreatedAt  time.Time `json:"created_at"`
+	// Usage is what the task's model calls cost (CONTRACT §12); LastTurn
+	// what the turn that last called the model cost (number LastTurnNo);
+	// BudgetTokens bounds input + output tokens (0: none)
+	Usage        *Usage `json:"usage,omitempty"`
+	LastTurn     *Usage `json:"last_turn_usage,omitempty"`
+	LastTurnNo   int    `json:"last_turn_usage_turn,omitempty"`
+	BudgetTokens int64  `json:"budget_tokens"`
 }
 
 // TaskDetail is a task with its turns and ordinary comments.
@@ -44,6 +51,9 @@ type NewTaskArgs struct {
 	Role   string   `json:"role,omitempty"`
 	Parent string   `json:"parent,omitempty"`
 	Scope  []string `json:"scope,omitempty"`
+	// BudgetTokens bounds the task's input + output tokens (0: the
+	// config's agent.budget_tokens)
+	BudgetTokens int64 `json:"budget_tokens,omitempty"`
 }
 
 // NewTaskResult is the reply of taskNew.
@@ -81,6 +91,16 @@ type DaemonInfo struct {
 	ConfigError   string   `json:"config_error,omitempty"`
 }
 
+// Usage is what a task's model calls cost, counted at the proxy from the
+// upstream's own replies (CONTRACT §12).
+type Usage struct {
+	Requests                 int64 `json:"requests"`
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
 // WatchArgs are the arguments of watch. Tasks nil means every task; an empty
 // non-nil list is refused.
 type WatchArgs struct {
@@ -112,5 +132,6 @@ type CommitDiff struct {
 func InfoOf(t *store.Task) TaskInfo {
 	return TaskInfo{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Ref: t.Ref(), Title: t.Title,
 		Status: string(t.Status), Role: t.Role, Branch: t.Branch, Parent: t.Parent, Turns: t.Turns,
-		LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, Worktree: t.Worktree, CreatedAt: t.CreatedAt}
+		LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, Worktree: t.Worktree, CreatedAt: t.CreatedAt,
+		BudgetTokens: t.BudgetTokens}
 }

@@ -43,6 +43,9 @@ type Options struct {
 	// daemon revokes the task's grants and records it on the task. It must
 	// not block.
 	Tripwire func(taskID, taskRef, what string)
+	// OverBudget says whether a task has used its token budget, and why in
+	// words; its calls are then refused before they leave (nil: no budgets)
+	OverBudget func(taskID string) (bool, string)
 }
 
 // Refusal causes, as the traffic stream and the 401 body name them.
@@ -57,6 +60,8 @@ const (
 	CauseWrongGrantKind     = "wrong_grant_kind"
 	CauseCrossOrigin        = "cross_origin"
 	CauseNoGrant            = "no_grant"
+	// CauseBudgetExceeded: the task has used its token budget (429)
+	CauseBudgetExceeded = "budget_exceeded"
 	CauseTripwire           = "tripwire"
 	CauseBodyTimeout        = "request_body_timeout"
 )
@@ -613,6 +618,12 @@ func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool
 	if isEditorGrant(g) {
 		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
 		return false
+	}
+	if p.o.OverBudget != nil {
+		if over, why := p.o.OverBudget(g.TaskID); over {
+			p.refuseStatus(w, pl, http.StatusTooManyRequests, "rate_limit_error", CauseBudgetExceeded, "lazy proxy: "+why)
+			return false
+		}
 	}
 	t := pl.rt.primary
 	if g.Role != "" {

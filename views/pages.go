@@ -13,6 +13,8 @@ type TaskRow struct {
 	FailReason                              string
 	Tripwire                                string
 	ModelError                              string
+	// Usage is what its model calls cost, in words ("" before the first)
+	Usage string
 }
 
 // TasksPage is the task list at /.
@@ -113,6 +115,8 @@ type ReviewPage struct {
 	// "changes since your last review"); Since is the commit the diff starts
 	// from when it shows only those changes
 	Head, Since, SinceShort string
+	// Usage is what the task's model calls cost, in words
+	Usage string
 }
 
 // MergeView is the merge-readiness panel: what an accept would meet now.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -48,6 +49,7 @@ func (a *app) taskCmd() *cobra.Command {
 	newCmd.Flags().StringVar(&na.Role, "role", "", "the model role (a [models.roles.NAME] of the config)")
 	newCmd.Flags().StringVar(&na.Parent, "parent", "", "the branch to start from and merge into (default: the current branch)")
 	newCmd.Flags().StringArrayVar(&na.Scope, "scope", nil, "a glob of paths the task may touch (repeatable)")
+	newCmd.Flags().Int64Var(&na.BudgetTokens, "budget-tokens", 0, "input + output tokens the task may spend (default: agent.budget_tokens; 0 there: no budget)")
 	_ = newCmd.MarkFlagRequired("message")
 
 	list := &cobra.Command{
@@ -74,9 +76,9 @@ func (a *app) taskCmd() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "TASK\tSTATUS\tTURNS\tLAST ACTIVITY\tTITLE")
+			fmt.Fprintln(tw, "TASK\tSTATUS\tTURNS\tTOKENS\tLAST ACTIVITY\tTITLE")
 			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Ref, t.Status, t.Turns, ago(t.LastActivity), t.Title)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", t.Ref, t.Status, t.Turns, tokensCell(t), ago(t.LastActivity), t.Title)
 			}
 			return tw.Flush()
 		},
@@ -114,6 +116,9 @@ func (a *app) taskCmd() *cobra.Command {
 			if t.FailReason != "" {
 				fmt.Fprintf(a.out, "reason: %s\n", t.FailReason)
 			}
+			if line := usageLine(t); line != "" {
+				fmt.Fprintf(a.out, "usage: %s\n", line)
+			}
 			fmt.Fprintf(a.out, "title: %s\n", t.Title)
 			for _, tu := range d.Turns {
 				fmt.Fprintf(a.out, "  turn %d: %s (%s) %s", tu.Number, tu.Kind, tu.Trigger, tu.Status)
@@ -148,7 +153,39 @@ func (a *app) taskCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.AddCommand(newCmd, list, show, cancel)
+	var tokens int64
+	budget := &cobra.Command{
+		Use:   "budget TASK --tokens N",
+		Short: "Change the task's token budget (input + output; 0: none); a task stopped by its budget goes on when you unblock it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("tokens") {
+				return usageError{errors.New("say the new budget: lazy task budget TASK --tokens N (0: no budget)")}
+			}
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var t httpapi.TaskInfo
+			if err := cl.Call(cmd.Context(), "taskBudget", map[string]any{"task": args[0], "tokens": tokens}, &t); err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, t)
+			}
+			fmt.Fprintf(a.out, "%s: budget %d tokens", t.Ref, t.BudgetTokens)
+			if t.BudgetTokens == 0 {
+				fmt.Fprint(a.out, " (none)")
+			}
+			if line := usageLine(t); line != "" {
+				fmt.Fprintf(a.out, "\nusage: %s", line)
+			}
+			fmt.Fprintln(a.out)
+			return nil
+		},
+	}
+	budget.Flags().Int64Var(&tokens, "tokens", 0, "the task's new budget in tokens (input + output; 0: no budget)")
+	c.AddCommand(newCmd, list, show, cancel, budget)
 	return c
 }
 
@@ -231,3 +268,19 @@ func orEmpty[T any](xs []T) []T {
 	}
 	return xs
 }
+
+// tokensCell is the task list's TOKENS column: input + output tokens used,
+// and the budget when there is one.
+func tokensCell(t httpapi.TaskInfo) string {
+	used := int64(0)
+	if t.Usage != nil {
+		used = t.Usage.InputTokens + t.Usage.OutputTokens
+	}
+	if t.BudgetTokens > 0 {
+		return fmt.Sprintf("%d/%d", used, t.BudgetTokens)
+	}
+	return fmt.Sprint(used)
+}
+
+// usageLine is what a task's model calls cost, in words.
+func usageLine(t httpapi.TaskInfo) string { return httpapi.UsageWords(t) }

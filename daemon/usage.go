@@ -1,0 +1,198 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"lazy/actors"
+	"lazy/httpapi"
+	"lazy/proxy"
+	"lazy/store"
+	"lazy/task"
+)
+
+// usageBook counts what each task's model calls cost: every call is a row
+// in the store, and the book keeps each task's totals (and the turn that is
+// running) in memory, so the proxy checks a budget without touching disk.
+type usageBook struct {
+	st  store.Store
+	log *slog.Logger
+
+	mu      sync.Mutex
+	tasks   map[string]*taskUsage
+	running map[string]int // task id → number of the turn running now
+	byRole  map[string]*httpapi.Usage
+}
+
+type taskUsage struct {
+	total, lastTurn httpapi.Usage
+	lastTurnNo      int
+	budget          int64
+}
+
+func newUsageBook(st store.Store, log *slog.Logger) *usageBook {
+	return &usageBook{st: st, log: log, tasks: map[string]*taskUsage{}, running: map[string]int{}, byRole: map[string]*httpapi.Usage{}}
+}
+
+// load reads a task's calls and budget from the store once.
+func (b *usageBook) load(ctx context.Context, taskID string) (*taskUsage, error) {
+	b.mu.Lock()
+	u := b.tasks[taskID]
+	b.mu.Unlock()
+	if u != nil {
+		return u, nil
+	}
+	t, err := b.st.GetTask(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	calls, err := b.st.ListUsage(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	u = &taskUsage{budget: t.BudgetTokens}
+	for _, c := range calls {
+		u.add(c)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cur := b.tasks[taskID]; cur != nil {
+		return cur, nil // loaded meanwhile
+	}
+	b.tasks[taskID] = u
+	return u, nil
+}
+
+func (u *taskUsage) add(c store.UsageCall) {
+	addCall(&u.total, c)
+	if c.Turn != 0 {
+		if c.Turn != u.lastTurnNo {
+			u.lastTurn, u.lastTurnNo = httpapi.Usage{}, c.Turn
+		}
+		addCall(&u.lastTurn, c)
+	}
+}
+
+// addCall adds one call to a count: a request, and its tokens.
+func addCall(x *httpapi.Usage, c store.UsageCall) {
+	x.Requests++
+	x.InputTokens += c.InputTokens
+	x.OutputTokens += c.OutputTokens
+	x.CacheReadInputTokens += c.CacheReadInputTokens
+	x.CacheCreationInputTokens += c.CacheCreationInputTokens
+}
+
+// record takes one proxied call of a task: a row in the store and the
+// totals. Refused calls count as requests (a budget refusal too).
+func (b *usageBook) record(tr proxy.Traffic) {
+	if tr.TaskID == "" {
+		return
+	}
+	ctx := context.Background()
+	u, err := b.load(ctx, tr.TaskID)
+	if err != nil {
+		b.log.Warn("usage: task not found", "task", tr.TaskRef, "err", err)
+		return
+	}
+	c := store.UsageCall{ID: task.NewID(tr.Time), TaskID: tr.TaskID, Role: tr.Role, Status: tr.Status, Refused: tr.Refused, At: tr.Time}
+	if tr.Usage != nil {
+		c.InputTokens, c.OutputTokens = tr.Usage.InputTokens, tr.Usage.OutputTokens
+		c.CacheReadInputTokens, c.CacheCreationInputTokens = tr.Usage.CacheReadInputTokens, tr.Usage.CacheCreationInputTokens
+	}
+	b.mu.Lock()
+	c.Turn = b.running[tr.TaskID]
+	u.add(c)
+	role := tr.Role
+	if role == "" {
+		role = "default"
+	}
+	r := b.byRole[role]
+	if r == nil {
+		r = &httpapi.Usage{}
+		b.byRole[role] = r
+	}
+	addCall(r, c)
+	b.mu.Unlock()
+	if err := b.st.AddUsage(ctx, &c); err != nil {
+		b.log.Error("usage: record a call", "task", tr.TaskRef, "err", err)
+	}
+}
+
+// follow tracks the running turn of each task from the actors' events.
+func (b *usageBook) follow(ctx context.Context, events <-chan actors.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-events:
+			if !ok {
+				return
+			}
+			b.mu.Lock()
+			switch e.Kind {
+			case "turn_start":
+				b.running[e.TaskID] = e.Turn
+			case "turn_end":
+				if b.running[e.TaskID] == e.Turn {
+					delete(b.running, e.TaskID)
+				}
+			}
+			b.mu.Unlock()
+		}
+	}
+}
+
+// overBudget is the proxy's check before a task's call leaves: whether the
+// task has used its budget, and the words of the refusal.
+func (b *usageBook) overBudget(taskID string) (bool, string) {
+	u, err := b.load(context.Background(), taskID)
+	if err != nil {
+		return false, ""
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	used := u.total.InputTokens + u.total.OutputTokens
+	if u.budget <= 0 || used < u.budget {
+		return false, ""
+	}
+	return true, fmt.Sprintf("the task's token budget is used up: %d of %d tokens (input + output); raise it with `lazy task budget <task> --tokens N`", used, u.budget)
+}
+
+// setBudget changes a task's budget in the book (the store has it already).
+func (b *usageBook) setBudget(ctx context.Context, taskID string, tokens int64) {
+	if u, err := b.load(ctx, taskID); err == nil {
+		b.mu.Lock()
+		u.budget = tokens
+		b.mu.Unlock()
+	}
+}
+
+// of is a task's usage for its wire form: totals, the last turn's, and the
+// budget left.
+func (b *usageBook) of(ctx context.Context, taskID string) (total, lastTurn *httpapi.Usage, turn int) {
+	u, err := b.load(ctx, taskID)
+	if err != nil {
+		return &httpapi.Usage{}, nil, 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t := u.total
+	if u.lastTurnNo != 0 {
+		l := u.lastTurn
+		return &t, &l, u.lastTurnNo
+	}
+	return &t, nil, 0
+}
+
+// roles is a copy of the counters by role, for /metrics.
+func (b *usageBook) roles() map[string]httpapi.Usage {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(map[string]httpapi.Usage, len(b.byRole))
+	for k, v := range b.byRole {
+		out[k] = *v
+	}
+	return out
+}
