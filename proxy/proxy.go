@@ -62,8 +62,8 @@ const (
 	CauseNoGrant            = "no_grant"
 	// CauseBudgetExceeded: the task has used its token budget (429)
 	CauseBudgetExceeded = "budget_exceeded"
-	CauseTripwire           = "tripwire"
-	CauseBodyTimeout        = "request_body_timeout"
+	CauseTripwire       = "tripwire"
+	CauseBodyTimeout    = "request_body_timeout"
 )
 
 // What a tripwire saw (the traffic line ends " tripwire: <what>").
