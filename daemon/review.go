@@ -29,6 +29,7 @@ var _ httpapi.ReviewActions = (*Review)(nil)
 
 type cachedDiff struct {
 	key  time.Time // the task's UpdatedAt when computed
+	refs string    // the branch's and the parent's heads when computed
 	at   time.Time
 	diff *gitx.Diff
 }
@@ -42,10 +43,17 @@ const maxCommentBody = 64 << 10
 // diff returns the task's diff against its parent, recomputed when the task
 // changed (a turn ended, a sync, a revert) or the cache is old.
 func (r *Review) diff(ctx context.Context, t *store.Task) (*gitx.Diff, error) {
+	// a commit made by hand on either branch changes no task row: the
+	// heads are part of the key
+	refs := ""
+	for _, b := range []string{t.Branch, t.Parent} {
+		sha, _ := gitx.RevParse(ctx, r.svc.paths.Root, b)
+		refs += sha + " "
+	}
 	r.mu.Lock()
 	c, ok := r.diffs[t.ID]
 	r.mu.Unlock()
-	if ok && c.key.Equal(t.UpdatedAt) && time.Since(c.at) < diffTTL {
+	if ok && c.key.Equal(t.UpdatedAt) && c.refs == refs && time.Since(c.at) < diffTTL {
 		return c.diff, nil
 	}
 	d, err := gitx.DiffBranch(ctx, r.svc.paths.Root, t.Parent, t.Branch)
@@ -56,7 +64,7 @@ func (r *Review) diff(ctx context.Context, t *store.Task) (*gitx.Diff, error) {
 	if r.diffs == nil {
 		r.diffs = map[string]cachedDiff{}
 	}
-	r.diffs[t.ID] = cachedDiff{key: t.UpdatedAt, at: time.Now(), diff: d}
+	r.diffs[t.ID] = cachedDiff{key: t.UpdatedAt, refs: refs, at: time.Now(), diff: d}
 	r.mu.Unlock()
 	return d, nil
 }

@@ -35,6 +35,8 @@ type Server struct {
 	Status int
 	// Record turns request recording off when false (benchmarks).
 	Record bool
+	// calls, in, out: the usage reported in replies (Reported)
+	calls, in, out int64
 }
 
 // New returns a recording stub.
@@ -53,6 +55,20 @@ func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.reqs...)
+}
+
+// Reported is the usage the stub has reported in its replies so far:
+// calls answered with a usage, input and output tokens.
+func (s *Server) Reported() (calls, in, out int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls, s.in, s.out
+}
+
+func (s *Server) report(in, out int64) {
+	s.mu.Lock()
+	s.calls, s.in, s.out = s.calls+1, s.in+in, s.out+out
+	s.mu.Unlock()
 }
 
 // Reset forgets recorded requests.
@@ -138,6 +154,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.stream(w, req.Model, reply)
 			return
 		}
+		s.report(int64(len(body)/4), int64(len(reply)/4))
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"id": "msg_stub", "type": "message", "role": "assistant", "model": req.Model,
@@ -172,6 +189,7 @@ func (s *Server) stream(w http.ResponseWriter, model, reply string) {
 		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 10, "output_tokens": 1}}})
 	send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]string{"type": "text", "text": ""}})
 	words := strings.SplitAfter(reply, " ")
+	s.report(10, int64(len(words)))
 	for _, wd := range words {
 		send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "text_delta", "text": wd}})
 	}

@@ -267,6 +267,21 @@ func TestRealClientAsk(t *testing.T) {
 	p.lazy(0, "daemon", "start")
 	p.lazy(0, "task", "new", "--code", "cl", "-m", "remember the word PINEAPPLE")
 	ti := p.waitStatus("cl", "blocked")
+	// what the real client's calls cost is counted exactly as the stub
+	// reported it (the last call's count may land just after the turn ends)
+	calls, in, outTok := p.stub.Reported()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		u := p.show("cl").Usage
+		if u != nil && u.InputTokens == in && u.OutputTokens == outTok && u.Requests >= calls {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("usage %+v, the stub reported %d calls, %d in, %d out", u, calls, in, outTok)
+		}
+	}
+	if calls == 0 {
+		t.Fatal("the real client made no model call")
+	}
 	// the stub model makes no edits, so the test commits a line to anchor on
 	gitxtest.Commit(t, ti.Worktree, "a line to discuss", map[string]string{"notes.txt": "first line\n"})
 	p.stub.Reset()
