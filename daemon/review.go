@@ -396,6 +396,21 @@ func (r *Review) since(ctx context.Context, t *store.Task, since string) (string
 // the highlighting done (a cold render of 5,000 lines lexes for ~200 ms on
 // two cores; a warm one takes ~30 ms). It runs until ctx ends.
 func (r *Review) warmReviews(ctx context.Context, events <-chan actors.Event) {
+	eachEvent(ctx, events, func(e actors.Event) {
+		if e.Kind != "status" || e.Status != string(task.Blocked) || e.TaskID == "" {
+			return
+		}
+		d, err := r.Diff(ctx, e.TaskID, httpapi.DiffOptions{})
+		if err != nil {
+			return // the page will say what is wrong when it is opened
+		}
+		v, _ := views.BuildDiff(d.Files, nil, d.Task.ID, "", false, "")
+		views.HighlightFiles(&v, nil)
+	})
+}
+
+// eachEvent calls fn with each event until ctx ends or events closes.
+func eachEvent(ctx context.Context, events <-chan actors.Event, fn func(actors.Event)) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -404,15 +419,7 @@ func (r *Review) warmReviews(ctx context.Context, events <-chan actors.Event) {
 			if !ok {
 				return
 			}
-			if e.Kind != "status" || e.Status != string(task.Blocked) || e.TaskID == "" {
-				continue
-			}
-			d, err := r.Diff(ctx, e.TaskID, httpapi.DiffOptions{})
-			if err != nil {
-				continue // the page will say what is wrong when it is opened
-			}
-			v, _ := views.BuildDiff(d.Files, nil, d.Task.ID, "", false, "")
-			views.HighlightFiles(&v, nil)
+			fn(e)
 		}
 	}
 }

@@ -122,26 +122,18 @@ func (b *usageBook) record(tr proxy.Traffic) {
 
 // follow tracks the running turn of each task from the actors' events.
 func (b *usageBook) follow(ctx context.Context, events <-chan actors.Event) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case e, ok := <-events:
-			if !ok {
-				return
+	eachEvent(ctx, events, func(e actors.Event) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch e.Kind {
+		case "turn_start":
+			b.running[e.TaskID] = e.Turn
+		case "turn_end":
+			if b.running[e.TaskID] == e.Turn {
+				delete(b.running, e.TaskID)
 			}
-			b.mu.Lock()
-			switch e.Kind {
-			case "turn_start":
-				b.running[e.TaskID] = e.Turn
-			case "turn_end":
-				if b.running[e.TaskID] == e.Turn {
-					delete(b.running, e.TaskID)
-				}
-			}
-			b.mu.Unlock()
 		}
-	}
+	})
 }
 
 // overBudget is the proxy's check before a task's call leaves: whether the

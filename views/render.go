@@ -213,9 +213,7 @@ func fileThreads(f FileView) int {
 func countRows(d DiffView) int {
 	n := 0
 	for _, f := range d.Files {
-		for _, h := range f.Hunks {
-			n += len(h.Rows)
-		}
+		n += fileRows(f)
 	}
 	return n
 }

@@ -143,18 +143,7 @@ func TestBrowserReviewerTool(t *testing.T) {
 func BenchmarkBrowserLargeReview(b *testing.B) {
 	p := newProject(b, "process")
 	p.lazy(0, "daemon", "start")
-	var prompt strings.Builder
-	prompt.WriteString("a large change\n")
-	for f := 0; f < 100; f++ {
-		prompt.WriteString("@write pkg/f" + strconv.Itoa(f) + ".go package pkg\\n")
-		for l := 1; l < 50; l++ {
-			prompt.WriteString("var v" + strconv.Itoa(f) + "_" + strconv.Itoa(l) + " = \"line " + strconv.Itoa(l) + "\"\\n")
-		}
-		prompt.WriteString("\n")
-	}
-	prompt.WriteString("@commit large\n@answer done")
-	p.lazy(0, "task", "new", "--code", "big", "-m", prompt.String())
-	ti := p.waitStatus("big", "blocked")
+	ti := p.manyFiles("big", 100)
 	for i := 0; i < 200; i++ {
 		p.post(ti.ID, httpapi.PostCommentArgs{Body: "note " + strconv.Itoa(i), File: "pkg/f" + strconv.Itoa(i%100) + ".go", Line: 1 + i%49, Side: "new", Intent: "comment"})
 	}
@@ -226,18 +215,7 @@ func BenchmarkBrowserLargeReview(b *testing.B) {
 func TestBrowserLazyFiles(t *testing.T) {
 	p := newProject(t, "process")
 	p.lazy(0, "daemon", "start")
-	var prompt strings.Builder
-	prompt.WriteString("many files\n")
-	for f := 0; f < 40; f++ {
-		prompt.WriteString("@write pkg/f" + strconv.Itoa(f) + ".go package pkg\\n")
-		for l := 1; l < 50; l++ {
-			prompt.WriteString("var v" + strconv.Itoa(f) + "_" + strconv.Itoa(l) + " = " + strconv.Itoa(l) + "\\n")
-		}
-		prompt.WriteString("\n")
-	}
-	prompt.WriteString("@commit many\n@answer done")
-	p.lazy(0, "task", "new", "--code", "many", "-m", prompt.String())
-	ti := p.waitStatus("many", "blocked")
+	ti := p.manyFiles("many", 40)
 	p.post(ti.ID, httpapi.PostCommentArgs{Body: "a note on <f39>", File: "pkg/f39.go", Line: 2, Side: "new", Intent: "comment"})
 	url := p.info().BaseURL + "/review/" + ti.ID
 
@@ -270,4 +248,22 @@ func TestBrowserLazyFiles(t *testing.T) {
 	if n := eval[int](t, noScript, `document.querySelectorAll('details.file[data-path="pkg/f39.go"][open] td.code[data-line]').length`); n != 50 {
 		t.Fatalf("without script the link shows %d lines of f39", n)
 	}
+}
+
+// manyFiles makes a task whose one commit adds n Go files of 50 lines each
+// (pkg/f0.go ...), and waits until it is blocked.
+func (p *project) manyFiles(code string, n int) httpapi.TaskInfo {
+	p.t.Helper()
+	var prompt strings.Builder
+	prompt.WriteString("many files\n")
+	for f := 0; f < n; f++ {
+		prompt.WriteString("@write pkg/f" + strconv.Itoa(f) + ".go package pkg\\n")
+		for l := 1; l < 50; l++ {
+			prompt.WriteString("var v" + strconv.Itoa(f) + "_" + strconv.Itoa(l) + " = \"line " + strconv.Itoa(l) + "\"\\n")
+		}
+		prompt.WriteString("\n")
+	}
+	prompt.WriteString("@commit many\n@answer done")
+	p.lazy(0, "task", "new", "--code", code, "-m", prompt.String())
+	return p.waitStatus(code, "blocked")
 }
