@@ -41,7 +41,7 @@ func (r Review) Comments(ctx context.Context, ref string) (*review.Payload, erro
 
 func (r Review) PostComment(ctx context.Context, ref string, a httpapi.PostCommentArgs) (*review.ReviewComment, error) {
 	var out review.ReviewComment
-	args := map[string]any{"task": ref, "body": a.Body, "file": a.File, "line": a.Line, "side": a.Side, "intent": a.Intent, "thread_id": a.ThreadID}
+	args := map[string]any{"task": ref, "body": a.Body, "file": a.File, "line": a.Line, "side": a.Side, "intent": a.Intent, "thread_id": a.ThreadID, "start_line": a.StartLine}
 	return &out, r.C.Call(ctx, "reviewPostComment", args, &out)
 }
 

@@ -37,6 +37,9 @@ type cachedDiff struct {
 // diffTTL bounds how long a cached diff is trusted without a task change.
 const diffTTL = 15 * time.Second
 
+// maxRangeLines bounds a comment on a range of lines.
+const maxRangeLines = 500
+
 // maxCommentBody bounds a review comment's text.
 const maxCommentBody = 64 << 10
 
@@ -218,7 +221,7 @@ func (r *Review) PostComment(ctx context.Context, ref string, a httpapi.PostComm
 		found := false
 		for _, m := range cs {
 			if m.ThreadID == a.ThreadID {
-				c.ThreadID, c.File, c.Line, c.Side, c.LineText = m.ThreadID, m.File, m.Line, m.Side, m.LineText
+				c.ThreadID, c.File, c.Line, c.Side, c.LineText, c.StartLine = m.ThreadID, m.File, m.Line, m.Side, m.LineText, m.StartLine
 				found = true
 				break
 			}
@@ -243,6 +246,15 @@ func (r *Review) PostComment(ctx context.Context, ref string, a httpapi.PostComm
 			return nil, usage("%s is not a line of the current diff of %s; reload the review page", review.AnchorLabel(a.File, a.Line, side), t.Ref())
 		}
 		c.File, c.Line, c.Side, c.LineText = a.File, a.Line, side, l.Text
+		if a.StartLine != 0 && a.StartLine != a.Line {
+			if a.StartLine < 1 || a.StartLine > a.Line || a.Line-a.StartLine > maxRangeLines {
+				return nil, usage("start_line %d: a range starts at a line from 1 to %d (the comment's line), at most %d lines before it", a.StartLine, a.Line, maxRangeLines)
+			}
+			if _, ok := d.Find(a.File, a.Side, a.StartLine); !ok {
+				return nil, usage("%s is not a line of the current diff of %s: a range starts and ends on lines of the diff", review.AnchorLabel(a.File, a.StartLine, side), t.Ref())
+			}
+			c.StartLine = a.StartLine
+		}
 	}
 	res, err := r.svc.sup.Ask(t.ID, &actors.PostReviewComment{Comment: c})
 	if err != nil {

@@ -48,12 +48,14 @@ type QueueItem struct {
 
 // PostCommentArgs is the comment POST body (CONTRACT §7).
 type PostCommentArgs struct {
-	Body     string `json:"body"`
-	File     string `json:"file"`
-	Line     int    `json:"line"`
-	Side     string `json:"side"`
-	Intent   string `json:"intent"`
-	ThreadID string `json:"thread_id,omitempty"`
+	Body   string `json:"body"`
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Side   string `json:"side"`
+	Intent string `json:"intent"`
+	// StartLine makes the comment one on lines StartLine to Line
+	StartLine int    `json:"start_line,omitempty"`
+	ThreadID  string `json:"thread_id,omitempty"`
 }
 
 // DiffResult is a task's anchored diff against its parent.

@@ -197,6 +197,13 @@ func (h *handler) postComment(c echo.Context) error {
 			}
 			a.Line = n
 		}
+		if l := strings.TrimSpace(c.FormValue("start_line")); l != "" {
+			n, err := strconv.Atoi(l)
+			if err != nil {
+				return echo.NewHTTPError(http.StatusBadRequest, "the first line of the range must be a number (or left empty for one line)")
+			}
+			a.StartLine = n
+		}
 	}
 	rc, err := h.d.Review.PostComment(c.Request().Context(), c.Param("task"), a)
 	if err != nil {

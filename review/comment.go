@@ -54,11 +54,14 @@ const (
 // an agent's reply in the same thread. Its words never change; the only
 // permitted change after it is saved is the one-way withdrawal.
 type ReviewComment struct {
-	ID            string        `json:"id" gorm:"primaryKey;size:32"`
-	TaskID        string        `json:"task_id" gorm:"size:32;index;not null"`
-	ThreadID      string        `json:"thread_id" gorm:"size:32;index;not null"`
-	File          string        `json:"file" gorm:"not null"`
-	Line          int           `json:"line" gorm:"not null"`
+	ID       string `json:"id" gorm:"primaryKey;size:32"`
+	TaskID   string `json:"task_id" gorm:"size:32;index;not null"`
+	ThreadID string `json:"thread_id" gorm:"size:32;index;not null"`
+	File     string `json:"file" gorm:"not null"`
+	Line     int    `json:"line" gorm:"not null"`
+	// StartLine is the first line of a comment on a range of lines (Line
+	// is the last); 0 for a comment on one line
+	StartLine     int           `json:"start_line,omitempty" gorm:"not null;default:0"`
 	Side          Side          `json:"side" gorm:"size:3;not null"`
 	LineText      string        `json:"line_text" gorm:"not null;default:''"`
 	Intent        Intent        `json:"intent" gorm:"size:8;not null"`

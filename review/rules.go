@@ -104,10 +104,19 @@ func AnchorLabel(file string, line int, side Side) string {
 	return fmt.Sprintf("%s, line %d (%s)", file, line, side)
 }
 
+// Anchor is where a comment sits: "path, line 12 (new)", or for a range
+// "path, lines 10-12 (new)".
+func (c *ReviewComment) Anchor() string {
+	if c.StartLine > 0 && c.StartLine < c.Line {
+		return fmt.Sprintf("%s, lines %d-%d (%s)", c.File, c.StartLine, c.Line, c.Side)
+	}
+	return AnchorLabel(c.File, c.Line, c.Side)
+}
+
 // RenderAskPrompt is the read-only ask turn's prompt.
 func RenderAskPrompt(c *ReviewComment) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "The reviewer has a question about %s:\n", AnchorLabel(c.File, c.Line, c.Side))
+	fmt.Fprintf(&b, "The reviewer has a question about %s:\n", c.Anchor())
 	if c.LineText != "" {
 		fmt.Fprintf(&b, "    %s\n", c.LineText)
 	}
@@ -128,7 +137,7 @@ func RenderUnblockPrompt(queued []ReviewComment, thread func(threadID string) []
 	b.WriteString("The reviewer left comments on your changes. Address each of them in this turn.\n")
 	for i := range queued {
 		c := &queued[i]
-		fmt.Fprintf(&b, "\n%d. %s\n", i+1, AnchorLabel(c.File, c.Line, c.Side))
+		fmt.Fprintf(&b, "\n%d. %s\n", i+1, c.Anchor())
 		if c.LineText != "" {
 			fmt.Fprintf(&b, "   Line: %s\n", c.LineText)
 		}

@@ -7,13 +7,15 @@ import (
 
 // Thread is the messages at one anchor.
 type Thread struct {
-	ID       string          `json:"id"`
-	File     string          `json:"file"`
-	Line     int             `json:"line"`
-	Side     Side            `json:"side"`
-	LineText string          `json:"line_text"`
-	Orphan   bool            `json:"orphan"` // the anchor is not in the current diff
-	Messages []ReviewComment `json:"messages"`
+	ID       string `json:"id"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Side     Side   `json:"side"`
+	LineText string `json:"line_text"`
+	// StartLine is the first line of a thread on a range (0: one line)
+	StartLine int             `json:"start_line,omitempty"`
+	Orphan    bool            `json:"orphan"` // the anchor is not in the current diff
+	Messages  []ReviewComment `json:"messages"`
 }
 
 // StatusBar is the sticky footer's content.
@@ -83,7 +85,7 @@ func BuildThreads(all []ReviewComment, inDiff func(file string, side Side, line 
 	for _, m := range sorted {
 		t, ok := byID[m.ThreadID]
 		if !ok {
-			t = &Thread{ID: m.ThreadID, File: m.File, Line: m.Line, Side: m.Side, LineText: m.LineText}
+			t = &Thread{ID: m.ThreadID, File: m.File, Line: m.Line, Side: m.Side, LineText: m.LineText, StartLine: m.StartLine}
 			t.Orphan = inDiff != nil && !inDiff(m.File, m.Side, m.Line)
 			byID[m.ThreadID] = t
 			order = append(order, m.ThreadID)

@@ -129,6 +129,9 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX idx_usage_calls_task_id ON usage_calls(task_id)`,
 	}},
+	{19, "review_comments.start_line: comments on a range of lines", []string{
+		`ALTER TABLE review_comments ADD COLUMN start_line INTEGER NOT NULL DEFAULT 0`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

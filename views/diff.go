@@ -111,9 +111,11 @@ type ThreadView struct {
 	Commentable              bool
 	ID, File, Side, LineText string
 	Line                     int
-	FragID                   string
-	Orphan                   bool
-	Messages                 []MessageView
+	// StartLine is the first line of a thread on a range (0: one line)
+	StartLine int
+	FragID    string
+	Orphan    bool
+	Messages  []MessageView
 	// PortedFrom is the line the thread was made on, when the text it was
 	// made on now sits on another line (Line) and the thread moved with it;
 	// Outdated: the text it was made on is nowhere in the file's diff now
@@ -301,7 +303,7 @@ func pairRows(lines []gitx.Line, prefix string) []RowView {
 // BuildThread makes a thread's view, asking the review rules what the
 // reviewer may do with each message.
 func BuildThread(t review.Thread, taskID, csrf string) ThreadView {
-	tv := ThreadView{TaskID: taskID, CSRF: csrf, ID: t.ID, File: t.File, Side: string(t.Side), Line: t.Line, LineText: t.LineText, Orphan: t.Orphan, FragID: FragID(t.File, string(t.Side), t.Line)}
+	tv := ThreadView{TaskID: taskID, CSRF: csrf, ID: t.ID, File: t.File, Side: string(t.Side), Line: t.Line, StartLine: t.StartLine, LineText: t.LineText, Orphan: t.Orphan, FragID: FragID(t.File, string(t.Side), t.Line)}
 	for i := range t.Messages {
 		m := &t.Messages[i]
 		mv := MessageView{ID: m.ID, Body: m.Body, IsAgent: !m.IsOwn(), IsAsk: m.Intent == review.Ask, IsWithdrawn: m.IsWithdrawn(), Error: m.AskError}
@@ -478,6 +480,9 @@ func placeThread(tv *ThreadView, lines map[string]sideLines) bool {
 			}
 		}
 		if best != 0 {
+			if tv.StartLine > 0 { // a range moves with its last line
+				tv.StartLine = max(1, tv.StartLine+best-tv.Line)
+			}
 			tv.PortedFrom, tv.Line = tv.Line, best
 			tv.FragID = FragID(tv.File, tv.Side, best)
 			return true

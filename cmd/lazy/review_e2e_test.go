@@ -33,7 +33,7 @@ func (p *project) rpc() *client.Client {
 func (p *project) post(ref string, a httpapi.PostCommentArgs) review.ReviewComment {
 	p.t.Helper()
 	var c review.ReviewComment
-	args := map[string]any{"task": ref, "body": a.Body, "file": a.File, "line": a.Line, "side": a.Side, "intent": a.Intent, "thread_id": a.ThreadID}
+	args := map[string]any{"task": ref, "body": a.Body, "file": a.File, "line": a.Line, "start_line": a.StartLine, "side": a.Side, "intent": a.Intent, "thread_id": a.ThreadID}
 	if err := p.rpc().Call(context.Background(), "reviewPostComment", args, &c); err != nil {
 		p.t.Fatalf("post %q: %v", a.Body, err)
 	}
@@ -564,5 +564,37 @@ func TestMergeReadiness(t *testing.T) {
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || d.Merge == nil || d.Merge.Clean || d.Merge.Behind != 2 || len(d.Commits) != 1 {
 		t.Fatalf("diff JSON: %+v %v", d.Merge, err)
+	}
+}
+
+// TestRangeComment: a comment on lines 1-3 carries its range to the agent's
+// prompt and to the page; a range that does not end before its line is
+// refused with what to do.
+func TestRangeComment(t *testing.T) {
+	p := newProject(t, "process")
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "rg", "-m", fourLines)
+	ti := p.waitStatus("rg", "blocked")
+	c := p.post(ti.ID, httpapi.PostCommentArgs{Body: "These three lines go together.", File: "a.go", Line: 3, StartLine: 1, Side: "new", Intent: "comment"})
+	if c.StartLine != 1 || c.Line != 3 {
+		t.Fatalf("comment: lines %d-%d", c.StartLine, c.Line)
+	}
+	err := p.rpc().Call(context.Background(), "reviewPostComment", map[string]any{"task": ti.ID, "body": "x", "file": "a.go", "line": 2, "start_line": 4, "side": "new", "intent": "comment"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "a range starts at a line from 1 to 2") {
+		t.Fatalf("a range past its line: %v", err)
+	}
+	if page := p.page("/review/" + ti.ID); !strings.Contains(page, "lines 1–3") {
+		t.Error("the page does not show the range")
+	}
+	p.lazy(0, "unblock", "rg", "-m", "@answer ok")
+	for i := 0; p.show("rg").Turns < 2 || p.show("rg").Status != "blocked"; i++ {
+		if i > 600 {
+			t.Fatal("the unblock turn did not end")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	turns, err := scriptagent.ReadTurns(filepath.Join(p.paths.Agents, "rg", "home"))
+	if err != nil || len(turns) != 2 || !strings.Contains(turns[1].Prompt, "a.go, lines 1-3 (new)") {
+		t.Fatalf("the unblock prompt lacks the range: %v %+v", err, turns)
 	}
 }

@@ -191,6 +191,8 @@
     form.querySelector('[name=file]').value = td.dataset.file;
     form.querySelector('[name=line]').value = td.dataset.line;
     form.querySelector('[name=side]').value = td.dataset.side;
+    const from = form.querySelector('[name=start_line]');
+    if (from) { from.max = td.dataset.line; from.placeholder = td.dataset.line; }
     const warn = document.querySelector('.ask-warning');
     if (warn) form.prepend(warn.cloneNode(true));
     const cancel = document.createElement('button');
@@ -232,6 +234,8 @@
       payload.file = data.get('file');
       payload.line = parseInt(data.get('line'), 10);
       payload.side = data.get('side');
+      const start = parseInt(data.get('start_line') || '', 10);
+      if (start > 0) payload.start_line = start;
     }
     let err = form.querySelector('.form-error');
     if (err) err.remove();
