@@ -107,6 +107,11 @@ func TestBrowserReviewerTool(t *testing.T) {
 	press("n")
 	waitJS(t, ctx, "n to the first thread", `!!document.querySelector('.thread.focused')`)
 	screenshot(t, ctx, "review-threads-ported")
+	// resolve: folds the thread and marks it, across a reload
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('.thread.focused > button.resolve').click()`))
+	id := eval[string](t, ctx, `document.querySelector('.thread.focused').dataset.thread`)
+	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible(".toolbar"))
+	waitJS(t, ctx, "the thread resolved after a reload", `(() => { const d = document.querySelector('details.thread[data-thread="`+id+`"]'); return d.classList.contains('resolved') && !d.open && d.querySelector('summary').textContent.includes('resolved'); })()`)
 
 	// more context: the whole of a.go
 	do(t, ctx, chromedp.Click(`details.file[data-path="a.go"] a.whole-file`), chromedp.WaitVisible(".toolbar"))

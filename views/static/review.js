@@ -467,11 +467,41 @@
 
   // ---- threads: a thread opened or closed by hand stays so ----
   const threadKey = (d) => 'lazy:thread:' + task + ':' + d.dataset.thread;
+  // resolved: folded with a mark, until the thread gets a new message
+  const resolvedKey = (d) => 'lazy:resolved:' + task + ':' + d.dataset.thread;
+  function showResolved(d) {
+    const n = d.querySelectorAll(':scope > .msg').length;
+    const at = parseInt(pref(resolvedKey(d), '0'), 10);
+    const on = at > 0 && at === n;
+    d.classList.toggle('resolved', on);
+    let mark = d.querySelector(':scope > summary .resolved-tag');
+    if (on && !mark) {
+      mark = document.createElement('span');
+      mark.className = 'tag resolved-tag';
+      mark.textContent = 'resolved';
+      d.querySelector(':scope > summary').prepend(mark, ' ');
+    } else if (!on && mark) mark.remove();
+    let btn = d.querySelector(':scope > .resolve');
+    if (!btn) {
+      btn = document.createElement('button');
+      btn.type = 'button';
+      btn.className = 'resolve';
+      btn.addEventListener('click', () => {
+        if (d.classList.contains('resolved')) setPref(resolvedKey(d), '0');
+        else { setPref(resolvedKey(d), String(d.querySelectorAll(':scope > .msg').length)); d.open = false; }
+        showResolved(d);
+      });
+      d.append(btn);
+    }
+    btn.textContent = on ? 'Unresolve' : 'Resolve';
+    return on;
+  }
   function restoreThreads(root) {
     if (!task) return;
     root.querySelectorAll('details.thread[data-thread]').forEach((d) => {
       const want = pref(threadKey(d), '');
       if (want) d.open = want === 'open';
+      if (showResolved(d)) d.open = false;
     });
   }
   // only a click on its summary records a choice: a thread opened by the
