@@ -51,7 +51,10 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if pl.grant != nil && !pl.editor {
 		// a task's model call: read what it cost as the reply passes (over
 		// the decoded, scrubbed reply; masking never touches a usage object)
-		defer func() { resp.Body = newUsageScanner(resp.Body, &pl.usage, &pl.usageSeen) }()
+		defer func() {
+			pl.usageScan.reset(resp.Body, &pl.usage, &pl.usageSeen)
+			resp.Body = &pl.usageScan
+		}()
 	}
 	secrets := p.secrets(pl)
 	if len(secrets) == 0 {

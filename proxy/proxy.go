@@ -266,6 +266,7 @@ type plan struct {
 	// written by the body's reader, read after the body is copied
 	usage     Usage
 	usageSeen bool
+	usageScan usageScanner // the reader that fills usage (no allocation of its own)
 }
 
 type planKey struct{}

@@ -42,6 +42,10 @@ type usageScanner struct {
 
 	tail []byte // the last bytes of the previous read: a key split across reads
 	obj  []byte // a usage object being captured
+	// their first backing arrays, inside the scanner (no allocation for a
+	// usual reply)
+	tailBuf [8]byte
+	objBuf  [256]byte
 	// state of the capture: after the key, waiting for ':' then '{'; then
 	// inside the object, depth and string state
 	afterKey, colon  bool
@@ -50,7 +54,15 @@ type usageScanner struct {
 }
 
 func newUsageScanner(r io.ReadCloser, u *Usage, seen *bool) *usageScanner {
-	return &usageScanner{r: r, u: u, seen: seen}
+	s := &usageScanner{}
+	s.reset(r, u, seen)
+	return s
+}
+
+// reset readies s (one that lives inside a request's plan) for a reply.
+func (s *usageScanner) reset(r io.ReadCloser, u *Usage, seen *bool) {
+	*s = usageScanner{r: r, u: u, seen: seen}
+	s.tail, s.obj = s.tailBuf[:0], s.objBuf[:0]
 }
 
 func (s *usageScanner) Read(p []byte) (int, error) {
