@@ -12,6 +12,7 @@ import (
 	"lazy/httpapi"
 	"lazy/review"
 	"lazy/store"
+	"lazy/supervisor"
 	"lazy/task"
 	"lazy/views"
 )
@@ -256,11 +257,7 @@ func (r *Review) PostComment(ctx context.Context, ref string, a httpapi.PostComm
 			c.StartLine = a.StartLine
 		}
 	}
-	res, err := r.svc.sup.Ask(t.ID, &actors.PostReviewComment{Comment: c})
-	if err != nil {
-		return nil, err
-	}
-	return res.(*review.ReviewComment), nil
+	return supervisor.Ask[*review.ReviewComment](r.svc.sup, t.ID, &actors.PostReviewComment{Comment: c})
 }
 
 func (r *Review) action(ctx context.Context, ref string, msg any) (*httpapi.ActionResult, error) {
@@ -268,11 +265,10 @@ func (r *Review) action(ctx context.Context, ref string, msg any) (*httpapi.Acti
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.svc.sup.Ask(t.ID, msg)
+	d, err := supervisor.Ask[*actors.ActionDone](r.svc.sup, t.ID, msg)
 	if err != nil {
 		return nil, err
 	}
-	d := res.(*actors.ActionDone)
 	return &httpapi.ActionResult{Comment: d.Comment, Notice: d.Notice}, nil
 }
 
@@ -300,11 +296,10 @@ func (r *Review) Accept(ctx context.Context, ref string, a httpapi.AcceptArgs) (
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.svc.sup.AskWithin(t.ID, &actors.Accept{Reason: a.Reason, Passphrase: a.Passphrase, AllowOutOfScope: a.AllowOutOfScope}, 5*time.Minute)
+	done, err := supervisor.AskWithin[*actors.AcceptDone](r.svc.sup, t.ID, &actors.Accept{Reason: a.Reason, Passphrase: a.Passphrase, AllowOutOfScope: a.AllowOutOfScope}, 5*time.Minute)
 	if err != nil {
 		return nil, err
 	}
-	done := res.(*actors.AcceptDone)
 	info := Info(&done.Task)
 	return &info, nil
 }

@@ -197,11 +197,11 @@ func (s *Service) NewTask(ctx context.Context, a httpapi.NewTaskArgs) (*httpapi.
 		return nil, err
 	}
 	s.remember(t)
-	res, err := s.sup.Ask(t.ID, &actors.StartWork{Trigger: "start", Prompt: a.Prompt})
+	wq, err := supervisor.Ask[*actors.WorkQueued](s.sup, t.ID, &actors.StartWork{Trigger: "start", Prompt: a.Prompt})
 	if err != nil {
 		return nil, fmt.Errorf("queue the first turn of %s: %w", ref, err)
 	}
-	return &httpapi.NewTaskResult{Task: Info(t), Turn: res.(*actors.WorkQueued).Turn}, nil
+	return &httpapi.NewTaskResult{Task: Info(t), Turn: wq.Turn}, nil
 }
 
 func title(prompt string) string {
@@ -292,11 +292,10 @@ func (s *Service) Comment(ctx context.Context, ref, body string) (*httpapi.Comme
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.sup.Ask(t.ID, &actors.AddComment{Body: body})
+	ca, err := supervisor.Ask[*actors.CommentAdded](s.sup, t.ID, &actors.AddComment{Body: body})
 	if err != nil {
 		return nil, err
 	}
-	ca := res.(*actors.CommentAdded)
 	return &httpapi.CommentResult{Comment: ca.Comment, Triggered: ca.Triggered}, nil
 }
 
@@ -310,11 +309,11 @@ func (s *Service) Unblock(ctx context.Context, ref, message string) (*store.Turn
 	if strings.TrimSpace(message) == "" {
 		message = "Continue."
 	}
-	res, err := s.sup.Ask(t.ID, &actors.Unblock{Message: message})
+	wq, err := supervisor.Ask[*actors.WorkQueued](s.sup, t.ID, &actors.Unblock{Message: message})
 	if err != nil {
 		return nil, err
 	}
-	tu := res.(*actors.WorkQueued).Turn
+	tu := wq.Turn
 	return &tu, nil
 }
 

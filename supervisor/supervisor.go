@@ -111,7 +111,10 @@ func New(o Options) (*Supervisor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start actor tree: %w", err)
 	}
-	c := res.(*children)
+	c, ok := res.(*children)
+	if !ok {
+		return nil, &ReplyError{Msg: "*supervisor.children", Want: "*supervisor.children", Got: fmt.Sprintf("%T", res)}
+	}
 	s.grants, s.traffic = c.grants, c.traffic
 	return s, nil
 }
@@ -239,6 +242,38 @@ func (s *Supervisor) AskWithin(id string, msg any, timeout time.Duration) (any, 
 	}
 }
 
+// ReplyError is a reply of another type than the asker waits for: a bug
+// between a message and its handler, reported rather than panicking.
+type ReplyError struct {
+	Msg, Want, Got string
+}
+
+func (e *ReplyError) Error() string {
+	return fmt.Sprintf("%s answered %s where %s was expected", e.Msg, e.Got, e.Want)
+}
+
+// Ask sends msg to the task actor of id and waits for a reply of type T
+// (the supervisor's timeout). An error the actor answers is returned as the
+// error; a reply of another type is a *ReplyError.
+func Ask[T any](s *Supervisor, id string, msg any) (T, error) {
+	return AskWithin[T](s, id, msg, s.timeout)
+}
+
+// AskWithin is Ask with its own timeout, for replies that come when a job
+// is done (sync, accept).
+func AskWithin[T any](s *Supervisor, id string, msg any, timeout time.Duration) (T, error) {
+	var zero T
+	res, err := s.AskWithin(id, msg, timeout)
+	if err != nil {
+		return zero, err
+	}
+	v, ok := res.(T)
+	if !ok {
+		return zero, &ReplyError{Msg: fmt.Sprintf("%T", msg), Want: fmt.Sprintf("%T", zero), Got: fmt.Sprintf("%T", res)}
+	}
+	return v, nil
+}
+
 func (s *Supervisor) request(pid *actor.PID, msg any) (any, error) {
 	return s.requestWithin(pid, msg, s.timeout)
 }
@@ -286,7 +321,11 @@ func (s *Supervisor) Mint(m *actors.MintGrants) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return res.(*actors.Minted).Env, nil
+	minted, ok := res.(*actors.Minted)
+	if !ok {
+		return nil, &ReplyError{Msg: "*actors.MintGrants", Want: "*actors.Minted", Got: fmt.Sprintf("%T", res)}
+	}
+	return minted.Env, nil
 }
 
 // Revoke drops every grant of a task.
