@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -102,6 +103,9 @@ func New(d Deps) (*echo.Echo, error) {
 	h := &handler{d: d}
 	e.HTTPErrorHandler = h.errorHandler
 	e.Pre(headAsGet)
+	// a handler that panics answers 500 with an error id (in the log with
+	// its stack) instead of taking the connection down
+	e.Use(recoverPanics)
 	e.Use(securityHeaders, loopbackOnly, sameSite, h.authenticate)
 
 	e.GET("/", h.tasksPage)
@@ -211,13 +215,15 @@ func (h *handler) errorHandler(err error, c echo.Context) {
 	if errors.As(err, &he) {
 		msg = fmt.Sprint(he.Message)
 	}
+	ref := ""
 	if code >= 500 {
-		h.d.Log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		ref = errorID()
+		h.d.Log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "error_id", ref, "err", err)
 	}
 	if code == http.StatusInternalServerError {
 		// an unexpected failure: its text may hold internals, so the client
 		// gets where to look instead (a 503 or 502 says what to do)
-		msg = "internal error: the daemon could not complete this request; details are in the daemon log"
+		msg = "internal error " + ref + ": the daemon could not complete this request; the daemon log has the details under error_id=" + ref
 		if h.d.LogPath != "" {
 			msg += " (" + h.d.LogPath + ")"
 		}
@@ -253,9 +259,7 @@ func (h *handler) page(c echo.Context) views.Page {
 func (h *handler) render(c echo.Context, code int, page string, data any) error {
 	b, err := h.d.Views.RenderBytes(page, data)
 	if err != nil {
-		var id [6]byte
-		_, _ = rand.Read(id[:])
-		ref := hex.EncodeToString(id[:])
+		ref := errorID()
 		h.d.Log.Error("render failed", "page", page, "error_id", ref, "err", err)
 		msg := "internal error " + ref + ": the page could not be rendered; the daemon log has the details under error_id=" + ref
 		if h.d.LogPath != "" {
@@ -352,4 +356,27 @@ func (h *handler) apiActors(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, as)
+}
+
+// errorID names one failure in the answer and in the log line.
+func errorID() string {
+	var id [6]byte
+	_, _ = rand.Read(id[:])
+	return hex.EncodeToString(id[:])
+}
+
+// recoverPanics turns a handler's panic into an error for the error handler:
+// a 500 with an error id, the panic and its stack in the log line.
+func recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r) // the server's own way to drop a response
+				}
+				err = fmt.Errorf("panic in %s %s: %v\n%s", c.Request().Method, c.Request().URL.Path, r, debug.Stack())
+			}
+		}()
+		return next(c)
+	}
 }

@@ -108,3 +108,25 @@ func TestRenderFailureIs500WithAnID(t *testing.T) {
 		t.Fatalf("the log lacks error id %s: %s", m[1], logged.String())
 	}
 }
+
+// TestPanicIs500WithAnID: a handler that panics answers 500 with an error
+// id, and the log line has the id, the panic and its stack.
+func TestPanicIs500WithAnID(t *testing.T) {
+	var logged strings.Builder
+	e, err := New(Deps{Bearer: testBearer, Token: testBearer, DashboardToken: testDash, Tasks: fakeTasks{}, Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// fakeTasks leaves SetBudget to its nil embedded interface: it panics
+	rec := serve(t, e, "POST", "/rpc/taskBudget", "application/json", `{"task":"x","tokens":5}`)
+	m := regexp.MustCompile(`internal error ([0-9a-f]{12})`).FindStringSubmatch(rec.Body.String())
+	if rec.Code != http.StatusInternalServerError || m == nil {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	if !strings.Contains(logged.String(), "error_id="+m[1]) || !strings.Contains(logged.String(), "panic in POST /rpc/taskBudget") {
+		t.Fatalf("the log lacks the id or the panic: %s", logged.String())
+	}
+	if strings.Contains(rec.Body.String(), "goroutine") {
+		t.Fatal("the stack reached the client")
+	}
+}
