@@ -1,0 +1,201 @@
+package actors
+
+// The asks of a task actor: review comments posted, re-sent and
+// withdrawn, and the read-only ask turns that answer them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"lazy/agent"
+	"lazy/gitx"
+	"lazy/review"
+	"lazy/store"
+	"lazy/task"
+)
+
+// postReviewComment persists first, then decides what the message starts.
+func (a *TaskActor) postReviewComment(c review.ReviewComment) any {
+	if a.task == nil {
+		return fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
+	}
+	now := a.now()
+	c.ID, c.TaskID, c.Actor, c.CreatedAt = task.NewID(now), a.id, review.Human, now
+	c.AskState, c.AskError, c.DeliveryState, c.DeliveredTurn, c.WithdrawnAt = "", "", "", 0, nil
+	if c.ThreadID == "" {
+		c.ThreadID = c.ID
+	}
+	switch c.Intent {
+	case review.Ask:
+		c.AskState = review.AskPending
+	case review.Comment:
+		c.DeliveryState = review.PendingDelivery
+	default:
+		return &review.RuleError{Reason: fmt.Sprintf("intent %q is neither ask nor comment", c.Intent)}
+	}
+	if err := a.deps.Store.AddReviewComment(a.bg(), &c); err != nil {
+		return fmt.Errorf("save the review comment: %w", err)
+	}
+	if c.Intent == review.Ask {
+		if v := review.Askable(a.task.Status); !v.OK {
+			c.AskState, c.AskError = review.AskFailed, v.Reason
+			if err := a.deps.Store.SaveReviewComment(a.bg(), &c); err != nil {
+				a.log.Error("record the refused ask", "err", err)
+			}
+		} else {
+			a.queue = append(a.queue, &job{kind: jobAsk, commentID: c.ID, label: "ask " + task.ShortID(c.ID), queuedAt: now})
+		}
+	}
+	return &c
+}
+
+func (a *TaskActor) loadComment(id string) (*review.ReviewComment, error) {
+	c, err := a.deps.Store.GetReviewComment(a.bg(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return c, err
+}
+
+func (a *TaskActor) retryAsk(id string) any {
+	if a.task == nil {
+		return fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
+	}
+	c, err := a.loadComment(id)
+	if err != nil {
+		return err
+	}
+	v := review.CanRetry(c, a.id)
+	if !v.OK {
+		return v.Err()
+	}
+	if v.NoOp {
+		return &ActionDone{Comment: *c, Notice: v.Reason}
+	}
+	if ask := review.Askable(a.task.Status); !ask.OK {
+		c.AskError = ask.Reason
+		if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+			return err
+		}
+		return &ActionDone{Comment: *c, Notice: "Not re-sent: " + ask.Reason}
+	}
+	c.AskState, c.AskError = review.AskPending, ""
+	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+		return err
+	}
+	a.queue = append(a.queue, &job{kind: jobAsk, commentID: c.ID, label: "ask " + task.ShortID(c.ID), queuedAt: a.now()})
+	return &ActionDone{Comment: *c, Notice: "Re-sent to the agent; the answer will appear in the thread."}
+}
+
+func (a *TaskActor) withdraw(id string) any {
+	c, err := a.loadComment(id)
+	if err != nil {
+		return err
+	}
+	if v := review.CanWithdraw(c, a.id); !v.OK {
+		return v.Err()
+	}
+	if a.delivering[c.ID] {
+		return review.BeingDelivered().Err()
+	}
+	now := a.now()
+	c.WithdrawnAt = &now
+	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+		return err
+	}
+	return &ActionDone{Comment: *c, Notice: "Withdrawn: it stays in the thread, struck through, and will not reach the agent."}
+}
+
+// failAsk records a failed question with an actionable reason.
+func (a *TaskActor) failAsk(c *review.ReviewComment, reason string) {
+	c.AskState, c.AskError = review.AskFailed, reason
+	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+		a.log.Error("record failed ask", "err", err)
+	}
+	a.publish(Event{Kind: "ask_end", Status: string(review.AskFailed), Detail: reason})
+}
+
+// prepareAsk checks an ask can run now and starts its read-only turn.
+func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), askActor) jobResult {
+	c, err := a.loadComment(j.commentID)
+	if err != nil || c == nil || !c.InFlight() {
+		return nil // withdrawn, answered or gone meanwhile
+	}
+	if v := review.Askable(a.task.Status); !v.OK {
+		a.failAsk(c, v.Reason)
+		return nil
+	}
+	if a.task.SessionID == "" {
+		a.failAsk(c, "The agent has no session to resume yet: its first turn has not finished. Re-send when the task is blocked.")
+		return nil
+	}
+	now := a.now()
+	tu := &store.Turn{ID: task.NewID(now), TaskID: a.id, Kind: store.TurnAsk, Trigger: "ask", Prompt: review.RenderAskPrompt(c),
+		Status: store.TurnRunning, QueuedAt: c.CreatedAt}
+	if err := a.deps.Store.CreateTurn(a.bg(), tu); err != nil {
+		a.failAsk(c, "could not record the ask turn: "+err.Error())
+		return nil
+	}
+	j.turn = tu
+	a.publish(Event{Kind: "turn_start", Turn: tu.Number, Detail: "ask turn"})
+	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
+		Session: a.task.SessionID, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
+	launcher := a.deps.Launcher
+	return func(ctx context.Context, onStart func(int), _ askActor) jobResult {
+		req.OnStart = onStart
+		r, out, err := launcher.RunTurn(ctx, req)
+		return jobResult{result: r, outcome: out, err: err}
+	}
+}
+
+// askFailure words why an ask failed and what to do.
+func (a *TaskActor) askFailure(err error) string {
+	var le *gitx.LockedError
+	switch {
+	case errors.As(err, &le):
+		return fmt.Sprintf("The worktree is busy (409 from the ask launcher): %s holds its lock. Re-send when it is free.", le.Holder.What)
+	case errors.Is(err, agent.ErrTimeout):
+		return fmt.Sprintf("The agent did not answer within %s and was stopped. Re-send to try again, or raise agent.ask_timeout.", a.deps.AskTimeout)
+	case errors.Is(err, agent.ErrUnavailable):
+		return "The agent could not be started: " + err.Error() + ". Fix that, then re-send."
+	}
+	return "The agent failed while answering: " + err.Error() + ". Re-send to try again."
+}
+
+func (a *TaskActor) finishAsk(j *job, r jobResult) {
+	c, err := a.loadComment(j.commentID)
+	if err != nil || c == nil {
+		a.log.Error("load asked comment", "comment", j.commentID, "err", err)
+		return
+	}
+	if r.err != nil {
+		reason := a.askFailure(r.err)
+		a.lastErr = reason
+		if j.turn != nil {
+			a.endTurn(j.turn, r.outcome, r.result.Text, store.TurnFailed, r.err.Error())
+		}
+		a.failAsk(c, reason)
+		return
+	}
+	now := a.now()
+	reply := review.ReviewComment{ID: task.NewID(now), TaskID: a.id, ThreadID: c.ThreadID, File: c.File, Line: c.Line, Side: c.Side,
+		LineText: c.LineText, Intent: review.Ask, Body: r.result.Text, Actor: review.Agent, CreatedAt: now}
+	if err := a.deps.Store.AddReviewComment(a.bg(), &reply); err != nil {
+		a.failAsk(c, "the answer could not be saved: "+err.Error())
+		return
+	}
+	c.AskState, c.AskError = review.AskAnswered, ""
+	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+		a.log.Error("mark ask answered", "err", err)
+	}
+	if r.result.SessionID != "" {
+		a.task.SessionID = r.result.SessionID
+	}
+	a.endTurn(j.turn, r.outcome, r.result.Text, store.TurnDone, "")
+	a.task.LastActivity = now
+	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+		a.log.Error("save task", "err", err)
+	}
+	a.publish(Event{Kind: "ask_end", Status: string(review.AskAnswered)})
+}

@@ -1,0 +1,223 @@
+package actors
+
+// The work turns of a task actor: queued by start, comment and unblock,
+// rendered at launch, finished into the task row.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"lazy/agent"
+	"lazy/gitx"
+	"lazy/review"
+	"lazy/store"
+	"lazy/task"
+)
+
+// queueWork saves a queued work turn and appends it to the FIFO.
+func (a *TaskActor) queueWork(trigger, prompt, id string) any {
+	if err := a.requireLive(); err != nil {
+		return err
+	}
+	now := a.now()
+	if id == "" {
+		id = task.NewID(now)
+	}
+	tu := &store.Turn{ID: id, TaskID: a.id, Kind: store.TurnWork, Trigger: trigger, Prompt: prompt, Status: store.TurnQueued, QueuedAt: now}
+	if err := a.deps.Store.CreateTurn(a.bg(), tu); err != nil {
+		return fmt.Errorf("queue work turn: %w", err)
+	}
+	a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: fmt.Sprintf("work turn %d", tu.Number), queuedAt: now})
+	return &WorkQueued{Turn: *tu}
+}
+
+func (a *TaskActor) recoveryPath(turnID string) string {
+	return filepath.Join(a.deps.RecoveryDir, "unblock-"+turnID+".txt")
+}
+
+// unblock writes the reviewer's message to the recovery dir before anything
+// else, then queues the work turn behind every ask already queued.
+func (a *TaskActor) unblock(message string) any {
+	if err := a.requireLive(); err != nil {
+		return err
+	}
+	// the size rule is checked now, with the comments queued now, so the
+	// reviewer hears of it at once (it is checked again at launch)
+	if all, err := a.deps.Store.ListReviewComments(a.bg(), a.id); err == nil {
+		if err := review.UnblockFits(len(review.RenderUnblockPrompt(review.Queued(all), func(string) []review.ReviewComment { return nil }, message))); err != nil {
+			return err
+		}
+	}
+	id := task.NewID(a.now())
+	if a.deps.RecoveryDir != "" {
+		if err := os.MkdirAll(a.deps.RecoveryDir, 0o755); err != nil {
+			return fmt.Errorf("save your unblock message to %s first: %w; nothing was queued", a.deps.RecoveryDir, err)
+		}
+		body := fmt.Sprintf("task: %s\nturn: %s\n\n%s\n", a.task.Ref(), id, message)
+		if err := os.WriteFile(a.recoveryPath(id), []byte(body), 0o644); err != nil {
+			_ = os.Remove(a.recoveryPath(id))
+			return fmt.Errorf("save your unblock message to %s first: %w; nothing was queued (free some disk space and unblock again)", a.deps.RecoveryDir, err)
+		}
+	}
+	res := a.queueWork("unblock", message, id)
+	if err, ok := res.(error); ok {
+		_ = os.Remove(a.recoveryPath(id))
+		return err
+	}
+	if a.task.Tripwire != "" {
+		// the reviewer's unblock re-arms the task: its next turn gets a new grant
+		a.task.Tripwire = ""
+		if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+			a.log.Error("clear tripwire", "err", err)
+		}
+	}
+	return res
+}
+
+func (a *TaskActor) addComment(body string) any {
+	if a.task == nil {
+		return fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
+	}
+	c := store.Comment{ID: task.NewID(a.now()), TaskID: a.id, Body: body, CreatedAt: a.now()}
+	if err := a.deps.Store.AddComment(a.bg(), &c); err != nil {
+		return fmt.Errorf("save comment: %w", err)
+	}
+	res := &CommentAdded{Comment: c}
+	// The auto-react loop: a plain comment on a blocked, idle task is a work
+	// turn. Review comments never come through here.
+	if a.task.Status == task.Blocked && a.running == nil && len(a.queue) == 0 {
+		r := a.queueWork("comment", body, "")
+		if err, ok := r.(error); ok {
+			return err
+		}
+		tu := r.(*WorkQueued).Turn
+		res.Triggered = &tu
+	}
+	return res
+}
+
+// prepareWork marks a work turn running; an unblock renders every queued
+// comment into its prompt now, so comments posted while it waited ride along.
+func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), askActor) jobResult {
+	tu, err := a.loadTurn(j.turnID)
+	if err != nil {
+		a.log.Error("load queued turn", "turn", j.turnID, "err", err)
+		return nil
+	}
+	tu.Status = store.TurnRunning // started_at is set when the agent process starts
+	if err := a.deps.Store.SaveTurn(a.bg(), tu); err != nil {
+		a.log.Error("mark turn running", "err", err)
+		return nil
+	}
+	j.turn = tu
+	a.task.Turns++
+	a.setStatus(task.Running, "")
+	a.publish(Event{Kind: "turn_start", Turn: tu.Number, Detail: "work turn (" + tu.Trigger + ")"})
+	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
+		Session: a.task.SessionID, Prompt: tu.Prompt, Number: tu.Number}
+	launcher := a.deps.Launcher
+	render := tu.Trigger == "unblock"
+	j.message = tu.Prompt
+	return func(ctx context.Context, onStart func(int), ask askActor) jobResult {
+		req.OnStart = onStart
+		if render {
+			// the queued comments are decided when the agent starts, not when
+			// the turn began waiting for a slot: one withdrawn meanwhile is
+			// never sent
+			req.RenderPrompt = func(context.Context) (string, error) {
+				res, err := ask(&renderUnblock{})
+				if err != nil {
+					return "", err
+				}
+				if e, ok := res.(error); ok {
+					return "", e
+				}
+				return res.(string), nil
+			}
+		}
+		r, out, err := launcher.RunTurn(ctx, req)
+		return jobResult{result: r, outcome: out, err: err}
+	}
+}
+
+// renderUnblock renders an unblock's prompt from the comments still queued
+// now, in the actor (so no withdrawal interleaves), and holds them as being
+// delivered until the launch is recorded. A prompt over MaxUnblockPrompt is
+// refused: the comments stay queued.
+func (a *TaskActor) renderUnblock(j *job) any {
+	all, err := a.deps.Store.ListReviewComments(a.bg(), a.id)
+	if err != nil {
+		return fmt.Errorf("could not read the queued comments: %w", err)
+	}
+	queued := review.Queued(all)
+	byThread := map[string][]review.ReviewComment{}
+	for _, c := range all {
+		byThread[c.ThreadID] = append(byThread[c.ThreadID], c)
+	}
+	prompt := review.RenderUnblockPrompt(queued, func(id string) []review.ReviewComment { return byThread[id] }, j.message)
+	if err := review.UnblockFits(len(prompt)); err != nil {
+		return err
+	}
+	j.delivered = j.delivered[:0]
+	a.delivering = map[string]bool{}
+	for _, c := range queued {
+		j.delivered = append(j.delivered, c.ID)
+		a.delivering[c.ID] = true
+	}
+	j.turn.Prompt = prompt
+	if err := a.deps.Store.SaveTurn(a.bg(), j.turn); err != nil {
+		a.log.Error("record the unblock prompt", "err", err)
+	}
+	return prompt
+}
+
+// onLaunched marks an unblock's comments delivered once its agent runs, and
+// removes the recovery copy of the message.
+func (a *TaskActor) onLaunched(j *job) {
+	if j.launched || j.turn == nil {
+		return
+	}
+	j.launched = true
+	now := a.now()
+	// one write: the turn launched and its comments are delivered, or neither
+	err := a.deps.Store.MarkLaunched(a.bg(), j.turn.ID, now, j.delivered)
+	a.delivering = nil
+	if err != nil {
+		a.log.Error("record the launch", "turn", j.turn.Number, "err", err)
+		return
+	}
+	j.turn.StartedAt = &now
+	if j.turn.Trigger == "unblock" {
+		if err := os.Remove(a.recoveryPath(j.turn.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.log.Warn("remove recovery file", "err", err)
+		}
+	}
+}
+
+func (a *TaskActor) finishWork(j *job, r jobResult) {
+	a.delivering = nil // a launch that failed delivered nothing
+	tu := j.turn
+	if r.err != nil {
+		var le *gitx.LockedError
+		if errors.As(r.err, &le) || !j.launched {
+			r.err = fmt.Errorf("the turn could not launch: %w", r.err)
+		}
+		a.lastErr = r.err.Error()
+		a.endTurn(tu, r.outcome, r.result.Text, store.TurnFailed, r.err.Error())
+		reason := fmt.Sprintf("%s failed: %v", j.label, r.err)
+		if !j.launched && len(j.delivered) > 0 {
+			reason += fmt.Sprintf("; its %d comments stay queued for the next unblock", len(j.delivered))
+		}
+		a.setStatus(task.Failed, reason)
+		return
+	}
+	if r.result.SessionID != "" {
+		tu.SessionID = r.result.SessionID
+		a.task.SessionID = r.result.SessionID
+	}
+	a.endTurn(tu, r.outcome, r.result.Text, store.TurnDone, "")
+	a.setStatus(task.Blocked, "")
+}
