@@ -74,9 +74,6 @@ func (e *BusyError) Error() string {
 	return fmt.Sprintf("the agent is busy (%s); try again when it is done", e.What)
 }
 
-// HTTPStatus: busy is a conflict with the task's state.
-func (e *BusyError) HTTPStatus() int { return 409 }
-
 // Job kinds.
 const (
 	jobWork   = "work"
@@ -324,7 +321,7 @@ func (a *TaskActor) approve(m *Approve) any {
 		return &review.RuleError{Reason: "name the files to approve: --file PATH"}
 	}
 	if err := a.deps.CheckPassphrase(a.id, m.Passphrase); err != nil {
-		return &review.Refusal{Message: err.Error(), Status: passphraseStatus(err)}
+		return &review.Refusal{Message: err.Error(), Cause: err}
 	}
 	for _, f := range m.Files {
 		if err := a.deps.Store.AddApproval(a.bg(), &store.Approval{TaskID: a.id, Path: f, Kind: store.ApprovalProtected, ApprovedAt: a.now()}); err != nil {

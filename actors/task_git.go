@@ -9,7 +9,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"lazy/approval"
 	"lazy/gitx"
 	"lazy/review"
 	"lazy/store"
@@ -134,8 +133,7 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 		}
 		if err := deps.CheckPassphrase(t.ID, args.Passphrase); err != nil {
 			r := review.Refuse(review.ReasonPassphraseRequired, t.Ref(), t.Parent, args.Reason, need)
-			r.Message = err.Error()
-			r.Status = passphraseStatus(err)
+			r.Message, r.Cause = err.Error(), err
 			return jobResult{err: r}
 		}
 		for _, f := range need {
@@ -226,18 +224,6 @@ func (a *TaskActor) finishGit(ctx actor.Context, j *job, r jobResult) {
 }
 
 func nowUTC() time.Time { return time.Now().UTC() }
-
-// passphraseStatus: 403 for a wrong passphrase, 429 while guessing must wait.
-func passphraseStatus(err error) int {
-	var w *approval.WaitError
-	switch {
-	case errors.As(err, &w):
-		return 429
-	case errors.Is(err, approval.ErrWrong):
-		return 403
-	}
-	return 0
-}
 
 // isRefusal reports an answer by the review rules (a refused accept, a rule
 // verdict, a wrong passphrase): the actor did its job, nothing failed, so it

@@ -36,9 +36,6 @@ func (e *WaitError) Error() string {
 	return fmt.Sprintf("too many wrong passphrases for this task: wait %s, then try again (each wrong one doubles the wait, up to %s); nothing was checked", e.Wait.Round(time.Second), MaxWait)
 }
 
-// HTTPStatus: 429.
-func (e *WaitError) HTTPStatus() int { return 429 }
-
 func (l *Limiter) now() time.Time {
 	if l.Now != nil {
 		return l.Now()

@@ -23,7 +23,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"lazy/actors"
+	"lazy/approval"
 	"lazy/gitx"
+	"lazy/review"
 	"lazy/store"
 	"lazy/task"
 	"lazy/version"
@@ -186,11 +188,26 @@ func Status(err error) int {
 	var he *echo.HTTPError
 	var nf *task.NotFoundError
 	var amb *task.AmbiguousError
+	var wait *approval.WaitError
+	var refusal *review.Refusal
+	var rule *review.RuleError
+	var tooLarge *review.TooLargeError
+	var busy *actors.BusyError
+	// the domain's errors answer here, in one place: review, actors and
+	// approval know nothing of HTTP
 	switch {
 	case errors.As(err, &he):
 		return he.Code
 	case errors.As(err, &se):
 		return se.HTTPStatus()
+	case errors.As(err, &wait):
+		return http.StatusTooManyRequests // guessing the passphrase must wait
+	case errors.Is(err, approval.ErrWrong):
+		return http.StatusForbidden
+	case errors.As(err, &refusal), errors.As(err, &rule), errors.As(err, &busy):
+		return http.StatusConflict // refused by the task's state or a rule
+	case errors.As(err, &tooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.As(err, &nf), errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound
 	case errors.As(err, &amb):

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"lazy/actors"
+	"lazy/approval"
+	"lazy/review"
 	"lazy/views"
 )
 
@@ -128,5 +132,26 @@ func TestPanicIs500WithAnID(t *testing.T) {
 	}
 	if strings.Contains(rec.Body.String(), "goroutine") {
 		t.Fatal("the stack reached the client")
+	}
+}
+
+// TestDomainErrorsMapToStatus: review, actors and approval know nothing of
+// HTTP; their errors get their status here.
+func TestDomainErrorsMapToStatus(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{&review.Refusal{Message: "behind"}, 409},
+		{&review.Refusal{Message: "wrong", Cause: approval.ErrWrong}, 403},
+		{&review.Refusal{Message: "wait", Cause: &approval.WaitError{}}, 429},
+		{&review.RuleError{Reason: "x"}, 409},
+		{&review.TooLargeError{}, 413},
+		{&actors.BusyError{What: "a turn"}, 409},
+		{fmt.Errorf("wrapped: %w", &approval.WaitError{}), 429},
+	} {
+		if got := Status(tc.err); got != tc.want {
+			t.Errorf("%T %v: %d, want %d", tc.err, tc.err, got, tc.want)
+		}
 	}
 }

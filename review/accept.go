@@ -55,19 +55,15 @@ func ParseRemedy(raw []byte) *Remedy {
 type Refusal struct {
 	Message string
 	Remedy  *Remedy
-	Status  int // HTTP status; 409 when zero
+	// Cause is what refused it, when that is an error of its own (a wrong
+	// passphrase, guessing that must wait); the web layer answers by it
+	Cause error
 }
 
 func (r *Refusal) Error() string { return r.Message }
 
-// HTTPStatus: a refused accept is a conflict with the task's state (403 for
-// a wrong passphrase).
-func (r *Refusal) HTTPStatus() int {
-	if r.Status != 0 {
-		return r.Status
-	}
-	return 409
-}
+// Unwrap is the refusal's cause.
+func (r *Refusal) Unwrap() error { return r.Cause }
 
 // RemedyBody is the remedy for the RPC error body.
 func (r *Refusal) RemedyBody() any {

@@ -78,9 +78,6 @@ type RuleError struct{ Reason string }
 
 func (e *RuleError) Error() string { return e.Reason }
 
-// HTTPStatus: a rule refusal is a conflict with the current state.
-func (e *RuleError) HTTPStatus() int { return 409 }
-
 // Err is the verdict as an error (nil when allowed).
 func (v Verdict) Err() error {
 	if v.OK {

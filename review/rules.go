@@ -191,9 +191,6 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s is too large (%d bytes; limit %d): %s", e.What, e.Size, e.Limit, e.WhatToDo)
 }
 
-// HTTPStatus: 413.
-func (e *TooLargeError) HTTPStatus() int { return 413 }
-
 // UnblockFits is the one rule of an unblock's size: its rendered prompt must
 // be at most MaxUnblockPrompt bytes.
 func UnblockFits(size int) error {
