@@ -54,26 +54,23 @@ const (
 // an agent's reply in the same thread. Its words never change; the only
 // permitted change after it is saved is the one-way withdrawal.
 type ReviewComment struct {
-	ID       string `json:"id" gorm:"primaryKey;size:32"`
-	TaskID   string `json:"task_id" gorm:"size:32;index;not null"`
-	ThreadID string `json:"thread_id" gorm:"size:32;index;not null"`
-	File     string `json:"file" gorm:"not null"`
-	Line     int    `json:"line" gorm:"not null"`
+	ID       string `json:"id"`
+	TaskID   string `json:"task_id"`
+	ThreadID string `json:"thread_id"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
 	// StartLine is the first line of a comment on a range of lines (Line
 	// is the last); 0 for a comment on one line
-	StartLine     int           `json:"start_line,omitempty" gorm:"not null;default:0"`
-	Side          Side          `json:"side" gorm:"size:3;not null"`
-	LineText      string        `json:"line_text" gorm:"not null;default:''"`
-	Intent        Intent        `json:"intent" gorm:"size:8;not null"`
-	Body          string        `json:"body" gorm:"not null"`
-	Actor         string        `json:"actor" gorm:"size:16;not null"`
-	AskState      AskState      `json:"ask_state,omitempty" gorm:"size:16;not null;default:''"`
-	AskError      string        `json:"ask_error,omitempty" gorm:"not null;default:''"`
-	DeliveryState DeliveryState `json:"delivery_state,omitempty" gorm:"size:24;not null;default:''"`
-	DeliveredTurn int           `json:"delivered_turn,omitempty" gorm:"not null;default:0"`
+	StartLine     int           `json:"start_line,omitempty"`
+	Side          Side          `json:"side"`
+	LineText      string        `json:"line_text"`
+	Intent        Intent        `json:"intent"`
+	Body          string        `json:"body"`
+	Actor         string        `json:"actor"`
+	AskState      AskState      `json:"ask_state,omitempty"`
+	AskError      string        `json:"ask_error,omitempty"`
+	DeliveryState DeliveryState `json:"delivery_state,omitempty"`
+	DeliveredTurn int           `json:"delivered_turn,omitempty"`
 	WithdrawnAt   *time.Time    `json:"withdrawn_at,omitempty"`
-	CreatedAt     time.Time     `json:"created_at" gorm:"not null"`
+	CreatedAt     time.Time     `json:"created_at"`
 }
-
-// TableName is the relational table of review comments.
-func (ReviewComment) TableName() string { return "review_comments" }

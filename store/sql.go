@@ -202,7 +202,7 @@ func (s *SQL) MarkLaunched(ctx context.Context, turnID string, at time.Time, del
 		if len(delivered) == 0 {
 			return nil
 		}
-		return tx.Model(&review.ReviewComment{}).Where("id IN ? AND task_id = ?", delivered, tu.TaskID).
+		return tx.Model(&reviewRow{}).Where("id IN ? AND task_id = ?", delivered, tu.TaskID).
 			Updates(map[string]any{"delivery_state": review.Delivered, "delivered_turn": tu.Number}).Error
 	}))
 }
@@ -221,17 +221,32 @@ func (s *SQL) ListComments(ctx context.Context, taskID string) ([]Comment, error
 	return cs, mapErr("list comments", err)
 }
 
+// reviewRow is a review comment as the review_comments table holds it: the
+// store maps its own rows, so review knows nothing of gorm.
+type reviewRow review.ReviewComment
+
+// TableName is the relational table of review comments.
+func (reviewRow) TableName() string { return "review_comments" }
+
+func reviewComments(rows []reviewRow) []review.ReviewComment {
+	out := make([]review.ReviewComment, len(rows))
+	for i := range rows {
+		out[i] = review.ReviewComment(rows[i])
+	}
+	return out
+}
+
 // AddReviewComment inserts a review comment; it is durable when this returns.
 func (s *SQL) AddReviewComment(ctx context.Context, c *review.ReviewComment) error {
-	return mapErr("add review comment", s.w.do(ctx, func(tx *gorm.DB) error { return tx.Create(c).Error }))
+	return mapErr("add review comment", s.w.do(ctx, func(tx *gorm.DB) error { return tx.Create((*reviewRow)(c)).Error }))
 }
 
 // SaveReviewComment writes the state fields of c.
 func (s *SQL) SaveReviewComment(ctx context.Context, c *review.ReviewComment) error {
 	return mapErr("save review comment "+c.ID, s.w.do(ctx, func(tx *gorm.DB) error {
-		res := tx.Model(&review.ReviewComment{}).Where("id = ?", c.ID).
+		res := tx.Model(&reviewRow{}).Where("id = ?", c.ID).
 			Select("ask_state", "ask_error", "delivery_state", "delivered_turn", "withdrawn_at").
-			Updates(c)
+			Updates((*reviewRow)(c))
 		if res.Error == nil && res.RowsAffected == 0 {
 			return gorm.ErrRecordNotFound
 		}
@@ -241,29 +256,30 @@ func (s *SQL) SaveReviewComment(ctx context.Context, c *review.ReviewComment) er
 
 // ListReviewComments lists a task's review comments, oldest first.
 func (s *SQL) ListReviewComments(ctx context.Context, taskID string) ([]review.ReviewComment, error) {
-	var cs []review.ReviewComment
+	var rows []reviewRow
 	err := s.read(ctx, func(db *gorm.DB) error {
-		return db.Where("task_id = ?", taskID).Order("created_at, id").Find(&cs).Error
+		return db.Where("task_id = ?", taskID).Order("created_at, id").Find(&rows).Error
 	})
-	return cs, mapErr("list review comments", err)
+	return reviewComments(rows), mapErr("list review comments", err)
 }
 
 // GetReviewComment loads one review comment.
 func (s *SQL) GetReviewComment(ctx context.Context, id string) (*review.ReviewComment, error) {
-	var c review.ReviewComment
-	if err := s.read(ctx, func(db *gorm.DB) error { return db.First(&c, "id = ?", id).Error }); err != nil {
+	var row reviewRow
+	if err := s.read(ctx, func(db *gorm.DB) error { return db.First(&row, "id = ?", id).Error }); err != nil {
 		return nil, mapErr("get review comment "+id, err)
 	}
+	c := review.ReviewComment(row)
 	return &c, nil
 }
 
 // AsksInState lists asks in one state, oldest first.
 func (s *SQL) AsksInState(ctx context.Context, state review.AskState) ([]review.ReviewComment, error) {
-	var cs []review.ReviewComment
+	var rows []reviewRow
 	err := s.read(ctx, func(db *gorm.DB) error {
-		return db.Where("intent = ? AND actor = ? AND ask_state = ?", review.Ask, review.Human, state).Order("created_at, id").Find(&cs).Error
+		return db.Where("intent = ? AND actor = ? AND ask_state = ?", review.Ask, review.Human, state).Order("created_at, id").Find(&rows).Error
 	})
-	return cs, mapErr("list asks", err)
+	return reviewComments(rows), mapErr("list asks", err)
 }
 
 // AddApproval records an approval (idempotent).
