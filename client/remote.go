@@ -31,7 +31,7 @@ func (r Review) Queue(ctx context.Context) ([]httpapi.QueueItem, error) {
 
 func (r Review) Diff(ctx context.Context, ref string, o httpapi.DiffOptions) (*httpapi.DiffResult, error) {
 	var out httpapi.DiffResult
-	return &out, r.C.Call(ctx, "reviewDiff", map[string]any{"task": ref, "since": o.Since, "full": o.Full, "context": o.Context}, &out)
+	return &out, r.C.Call(ctx, "reviewDiff", map[string]any{"task": ref, "since": o.Since, "full": o.Full, "context": o.Context, "skip_merge": o.SkipMerge}, &out)
 }
 
 func (r Review) Comments(ctx context.Context, ref string) (*review.Payload, error) {

@@ -49,11 +49,8 @@ const maxCommentBody = 64 << 10
 func (r *Review) diff(ctx context.Context, t *store.Task) (*gitx.Diff, error) {
 	// a commit made by hand on either branch changes no task row: the
 	// heads are part of the key
-	refs := ""
-	for _, b := range []string{t.Branch, t.Parent} {
-		sha, _ := gitx.RevParse(ctx, r.svc.paths.Root, b)
-		refs += sha + " "
-	}
+	// (one git run for both)
+	refs, _ := gitx.Run(ctx, r.svc.paths.Root, "rev-parse", t.Branch+"^{commit}", t.Parent+"^{commit}")
 	r.mu.Lock()
 	c, ok := r.diffs[t.ID]
 	r.mu.Unlock()
@@ -114,7 +111,10 @@ func (r *Review) Diff(ctx context.Context, ref string, o httpapi.DiffOptions) (*
 	if files == nil {
 		files = []gitx.File{}
 	}
-	res := &httpapi.DiffResult{Task: r.svc.info(t), Files: files, Merge: r.readiness(ctx, t)}
+	res := &httpapi.DiffResult{Task: r.svc.info(t), Files: files}
+	if !o.SkipMerge {
+		res.Merge = r.readiness(ctx, t)
+	}
 	if o.Full != "" {
 		if res.Files, err = r.wholeFile(ctx, t, files, o.Full, o.Context); err != nil {
 			return nil, err
@@ -407,7 +407,7 @@ func (r *Review) warmReviews(ctx context.Context, events <-chan actors.Event) {
 		if e.Kind != "status" || e.Status != string(task.Blocked) || e.TaskID == "" {
 			return
 		}
-		d, err := r.Diff(ctx, e.TaskID, httpapi.DiffOptions{})
+		d, err := r.Diff(ctx, e.TaskID, httpapi.DiffOptions{SkipMerge: true})
 		if err != nil {
 			return // the page will say what is wrong when it is opened
 		}

@@ -84,6 +84,9 @@ type DiffOptions struct {
 	// Context is the lines of context around Full's changes (0: the whole
 	// file)
 	Context int `json:"context,omitempty"`
+	// SkipMerge leaves the merge dry run out (three git runs) for callers
+	// that want the rows alone (a file loaded into the page, the warm-up)
+	SkipMerge bool `json:"skip_merge,omitempty"`
 }
 
 // MergeReadiness is what an accept would meet now: the dry-run merge of the

@@ -356,7 +356,7 @@ func (h *handler) fileFragment(c echo.Context) error {
 	if path == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "path names no file: give ?path=<a changed file>")
 	}
-	d, err := h.d.Review.Diff(ctx, c.Param("task"), DiffOptions{})
+	d, err := h.d.Review.Diff(ctx, c.Param("task"), DiffOptions{SkipMerge: true})
 	if err != nil {
 		return err
 	}
