@@ -75,6 +75,26 @@ func Queued(all []ReviewComment) []ReviewComment {
 	return out
 }
 
+// Settled reports a thread whose change requests the agent has had, with
+// nothing else waiting on anyone: no ask in flight or failed, no comment
+// queued. An answered question alone leaves a thread unsettled: it is there
+// to be read.
+func (t Thread) Settled() bool {
+	delivered := false
+	for i := range t.Messages {
+		m := &t.Messages[i]
+		switch {
+		case !m.IsOwn() || m.IsWithdrawn():
+		case m.Intent == Ask && m.AskState == AskAnswered:
+		case m.Intent == Comment && m.DeliveryState == Delivered:
+			delivered = true
+		default:
+			return false
+		}
+	}
+	return delivered
+}
+
 // BuildThreads groups comments by thread in order of their first message;
 // inDiff tells whether an anchor is still in the current diff.
 func BuildThreads(all []ReviewComment, inDiff func(file string, side Side, line int) bool) []Thread {

@@ -337,21 +337,7 @@ func BuildThread(t review.Thread, taskID, csrf string) ThreadView {
 		}
 		tv.Messages = append(tv.Messages, mv)
 	}
-	// settled: a change request the agent has had, with nothing else
-	// waiting (an answered question stays open: it is there to be read)
-	delivered, waiting := false, false
-	for i := range t.Messages {
-		m := &t.Messages[i]
-		switch {
-		case !m.IsOwn() || m.IsWithdrawn():
-		case m.Intent == review.Ask && m.AskState == review.AskAnswered:
-		case m.Intent == review.Comment && m.DeliveryState == review.Delivered:
-			delivered = true
-		default:
-			waiting = true // an ask in flight or failed, a comment queued
-		}
-	}
-	tv.Settled = delivered && !waiting
+	tv.Settled = t.Settled()
 	return tv
 }
 
