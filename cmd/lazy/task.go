@@ -116,7 +116,7 @@ func (a *app) taskCmd() *cobra.Command {
 			if t.FailReason != "" {
 				fmt.Fprintf(a.out, "reason: %s\n", t.FailReason)
 			}
-			if line := usageLine(t); line != "" {
+			if line := httpapi.UsageWords(t); line != "" {
 				fmt.Fprintf(a.out, "usage: %s\n", line)
 			}
 			fmt.Fprintf(a.out, "title: %s\n", t.Title)
@@ -177,7 +177,7 @@ func (a *app) taskCmd() *cobra.Command {
 			if t.BudgetTokens == 0 {
 				fmt.Fprint(a.out, " (none)")
 			}
-			if line := usageLine(t); line != "" {
+			if line := httpapi.UsageWords(t); line != "" {
 				fmt.Fprintf(a.out, "\nusage: %s", line)
 			}
 			fmt.Fprintln(a.out)
@@ -282,5 +282,3 @@ func tokensCell(t httpapi.TaskInfo) string {
 	return fmt.Sprint(used)
 }
 
-// usageLine is what a task's model calls cost, in words.
-func usageLine(t httpapi.TaskInfo) string { return httpapi.UsageWords(t) }
