@@ -281,4 +281,3 @@ func tokensCell(t httpapi.TaskInfo) string {
 	}
 	return fmt.Sprint(used)
 }
-
