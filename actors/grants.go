@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"lazy/api"
 	"lazy/proxy"
 )
 
@@ -67,7 +68,7 @@ func (g *GrantsActor) Receive(ctx actor.Context) {
 		g.publish()
 		ctx.Respond(&Done{})
 	case *GetHealth:
-		ctx.Respond(ActorHealth{Name: "grants", Kind: "grants", Queued: []string{}, Responsive: true})
+		ctx.Respond(api.ActorHealth{Name: "grants", Kind: "grants", Queued: []string{}, Responsive: true})
 	case *InjectPanic:
 		panic("injected: " + m.Reason)
 	}

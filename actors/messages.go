@@ -6,9 +6,7 @@
 package actors
 
 import (
-	"time"
-
-	"lazy/proxy"
+	"lazy/api"
 	"lazy/review"
 	"lazy/store"
 )
@@ -128,21 +126,6 @@ type renderUnblock struct{ epoch int }
 // and waits for the reply.
 type askActor func(msg any) (any, error)
 
-// ActorHealth is one row of `lazy actors` and /api/actors.
-type ActorHealth struct {
-	Name         string     `json:"name"`
-	Kind         string     `json:"kind"` // supervisor | grants | traffic | task
-	TaskID       string     `json:"task_id,omitempty"`
-	TaskRef      string     `json:"task_ref,omitempty"`
-	Mailbox      int        `json:"mailbox"`
-	Queued       []string   `json:"queued"`
-	Running      string     `json:"running,omitempty"`
-	RunningSince *time.Time `json:"running_since,omitempty"`
-	Restarts     int        `json:"restarts"`
-	LastFailure  string     `json:"last_failure,omitempty"`
-	Responsive   bool       `json:"responsive"`
-}
-
 // --- GrantsActor ---
 
 // MintGrants mints one placeholder per env var for (role, task). Reply:
@@ -173,35 +156,16 @@ type RevokeTask struct{ TaskID string }
 
 // --- TrafficHub ---
 
-// Event is one line of `lazy watch`: a task event or a proxy traffic event.
-type Event struct {
-	Time    time.Time      `json:"time"`
-	Kind    string         `json:"kind"` // status | turn_start | turn_end | net | tripwire | model_error | config | daemon_stopped
-	TaskID  string         `json:"task_id,omitempty"`
-	TaskRef string         `json:"task_ref,omitempty"`
-	Status  string         `json:"status,omitempty"`
-	Turn    int            `json:"turn,omitempty"`
-	Detail  string         `json:"detail,omitempty"`
-	Net     *proxy.Traffic `json:"net,omitempty"`
-}
-
 // Subscribe registers a watcher. Events matching Filter are sent to Ch
 // without blocking; a full channel drops the event and counts it.
 type Subscribe struct {
 	ID     string
 	Filter Filter
-	Ch     chan<- Event
+	Ch     chan<- api.Event
 }
 
 // Unsubscribe removes a watcher.
 type Unsubscribe struct{ ID string }
 
 // Publish fans one event out to matching watchers.
-type Publish struct{ Event Event }
-
-// EventConfig says what a change of the config file did (applied keys, or
-// why it was not applied).
-const EventConfig = "config"
-
-// EventDaemonStopped ends every watch stream when the daemon stops.
-const EventDaemonStopped = "daemon_stopped"
+type Publish struct{ Event api.Event }

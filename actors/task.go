@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"lazy/agent"
+	"lazy/api"
 	"lazy/gitx"
 	"lazy/review"
 	"lazy/store"
@@ -29,7 +30,7 @@ type TurnLauncher interface {
 type TaskDeps struct {
 	Store    store.Store
 	Launcher TurnLauncher
-	Publish  func(Event)
+	Publish  func(api.Event)
 	Revoke   func(taskID string) error
 	LockDir  string
 	Log      *slog.Logger
@@ -219,7 +220,7 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 			ctx.Respond(err)
 			return
 		}
-		a.publish(Event{Kind: "budget", Detail: fmt.Sprintf("token budget set to %d", m.Tokens)})
+		a.publish(api.Event{Kind: "budget", Detail: fmt.Sprintf("token budget set to %d", m.Tokens)})
 		ctx.Respond(&Done{})
 	case *GetHealth:
 		ctx.Respond(a.health())
@@ -445,7 +446,7 @@ func (a *TaskActor) endTurn(tu *store.Turn, out agent.Outcome, result, state, er
 	if err := a.deps.Store.SaveTurn(a.bg(), tu); err != nil {
 		a.log.Error("record turn end", "turn", tu.Number, "err", err)
 	}
-	a.publish(Event{Kind: "turn_end", Turn: tu.Number, Status: state, Detail: errText})
+	a.publish(api.Event{Kind: "turn_end", Turn: tu.Number, Status: state, Detail: errText})
 }
 
 // abort kills the running job (restart or stop). A work or ask turn is
@@ -517,7 +518,7 @@ func (a *TaskActor) tripped(what string) {
 		}
 	}
 	a.log.Warn("tripwire", "task", a.task.Ref(), "what", what)
-	a.publish(Event{Kind: "tripwire", Detail: note})
+	a.publish(api.Event{Kind: "tripwire", Detail: note})
 }
 
 // endTask moves the task to an end state and revokes its grants.
@@ -544,11 +545,11 @@ func (a *TaskActor) setStatus(s task.Status, reason string) {
 		a.log.Error("save task", "err", err)
 	}
 	if changed {
-		a.publish(Event{Kind: "status", Status: string(s), Detail: reason})
+		a.publish(api.Event{Kind: "status", Status: string(s), Detail: reason})
 	}
 }
 
-func (a *TaskActor) publish(e Event) {
+func (a *TaskActor) publish(e api.Event) {
 	if a.deps.Publish == nil || a.task == nil {
 		return
 	}
@@ -556,8 +557,8 @@ func (a *TaskActor) publish(e Event) {
 	a.deps.Publish(e)
 }
 
-func (a *TaskActor) health() ActorHealth {
-	h := ActorHealth{Name: "task/" + a.id, Kind: "task", TaskID: a.id, Queued: []string{}, Responsive: true, LastFailure: a.lastErr}
+func (a *TaskActor) health() api.ActorHealth {
+	h := api.ActorHealth{Name: "task/" + a.id, Kind: "task", TaskID: a.id, Queued: []string{}, Responsive: true, LastFailure: a.lastErr}
 	if a.task != nil {
 		h.TaskRef = a.task.Ref()
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"lazy/agent"
+	"lazy/api"
 	"lazy/gitx"
 	"lazy/review"
 	"lazy/store"
@@ -113,7 +114,7 @@ func (a *TaskActor) failAsk(c *review.ReviewComment, reason string) {
 	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
 		a.log.Error("record failed ask", "err", err)
 	}
-	a.publish(Event{Kind: "ask_end", Status: string(review.AskFailed), Detail: reason})
+	a.publish(api.Event{Kind: "ask_end", Status: string(review.AskFailed), Detail: reason})
 }
 
 // prepareAsk checks an ask can run now and starts its read-only turn.
@@ -138,7 +139,7 @@ func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), askActor
 		return nil
 	}
 	j.turn = tu
-	a.publish(Event{Kind: "turn_start", Turn: tu.Number, Detail: "ask turn"})
+	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Detail: "ask turn"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
 	launcher := a.deps.Launcher
@@ -197,5 +198,5 @@ func (a *TaskActor) finishAsk(j *job, r jobResult) {
 	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
 		a.log.Error("save task", "err", err)
 	}
-	a.publish(Event{Kind: "ask_end", Status: string(review.AskAnswered)})
+	a.publish(api.Event{Kind: "ask_end", Status: string(review.AskAnswered)})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"lazy/agent"
+	"lazy/api"
 	"lazy/approval"
 	"lazy/gitx"
 	"lazy/gitx/gitxtest"
@@ -182,7 +183,7 @@ func TestRefusalsAreNotFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := res.(ActorHealth); h.LastFailure != "" {
+	if h := res.(api.ActorHealth); h.LastFailure != "" {
 		t.Fatalf("a refusal shows as a failure: %q", h.LastFailure)
 	}
 }

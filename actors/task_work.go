@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"lazy/agent"
+	"lazy/api"
 	"lazy/gitx"
 	"lazy/review"
 	"lazy/store"
@@ -115,7 +116,7 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), askActo
 	j.turn = tu
 	a.task.Turns++
 	a.setStatus(task.Running, "")
-	a.publish(Event{Kind: "turn_start", Turn: tu.Number, Detail: "work turn (" + tu.Trigger + ")"})
+	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Detail: "work turn (" + tu.Trigger + ")"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Prompt: tu.Prompt, Number: tu.Number}
 	launcher := a.deps.Launcher

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"lazy/api"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -17,14 +18,14 @@ type Filter struct {
 }
 
 // Match reports whether e passes the filter.
-func (f Filter) Match(e Event) bool {
+func (f Filter) Match(e api.Event) bool {
 	if e.Kind == "net" && !f.Net {
 		return false
 	}
 	if e.Kind != "net" && !f.Tasks {
 		return false
 	}
-	if len(f.IDs) == 0 && len(f.Refs) == 0 || e.Kind == EventConfig {
+	if len(f.IDs) == 0 && len(f.Refs) == 0 || e.Kind == api.EventConfig {
 		return true // a config change concerns every task
 	}
 	return (e.TaskID != "" && f.IDs[e.TaskID]) || (e.TaskRef != "" && f.Refs[e.TaskRef])
@@ -32,7 +33,7 @@ func (f Filter) Match(e Event) bool {
 
 type subscriber struct {
 	filter Filter
-	ch     chan<- Event
+	ch     chan<- api.Event
 }
 
 // TrafficHub fans events out to watchers. A slow watcher loses events (and
@@ -72,7 +73,7 @@ func (h *TrafficHub) Receive(ctx actor.Context) {
 			}
 		}
 	case *GetHealth:
-		ctx.Respond(ActorHealth{Name: "traffic", Kind: "traffic", Queued: []string{}, Responsive: true})
+		ctx.Respond(api.ActorHealth{Name: "traffic", Kind: "traffic", Queued: []string{}, Responsive: true})
 	case *InjectPanic:
 		panic("injected: " + m.Reason)
 	}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"lazy/actors"
+	"lazy/api"
 	"lazy/httpapi"
 	"lazy/review"
 	"lazy/store"
@@ -24,13 +24,13 @@ type Review struct{ C Caller }
 
 var _ httpapi.ReviewActions = Review{}
 
-func (r Review) Queue(ctx context.Context) ([]httpapi.QueueItem, error) {
-	var out []httpapi.QueueItem
+func (r Review) Queue(ctx context.Context) ([]api.QueueItem, error) {
+	var out []api.QueueItem
 	return out, r.C.Call(ctx, "reviewQueue", nil, &out)
 }
 
-func (r Review) Diff(ctx context.Context, ref string, o httpapi.DiffOptions) (*httpapi.DiffResult, error) {
-	var out httpapi.DiffResult
+func (r Review) Diff(ctx context.Context, ref string, o api.DiffOptions) (*api.DiffResult, error) {
+	var out api.DiffResult
 	return &out, r.C.Call(ctx, "reviewDiff", map[string]any{"task": ref, "since": o.Since, "full": o.Full, "context": o.Context, "skip_merge": o.SkipMerge}, &out)
 }
 
@@ -39,35 +39,35 @@ func (r Review) Comments(ctx context.Context, ref string) (*review.Payload, erro
 	return &out, r.C.Call(ctx, "reviewComments", map[string]any{"task": ref}, &out)
 }
 
-func (r Review) PostComment(ctx context.Context, ref string, a httpapi.PostCommentArgs) (*review.ReviewComment, error) {
+func (r Review) PostComment(ctx context.Context, ref string, a api.PostCommentArgs) (*review.ReviewComment, error) {
 	var out review.ReviewComment
 	args := map[string]any{"task": ref, "body": a.Body, "file": a.File, "line": a.Line, "side": a.Side, "intent": a.Intent, "thread_id": a.ThreadID, "start_line": a.StartLine}
 	return &out, r.C.Call(ctx, "reviewPostComment", args, &out)
 }
 
-func (r Review) RetryAsk(ctx context.Context, ref, id string) (*httpapi.ActionResult, error) {
-	var out httpapi.ActionResult
+func (r Review) RetryAsk(ctx context.Context, ref, id string) (*api.ActionResult, error) {
+	var out api.ActionResult
 	return &out, r.C.Call(ctx, "reviewRetryAsk", map[string]any{"task": ref, "id": id}, &out)
 }
 
-func (r Review) Withdraw(ctx context.Context, ref, id string) (*httpapi.ActionResult, error) {
-	var out httpapi.ActionResult
+func (r Review) Withdraw(ctx context.Context, ref, id string) (*api.ActionResult, error) {
+	var out api.ActionResult
 	return &out, r.C.Call(ctx, "reviewWithdrawComment", map[string]any{"task": ref, "id": id}, &out)
 }
 
-func (r Review) Unblock(ctx context.Context, ref, feedback string) (*store.Turn, error) {
-	var out store.Turn
+func (r Review) Unblock(ctx context.Context, ref, feedback string) (*api.Turn, error) {
+	var out api.Turn
 	return &out, r.C.Call(ctx, "reviewUnblock", map[string]any{"task": ref, "feedback": feedback}, &out)
 }
 
-func (r Review) Accept(ctx context.Context, ref string, a httpapi.AcceptArgs) (*httpapi.TaskInfo, error) {
-	var out httpapi.TaskInfo
+func (r Review) Accept(ctx context.Context, ref string, a api.AcceptArgs) (*api.TaskInfo, error) {
+	var out api.TaskInfo
 	args := map[string]any{"task": ref, "reason": a.Reason, "passphrase": a.Passphrase, "allow_out_of_scope": a.AllowOutOfScope}
 	return &out, r.C.Call(ctx, "reviewAccept", args, &out)
 }
 
-func (r Review) Sync(ctx context.Context, ref string, wait bool) (*httpapi.SyncResult, error) {
-	var out httpapi.SyncResult
+func (r Review) Sync(ctx context.Context, ref string, wait bool) (*api.SyncResult, error) {
+	var out api.SyncResult
 	return &out, r.C.Call(ctx, "sync", map[string]any{"task": ref, "wait": wait}, &out)
 }
 
@@ -106,12 +106,12 @@ func (t Tasks) resolve(ctx context.Context, ref string) (*store.Task, error) {
 }
 
 // ListTasks reads every task through the storage RPC.
-func (t Tasks) ListTasks(ctx context.Context) ([]httpapi.TaskInfo, error) {
+func (t Tasks) ListTasks(ctx context.Context) ([]api.TaskInfo, error) {
 	all, err := t.Store.ListTasks(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]httpapi.TaskInfo, len(all))
+	out := make([]api.TaskInfo, len(all))
 	for i := range all {
 		out[i] = httpapi.InfoOf(&all[i])
 	}
@@ -120,7 +120,7 @@ func (t Tasks) ListTasks(ctx context.Context) ([]httpapi.TaskInfo, error) {
 
 // ShowTask reads the task, turns and comments through the storage RPC; the
 // branch's commits come from the daemon (git stays there).
-func (t Tasks) ShowTask(ctx context.Context, ref string) (*httpapi.TaskDetail, error) {
+func (t Tasks) ShowTask(ctx context.Context, ref string) (*api.TaskDetail, error) {
 	tk, err := t.resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -133,35 +133,35 @@ func (t Tasks) ShowTask(ctx context.Context, ref string) (*httpapi.TaskDetail, e
 	if err != nil {
 		return nil, err
 	}
-	var commits []httpapi.CommitInfo
+	var commits []api.CommitInfo
 	if err := t.C.Call(ctx, "taskCommits", map[string]any{"task": tk.ID}, &commits); err != nil {
 		return nil, err
 	}
-	return &httpapi.TaskDetail{Task: httpapi.InfoOf(tk), Turns: turns, Comments: cs, Commits: commits}, nil
+	return &api.TaskDetail{Task: httpapi.InfoOf(tk), Turns: httpapi.TurnsOf(turns), Comments: httpapi.CommentsOf(cs), Commits: commits}, nil
 }
 
-func (t Tasks) NewTask(ctx context.Context, a httpapi.NewTaskArgs) (*httpapi.NewTaskResult, error) {
-	var out httpapi.NewTaskResult
+func (t Tasks) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskResult, error) {
+	var out api.NewTaskResult
 	return &out, t.C.Call(ctx, "taskNew", a, &out)
 }
 
-func (t Tasks) Comment(ctx context.Context, ref, body string) (*httpapi.CommentResult, error) {
-	var out httpapi.CommentResult
+func (t Tasks) Comment(ctx context.Context, ref, body string) (*api.CommentResult, error) {
+	var out api.CommentResult
 	return &out, t.C.Call(ctx, "comment", map[string]any{"task": ref, "body": body}, &out)
 }
 
-func (t Tasks) Unblock(ctx context.Context, ref, message string) (*store.Turn, error) {
-	var out store.Turn
+func (t Tasks) Unblock(ctx context.Context, ref, message string) (*api.Turn, error) {
+	var out api.Turn
 	return &out, t.C.Call(ctx, "unblock", map[string]any{"task": ref, "message": message}, &out)
 }
 
-func (t Tasks) Cancel(ctx context.Context, ref string) (*httpapi.TaskInfo, error) {
-	var out httpapi.TaskInfo
+func (t Tasks) Cancel(ctx context.Context, ref string) (*api.TaskInfo, error) {
+	var out api.TaskInfo
 	return &out, t.C.Call(ctx, "taskCancel", map[string]any{"task": ref}, &out)
 }
 
-func (t Tasks) Actors(ctx context.Context) ([]actors.ActorHealth, error) {
-	var out []actors.ActorHealth
+func (t Tasks) Actors(ctx context.Context) ([]api.ActorHealth, error) {
+	var out []api.ActorHealth
 	return out, t.C.Call(ctx, "actors", nil, &out)
 }
 
@@ -169,29 +169,29 @@ func (t Tasks) InjectPanic(ctx context.Context, target string) error {
 	return t.C.Call(ctx, "injectPanic", map[string]any{"target": target}, nil)
 }
 
-func (t Tasks) SetBudget(ctx context.Context, ref string, tokens int64) (*httpapi.TaskInfo, error) {
-	var out httpapi.TaskInfo
+func (t Tasks) SetBudget(ctx context.Context, ref string, tokens int64) (*api.TaskInfo, error) {
+	var out api.TaskInfo
 	return &out, t.C.Call(ctx, "taskBudget", map[string]any{"task": ref, "tokens": tokens}, &out)
 }
 
-func (t Tasks) TaskCommits(ctx context.Context, ref string) ([]httpapi.CommitInfo, error) {
-	var out []httpapi.CommitInfo
+func (t Tasks) TaskCommits(ctx context.Context, ref string) ([]api.CommitInfo, error) {
+	var out []api.CommitInfo
 	return out, t.C.Call(ctx, "taskCommits", map[string]any{"task": ref}, &out)
 }
 
-func (t Tasks) CommitDiff(ctx context.Context, sha string) (*httpapi.CommitDiff, error) {
-	var out httpapi.CommitDiff
+func (t Tasks) CommitDiff(ctx context.Context, sha string) (*api.CommitDiff, error) {
+	var out api.CommitDiff
 	return &out, t.C.Call(ctx, "commitDiff", map[string]any{"id": sha}, &out)
 }
 
 // Watch relays the daemon's event stream into a channel.
-func (t Tasks) Watch(ctx context.Context, a httpapi.WatchArgs) (<-chan actors.Event, func(), error) {
+func (t Tasks) Watch(ctx context.Context, a api.WatchArgs) (<-chan api.Event, func(), error) {
 	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan actors.Event, 256)
+	ch := make(chan api.Event, 256)
 	go func() {
 		defer close(ch)
 		_ = t.C.Stream(ctx, "watch", a, func(b []byte) error {
-			var e actors.Event
+			var e api.Event
 			if err := json.Unmarshal(b, &e); err != nil {
 				return fmt.Errorf("bad event: %w", err)
 			}

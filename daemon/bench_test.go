@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"lazy/api"
 	"lazy/client"
 	"lazy/gitx/gitxtest"
-	"lazy/httpapi"
 	"lazy/scriptagent/agenttest"
 	"lazy/stubmodel"
 )
@@ -52,7 +52,7 @@ func benchDaemon(b *testing.B, n int) (*Daemon, *client.Client, []string) {
 	b.Cleanup(func() { d.Stop(); <-d.Done() })
 	ids := make([]string, n)
 	for i := range ids {
-		res, err := d.Service().NewTask(context.Background(), httpapi.NewTaskArgs{Code: fmt.Sprintf("t%d", i),
+		res, err := d.Service().NewTask(context.Background(), api.NewTaskArgs{Code: fmt.Sprintf("t%d", i),
 			Prompt: "@write a.go one\\ntwo\\nthree\\nfour\\n\n@commit a\n@answer ok"})
 		if err != nil {
 			b.Fatal(err)

@@ -25,6 +25,7 @@ import (
 
 	"lazy/actors"
 	"lazy/agent"
+	"lazy/api"
 	"lazy/approval"
 	"lazy/config"
 	"lazy/httpapi"
@@ -64,7 +65,7 @@ type Daemon struct {
 	dash     *http.Server
 	prx      *http.Server
 	sockDir  string // holds the proxy's Unix socket, bound into sandboxes
-	info     httpapi.DaemonInfo
+	info     api.DaemonInfo
 	lock     *os.File
 	stopped  chan struct{}
 	once     sync.Once
@@ -175,7 +176,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.svc = &Service{usage: book, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
 	d.review = &Review{svc: d.svc, deps: d.taskDeps}
 
-	d.info = httpapi.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
+	d.info = api.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
 		BaseURL: "http://127.0.0.1:" + strconv.Itoa(dashPort), ProxyURL: proxyURL, StartedAt: time.Now().UTC(), Version: version.String(),
 		Runner: launcher.Runner.Name(), Warnings: warnings}
 
@@ -201,8 +202,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: sup.Grants, Log: o.Log, Port: proxyPort,
-		Publish: func(t proxy.Traffic) {
-			sup.Publish(actors.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &t})
+		Publish: func(t api.Traffic) {
+			sup.Publish(api.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &t})
 			modelErrs.record(t)
 			book.record(t)
 		},

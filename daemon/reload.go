@@ -13,10 +13,9 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
-	"lazy/actors"
 	"lazy/agent"
+	"lazy/api"
 	"lazy/config"
-	"lazy/httpapi"
 )
 
 // liveConfig is the config in force: the daemon swaps it when
@@ -202,7 +201,7 @@ func (r *reloader) state() ([]string, string) {
 // publishConfig tells watchers what a config change did.
 func (d *Daemon) publishConfig(detail string) {
 	if d.sup != nil {
-		d.sup.Publish(actors.Event{Time: time.Now().UTC(), Kind: actors.EventConfig, Detail: "config " + detail})
+		d.sup.Publish(api.Event{Time: time.Now().UTC(), Kind: api.EventConfig, Detail: "config " + detail})
 	}
 }
 
@@ -215,7 +214,7 @@ func (d *Daemon) setRunner(r agent.Runner) {
 
 // Info is the daemon's status: daemon.json's fields, with the runner in
 // force, the config keys that need a restart and the config error.
-func (d *Daemon) Info() httpapi.DaemonInfo {
+func (d *Daemon) Info() api.DaemonInfo {
 	d.infoMu.Lock()
 	info := d.info
 	info.Warnings = slices.Clone(info.Warnings)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"lazy/actors"
+	"lazy/api"
 	"lazy/gitx"
 	"lazy/httpapi"
 	"lazy/review"
@@ -71,12 +72,12 @@ func (r *Review) diff(ctx context.Context, t *store.Task) (*gitx.Diff, error) {
 }
 
 // Queue lists blocked tasks with their counts.
-func (r *Review) Queue(ctx context.Context) ([]httpapi.QueueItem, error) {
+func (r *Review) Queue(ctx context.Context) ([]api.QueueItem, error) {
 	all, err := r.svc.st.ListTasks(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := []httpapi.QueueItem{}
+	out := []api.QueueItem{}
 	for i := range all {
 		t := &all[i]
 		if t.Status != task.Blocked {
@@ -87,8 +88,8 @@ func (r *Review) Queue(ctx context.Context) ([]httpapi.QueueItem, error) {
 			return nil, err
 		}
 		n := review.Count(cs)
-		out = append(out, httpapi.QueueItem{
-			Task:   httpapi.QueueTask{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Title: t.Title},
+		out = append(out, api.QueueItem{
+			Task:   api.QueueTask{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Title: t.Title},
 			Status: string(t.Status), LiveSession: t.SessionID != "",
 			AwaitingAnswer: n.AwaitingAnswer, PendingAsks: n.PendingAsks, QueuedComments: n.Queued,
 			ModelError: r.svc.trouble.of(t.ID),
@@ -98,7 +99,7 @@ func (r *Review) Queue(ctx context.Context) ([]httpapi.QueueItem, error) {
 }
 
 // Diff is the task's anchored diff, with what the page shows beside it.
-func (r *Review) Diff(ctx context.Context, ref string, o httpapi.DiffOptions) (*httpapi.DiffResult, error) {
+func (r *Review) Diff(ctx context.Context, ref string, o api.DiffOptions) (*api.DiffResult, error) {
 	t, err := r.svc.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -108,24 +109,22 @@ func (r *Review) Diff(ctx context.Context, ref string, o httpapi.DiffOptions) (*
 		return nil, err
 	}
 	files := d.Files
-	if files == nil {
-		files = []gitx.File{}
-	}
-	res := &httpapi.DiffResult{Task: r.svc.info(t), Files: files}
+	res := &api.DiffResult{Task: r.svc.info(t)}
 	if !o.SkipMerge {
 		res.Merge = r.readiness(ctx, t)
 	}
 	if o.Full != "" {
-		if res.Files, err = r.wholeFile(ctx, t, files, o.Full, o.Context); err != nil {
+		if files, err = r.wholeFile(ctx, t, files, o.Full, o.Context); err != nil {
 			return nil, err
 		}
 		res.Full = o.Full
 	}
 	if o.Since != "" {
-		if res.Since, res.Files, err = r.since(ctx, t, o.Since); err != nil {
+		if res.Since, files, err = r.since(ctx, t, o.Since); err != nil {
 			return nil, err
 		}
 	}
+	res.Files = gitx.WireFiles(files)
 	if res.Commits, err = r.svc.commits(ctx, t); err != nil {
 		return nil, err
 	}
@@ -137,7 +136,7 @@ func (r *Review) Diff(ctx context.Context, ref string, o httpapi.DiffOptions) (*
 		if tu.Kind != store.TurnWork {
 			continue
 		}
-		res.Turns = append(res.Turns, httpapi.TurnRef{Number: tu.Number, Status: tu.Status, StartedAt: tu.StartedAt, EndedAt: tu.EndedAt})
+		res.Turns = append(res.Turns, api.TurnRef{Number: tu.Number, Status: tu.Status, StartedAt: tu.StartedAt, EndedAt: tu.EndedAt})
 		if tu.Status == store.TurnDone && strings.TrimSpace(tu.Result) != "" {
 			res.Summary = tu.Result
 		}
@@ -147,18 +146,18 @@ func (r *Review) Diff(ctx context.Context, ref string, o httpapi.DiffOptions) (*
 
 // readiness is a dry run of accepting t now. It is made for tasks that can
 // still be accepted; an ended task has none.
-func (r *Review) readiness(ctx context.Context, t *store.Task) *httpapi.MergeReadiness {
+func (r *Review) readiness(ctx context.Context, t *store.Task) *api.MergeReadiness {
 	if t.Status.Ended() {
 		return nil
 	}
 	root := r.svc.paths.Root
-	m := &httpapi.MergeReadiness{}
+	m := &api.MergeReadiness{}
 	mc, err := gitx.DryMerge(ctx, root, t.Parent, t.Branch)
 	if err != nil {
 		m.Error = err.Error()
 		return m
 	}
-	m.MergeCheck = mc
+	m.MergeCheck = mc.Wire()
 	changed, err := gitx.ChangedPaths(ctx, root, t.Parent, t.Branch)
 	if err == nil && r.deps != nil {
 		m.OutOfScope, m.Protected, err = actors.AcceptBlockers(ctx, r.deps, t, changed)
@@ -198,7 +197,7 @@ func (r *Review) Comments(ctx context.Context, ref string) (*review.Payload, err
 
 // PostComment validates the anchor against the diff, captures the line's
 // text, and hands the message to the task actor, which saves it first.
-func (r *Review) PostComment(ctx context.Context, ref string, a httpapi.PostCommentArgs) (*review.ReviewComment, error) {
+func (r *Review) PostComment(ctx context.Context, ref string, a api.PostCommentArgs) (*review.ReviewComment, error) {
 	t, err := r.svc.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -260,7 +259,7 @@ func (r *Review) PostComment(ctx context.Context, ref string, a httpapi.PostComm
 	return supervisor.Ask[*review.ReviewComment](r.svc.sup, t.ID, &actors.PostReviewComment{Comment: c})
 }
 
-func (r *Review) action(ctx context.Context, ref string, msg any) (*httpapi.ActionResult, error) {
+func (r *Review) action(ctx context.Context, ref string, msg any) (*api.ActionResult, error) {
 	t, err := r.svc.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -269,26 +268,26 @@ func (r *Review) action(ctx context.Context, ref string, msg any) (*httpapi.Acti
 	if err != nil {
 		return nil, err
 	}
-	return &httpapi.ActionResult{Comment: d.Comment, Notice: d.Notice}, nil
+	return &api.ActionResult{Comment: d.Comment, Notice: d.Notice}, nil
 }
 
 // RetryAsk re-sends a failed question.
-func (r *Review) RetryAsk(ctx context.Context, ref, id string) (*httpapi.ActionResult, error) {
+func (r *Review) RetryAsk(ctx context.Context, ref, id string) (*api.ActionResult, error) {
 	return r.action(ctx, ref, &actors.RetryAsk{ID: id})
 }
 
 // Withdraw retracts an own message the agent has not seen.
-func (r *Review) Withdraw(ctx context.Context, ref, id string) (*httpapi.ActionResult, error) {
+func (r *Review) Withdraw(ctx context.Context, ref, id string) (*api.ActionResult, error) {
 	return r.action(ctx, ref, &actors.WithdrawComment{ID: id})
 }
 
 // Unblock queues the work turn carrying every queued comment.
-func (r *Review) Unblock(ctx context.Context, ref, feedback string) (*store.Turn, error) {
+func (r *Review) Unblock(ctx context.Context, ref, feedback string) (*api.Turn, error) {
 	return r.svc.Unblock(ctx, ref, feedback)
 }
 
 // Accept merges the task into its parent or returns the refusal with its remedy.
-func (r *Review) Accept(ctx context.Context, ref string, a httpapi.AcceptArgs) (*httpapi.TaskInfo, error) {
+func (r *Review) Accept(ctx context.Context, ref string, a api.AcceptArgs) (*api.TaskInfo, error) {
 	if strings.TrimSpace(a.Reason) == "" {
 		return nil, usage("say why you accept (--reason TEXT): the reason is recorded with the merge; nothing was merged")
 	}
@@ -305,7 +304,7 @@ func (r *Review) Accept(ctx context.Context, ref string, a httpapi.AcceptArgs) (
 }
 
 // Sync merges the parent into the task branch; wait follows it to the end.
-func (r *Review) Sync(ctx context.Context, ref string, wait bool) (*httpapi.SyncResult, error) {
+func (r *Review) Sync(ctx context.Context, ref string, wait bool) (*api.SyncResult, error) {
 	t, err := r.svc.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -316,9 +315,9 @@ func (r *Review) Sync(ctx context.Context, ref string, wait bool) (*httpapi.Sync
 	}
 	switch v := res.(type) {
 	case *actors.SyncQueued:
-		return &httpapi.SyncResult{Queued: true}, nil
+		return &api.SyncResult{Queued: true}, nil
 	case *actors.SyncDone:
-		return &httpapi.SyncResult{Status: v.Status, Conflicts: v.Conflicts}, nil
+		return &api.SyncResult{Status: v.Status, Conflicts: v.Conflicts}, nil
 	}
 	return nil, fmt.Errorf("sync answered %T", res)
 }
@@ -391,23 +390,19 @@ func (r *Review) since(ctx context.Context, t *store.Task, since string) (string
 	if err != nil {
 		return "", nil, err
 	}
-	files := d.Files
-	if files == nil {
-		files = []gitx.File{}
-	}
-	return full, files, nil
+	return full, d.Files, nil
 }
 
 // warmReviews lexes each task's diff for the review page as soon as the
 // task is blocked, in the background: the reviewer's first load then finds
 // the highlighting done (a cold render of 5,000 lines lexes for ~200 ms on
 // two cores; a warm one takes ~30 ms). It runs until ctx ends.
-func (r *Review) warmReviews(ctx context.Context, events <-chan actors.Event) {
-	eachEvent(ctx, events, func(e actors.Event) {
+func (r *Review) warmReviews(ctx context.Context, events <-chan api.Event) {
+	eachEvent(ctx, events, func(e api.Event) {
 		if e.Kind != "status" || e.Status != string(task.Blocked) || e.TaskID == "" {
 			return
 		}
-		d, err := r.Diff(ctx, e.TaskID, httpapi.DiffOptions{SkipMerge: true})
+		d, err := r.Diff(ctx, e.TaskID, api.DiffOptions{SkipMerge: true})
 		if err != nil {
 			return // the page will say what is wrong when it is opened
 		}
@@ -417,7 +412,7 @@ func (r *Review) warmReviews(ctx context.Context, events <-chan actors.Event) {
 }
 
 // eachEvent calls fn with each event until ctx ends or events closes.
-func eachEvent(ctx context.Context, events <-chan actors.Event, fn func(actors.Event)) {
+func eachEvent(ctx context.Context, events <-chan api.Event, fn func(api.Event)) {
 	for {
 		select {
 		case <-ctx.Done():

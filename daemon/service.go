@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"lazy/actors"
+	"lazy/api"
 	"lazy/config"
 	"lazy/gitx"
 	"lazy/httpapi"
@@ -91,11 +92,11 @@ func (s *Service) remember(t *store.Task) {
 }
 
 // Info converts a task row to its wire form.
-func Info(t *store.Task) httpapi.TaskInfo { return httpapi.InfoOf(t) }
+func Info(t *store.Task) api.TaskInfo { return httpapi.InfoOf(t) }
 
 // NewTask creates branch lazy/<ref> and its worktree, saves the task and
 // queues its first work turn.
-func (s *Service) NewTask(ctx context.Context, a httpapi.NewTaskArgs) (*httpapi.NewTaskResult, error) {
+func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskResult, error) {
 	if strings.TrimSpace(a.Prompt) == "" {
 		return nil, usage("a task needs a prompt: lazy task new -m \"what to do\"")
 	}
@@ -201,7 +202,7 @@ func (s *Service) NewTask(ctx context.Context, a httpapi.NewTaskArgs) (*httpapi.
 	if err != nil {
 		return nil, fmt.Errorf("queue the first turn of %s: %w", ref, err)
 	}
-	return &httpapi.NewTaskResult{Task: Info(t), Turn: wq.Turn}, nil
+	return &api.NewTaskResult{Task: Info(t), Turn: *httpapi.TurnOf(&wq.Turn)}, nil
 }
 
 func title(prompt string) string {
@@ -213,12 +214,12 @@ func title(prompt string) string {
 }
 
 // ListTasks lists every task.
-func (s *Service) ListTasks(ctx context.Context) ([]httpapi.TaskInfo, error) {
+func (s *Service) ListTasks(ctx context.Context) ([]api.TaskInfo, error) {
 	all, err := s.st.ListTasks(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]httpapi.TaskInfo, len(all))
+	out := make([]api.TaskInfo, len(all))
 	for i := range all {
 		out[i] = s.info(&all[i])
 	}
@@ -226,7 +227,7 @@ func (s *Service) ListTasks(ctx context.Context) ([]httpapi.TaskInfo, error) {
 }
 
 // ShowTask is one task with its turns and comments.
-func (s *Service) ShowTask(ctx context.Context, ref string) (*httpapi.TaskDetail, error) {
+func (s *Service) ShowTask(ctx context.Context, ref string) (*api.TaskDetail, error) {
 	t, err := s.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -243,11 +244,11 @@ func (s *Service) ShowTask(ctx context.Context, ref string) (*httpapi.TaskDetail
 	if err != nil {
 		return nil, err
 	}
-	return &httpapi.TaskDetail{Task: s.info(t), Turns: turns, Comments: cs, Commits: commits}, nil
+	return &api.TaskDetail{Task: s.info(t), Turns: httpapi.TurnsOf(turns), Comments: httpapi.CommentsOf(cs), Commits: commits}, nil
 }
 
 // TaskCommits lists the commits of a task's branch that its parent lacks.
-func (s *Service) TaskCommits(ctx context.Context, ref string) ([]httpapi.CommitInfo, error) {
+func (s *Service) TaskCommits(ctx context.Context, ref string) ([]api.CommitInfo, error) {
 	t, err := s.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -255,8 +256,8 @@ func (s *Service) TaskCommits(ctx context.Context, ref string) ([]httpapi.Commit
 	return s.commits(ctx, t)
 }
 
-func (s *Service) commits(ctx context.Context, t *store.Task) ([]httpapi.CommitInfo, error) {
-	out := []httpapi.CommitInfo{}
+func (s *Service) commits(ctx context.Context, t *store.Task) ([]api.CommitInfo, error) {
+	out := []api.CommitInfo{}
 	commits, err := gitx.Log(ctx, s.paths.Root, t.Parent, t.Branch)
 	if err != nil {
 		return out, nil // the branch may be gone after an accept; the page shows none
@@ -268,7 +269,7 @@ func (s *Service) commits(ctx context.Context, t *store.Task) ([]httpapi.CommitI
 }
 
 // CommitDiff is one commit of the project and its diff.
-func (s *Service) CommitDiff(ctx context.Context, sha string) (*httpapi.CommitDiff, error) {
+func (s *Service) CommitDiff(ctx context.Context, sha string) (*api.CommitDiff, error) {
 	if len(sha) < 4 || len(sha) > 64 || strings.Trim(strings.ToLower(sha), "0123456789abcdef") != "" {
 		return nil, usage("%q is not a commit id: use 4 to 40 hex digits", sha)
 	}
@@ -276,15 +277,11 @@ func (s *Service) CommitDiff(ctx context.Context, sha string) (*httpapi.CommitDi
 	if err != nil {
 		return nil, fmt.Errorf("commit %s: %w", sha, store.ErrNotFound)
 	}
-	files := d.Files
-	if files == nil {
-		files = []gitx.File{}
-	}
-	return &httpapi.CommitDiff{CommitInfo: httpapi.CommitOf(c), Files: files}, nil
+	return &api.CommitDiff{CommitInfo: httpapi.CommitOf(c), Files: gitx.WireFiles(d.Files)}, nil
 }
 
 // Comment adds an ordinary comment (auto-react on a blocked task).
-func (s *Service) Comment(ctx context.Context, ref, body string) (*httpapi.CommentResult, error) {
+func (s *Service) Comment(ctx context.Context, ref, body string) (*api.CommentResult, error) {
 	if strings.TrimSpace(body) == "" {
 		return nil, usage("the comment is empty: lazy comment TASK -m \"text\"")
 	}
@@ -296,12 +293,12 @@ func (s *Service) Comment(ctx context.Context, ref, body string) (*httpapi.Comme
 	if err != nil {
 		return nil, err
 	}
-	return &httpapi.CommentResult{Comment: ca.Comment, Triggered: ca.Triggered}, nil
+	return &api.CommentResult{Comment: httpapi.CommentOf(ca.Comment), Triggered: httpapi.TurnOf(ca.Triggered)}, nil
 }
 
 // Unblock queues the work turn carrying every queued review comment and the
 // reviewer's message: the page's unblock and `lazy unblock` are one path.
-func (s *Service) Unblock(ctx context.Context, ref, message string) (*store.Turn, error) {
+func (s *Service) Unblock(ctx context.Context, ref, message string) (*api.Turn, error) {
 	t, err := s.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -313,12 +310,11 @@ func (s *Service) Unblock(ctx context.Context, ref, message string) (*store.Turn
 	if err != nil {
 		return nil, err
 	}
-	tu := wq.Turn
-	return &tu, nil
+	return httpapi.TurnOf(&wq.Turn), nil
 }
 
 // Cancel ends a task.
-func (s *Service) Cancel(ctx context.Context, ref string) (*httpapi.TaskInfo, error) {
+func (s *Service) Cancel(ctx context.Context, ref string) (*api.TaskInfo, error) {
 	t, err := s.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -335,7 +331,7 @@ func (s *Service) Cancel(ctx context.Context, ref string) (*httpapi.TaskInfo, er
 }
 
 // Actors is the health table.
-func (s *Service) Actors(context.Context) ([]actors.ActorHealth, error) { return s.sup.Health(), nil }
+func (s *Service) Actors(context.Context) ([]api.ActorHealth, error) { return s.sup.Health(), nil }
 
 // InjectPanic makes an actor panic (grants, traffic, or a task).
 func (s *Service) InjectPanic(ctx context.Context, target string) error {
@@ -351,7 +347,7 @@ func (s *Service) InjectPanic(ctx context.Context, target string) error {
 
 // Watch subscribes to events; taskRefs are resolved per spec §6.2. A filter
 // given but naming no task is refused, never read as "no filter".
-func (s *Service) Watch(ctx context.Context, a httpapi.WatchArgs) (<-chan actors.Event, func(), error) {
+func (s *Service) Watch(ctx context.Context, a api.WatchArgs) (<-chan api.Event, func(), error) {
 	f := actors.Filter{Net: a.Net, Tasks: !a.NetOnly}
 	if a.Tasks != nil {
 		if len(a.Tasks) == 0 {
@@ -433,7 +429,7 @@ func (c *credentials) shape() string {
 func (e *UsageError) HTTPStatus() int { return 400 }
 
 // info is the task's wire form with what is going wrong with it right now.
-func (s *Service) info(t *store.Task) httpapi.TaskInfo {
+func (s *Service) info(t *store.Task) api.TaskInfo {
 	i := Info(t)
 	if s.trouble != nil {
 		i.ModelError = s.trouble.of(t.ID)
@@ -446,7 +442,7 @@ func (s *Service) info(t *store.Task) httpapi.TaskInfo {
 
 // SetBudget changes a task's token budget (0: none). A task stopped by its
 // budget goes on when the reviewer unblocks it.
-func (s *Service) SetBudget(ctx context.Context, ref string, tokens int64) (*httpapi.TaskInfo, error) {
+func (s *Service) SetBudget(ctx context.Context, ref string, tokens int64) (*api.TaskInfo, error) {
 	if tokens < 0 {
 		return nil, usage("--tokens %d: give 0 (no budget) or more tokens", tokens)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"lazy/actors"
 	"lazy/agent"
+	"lazy/api"
 	"lazy/proxy"
 )
 
@@ -18,7 +19,7 @@ import (
 type trouble struct {
 	mu      sync.Mutex
 	m       map[string]*modelTrouble
-	publish func(actors.Event)
+	publish func(api.Event)
 }
 
 type modelTrouble struct {
@@ -29,7 +30,7 @@ type modelTrouble struct {
 
 // record takes one proxied call; it reports a task's first failure in a row
 // as an event.
-func (t *trouble) record(tr proxy.Traffic) {
+func (t *trouble) record(tr api.Traffic) {
 	if tr.TaskID == "" {
 		return
 	}
@@ -63,7 +64,7 @@ func (t *trouble) record(tr proxy.Traffic) {
 	msg := cur.text()
 	t.mu.Unlock()
 	if first && t.publish != nil {
-		t.publish(actors.Event{Time: tr.Time, Kind: "model_error", TaskID: tr.TaskID, TaskRef: tr.TaskRef, Detail: msg})
+		t.publish(api.Event{Time: tr.Time, Kind: "model_error", TaskID: tr.TaskID, TaskRef: tr.TaskRef, Detail: msg})
 	}
 }
 

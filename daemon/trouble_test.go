@@ -1,23 +1,21 @@
 package daemon
 
 import (
+	"lazy/api"
 	"strings"
 	"testing"
 	"time"
-
-	"lazy/actors"
-	"lazy/proxy"
 )
 
 func TestTroubleTracksFailingCalls(t *testing.T) {
-	var events []actors.Event
-	tr := &trouble{publish: func(e actors.Event) { events = append(events, e) }}
+	var events []api.Event
+	tr := &trouble{publish: func(e api.Event) { events = append(events, e) }}
 	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	fail := proxy.Traffic{Time: t0, TaskID: "t1", TaskRef: "one", Status: 502, Error: "dial tcp 127.0.0.1:1: connect: connection refused"}
+	fail := api.Traffic{Time: t0, TaskID: "t1", TaskRef: "one", Status: 502, Error: "dial tcp 127.0.0.1:1: connect: connection refused"}
 	tr.record(fail)
 	fail.Time = t0.Add(time.Second)
 	tr.record(fail)
-	tr.record(proxy.Traffic{TaskID: "t2", Status: 503, Upstream: "api.example"})
+	tr.record(api.Traffic{TaskID: "t2", Status: 503, Upstream: "api.example"})
 	if got := tr.of("t1"); !strings.Contains(got, "connection refused (2 calls failed since 2026-11-24T12:00:00Z)") {
 		t.Fatalf("t1: %q", got)
 	}
@@ -27,15 +25,15 @@ func TestTroubleTracksFailingCalls(t *testing.T) {
 	if len(events) != 2 || events[0].Kind != "model_error" || events[0].TaskRef != "one" {
 		t.Fatalf("one event per streak: %+v", events)
 	}
-	tr.record(proxy.Traffic{TaskID: "t1", Status: 401}) // a refusal is not the upstream's failure, nor a recovery
+	tr.record(api.Traffic{TaskID: "t1", Status: 401}) // a refusal is not the upstream's failure, nor a recovery
 	if tr.of("t1") == "" {
 		t.Fatal("a 401 cleared the trouble")
 	}
-	tr.record(proxy.Traffic{TaskID: "t1", Status: 200})
+	tr.record(api.Traffic{TaskID: "t1", Status: 200})
 	if got := tr.of("t1"); got != "" {
 		t.Fatalf("a success must clear it: %q", got)
 	}
-	tr.record(proxy.Traffic{Status: 502, Error: "x"}) // unattributed: no task to tell
+	tr.record(api.Traffic{Status: 502, Error: "x"}) // unattributed: no task to tell
 	if len(events) != 2 {
 		t.Fatal("an unattributed failure made an event")
 	}

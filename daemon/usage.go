@@ -6,9 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
-	"lazy/actors"
-	"lazy/httpapi"
-	"lazy/proxy"
+	"lazy/api"
 	"lazy/store"
 	"lazy/task"
 )
@@ -23,17 +21,17 @@ type usageBook struct {
 	mu      sync.Mutex
 	tasks   map[string]*taskUsage
 	running map[string]int // task id → number of the turn running now
-	byRole  map[string]*httpapi.Usage
+	byRole  map[string]*api.Usage
 }
 
 type taskUsage struct {
-	total, lastTurn httpapi.Usage
+	total, lastTurn api.Usage
 	lastTurnNo      int
 	budget          int64
 }
 
 func newUsageBook(st store.Store, log *slog.Logger) *usageBook {
-	return &usageBook{st: st, log: log, tasks: map[string]*taskUsage{}, running: map[string]int{}, byRole: map[string]*httpapi.Usage{}}
+	return &usageBook{st: st, log: log, tasks: map[string]*taskUsage{}, running: map[string]int{}, byRole: map[string]*api.Usage{}}
 }
 
 // load reads a task's calls and budget from the store once.
@@ -69,14 +67,14 @@ func (u *taskUsage) add(c store.UsageCall) {
 	addCall(&u.total, c)
 	if c.Turn != 0 {
 		if c.Turn != u.lastTurnNo {
-			u.lastTurn, u.lastTurnNo = httpapi.Usage{}, c.Turn
+			u.lastTurn, u.lastTurnNo = api.Usage{}, c.Turn
 		}
 		addCall(&u.lastTurn, c)
 	}
 }
 
 // addCall adds one call to a count: a request, and its tokens.
-func addCall(x *httpapi.Usage, c store.UsageCall) {
+func addCall(x *api.Usage, c store.UsageCall) {
 	x.Requests++
 	x.InputTokens += c.InputTokens
 	x.OutputTokens += c.OutputTokens
@@ -86,7 +84,7 @@ func addCall(x *httpapi.Usage, c store.UsageCall) {
 
 // record takes one proxied call of a task: a row in the store and the
 // totals. Refused calls count as requests (a budget refusal too).
-func (b *usageBook) record(tr proxy.Traffic) {
+func (b *usageBook) record(tr api.Traffic) {
 	if tr.TaskID == "" {
 		return
 	}
@@ -110,7 +108,7 @@ func (b *usageBook) record(tr proxy.Traffic) {
 	}
 	r := b.byRole[role]
 	if r == nil {
-		r = &httpapi.Usage{}
+		r = &api.Usage{}
 		b.byRole[role] = r
 	}
 	addCall(r, c)
@@ -121,8 +119,8 @@ func (b *usageBook) record(tr proxy.Traffic) {
 }
 
 // follow tracks the running turn of each task from the actors' events.
-func (b *usageBook) follow(ctx context.Context, events <-chan actors.Event) {
-	eachEvent(ctx, events, func(e actors.Event) {
+func (b *usageBook) follow(ctx context.Context, events <-chan api.Event) {
+	eachEvent(ctx, events, func(e api.Event) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		switch e.Kind {
@@ -163,10 +161,10 @@ func (b *usageBook) setBudget(ctx context.Context, taskID string, tokens int64) 
 
 // of is a task's usage for its wire form: totals, the last turn's, and the
 // budget left.
-func (b *usageBook) of(ctx context.Context, taskID string) (total, lastTurn *httpapi.Usage, turn int) {
+func (b *usageBook) of(ctx context.Context, taskID string) (total, lastTurn *api.Usage, turn int) {
 	u, err := b.load(ctx, taskID)
 	if err != nil {
-		return &httpapi.Usage{}, nil, 0
+		return &api.Usage{}, nil, 0
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -179,10 +177,10 @@ func (b *usageBook) of(ctx context.Context, taskID string) (total, lastTurn *htt
 }
 
 // roles is a copy of the counters by role, for /metrics.
-func (b *usageBook) roles() map[string]httpapi.Usage {
+func (b *usageBook) roles() map[string]api.Usage {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make(map[string]httpapi.Usage, len(b.byRole))
+	out := make(map[string]api.Usage, len(b.byRole))
 	for k, v := range b.byRole {
 		out[k] = *v
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"lazy/actors"
+	"lazy/api"
 	"lazy/approval"
 	"lazy/gitx"
 	"lazy/review"
@@ -34,19 +35,19 @@ import (
 
 // Tasks is what the handlers need of the daemon's task operations.
 type Tasks interface {
-	NewTask(ctx context.Context, a NewTaskArgs) (*NewTaskResult, error)
-	ListTasks(ctx context.Context) ([]TaskInfo, error)
-	ShowTask(ctx context.Context, ref string) (*TaskDetail, error)
-	Comment(ctx context.Context, ref, body string) (*CommentResult, error)
-	Unblock(ctx context.Context, ref, message string) (*store.Turn, error)
-	Cancel(ctx context.Context, ref string) (*TaskInfo, error)
-	Actors(ctx context.Context) ([]actors.ActorHealth, error)
+	NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskResult, error)
+	ListTasks(ctx context.Context) ([]api.TaskInfo, error)
+	ShowTask(ctx context.Context, ref string) (*api.TaskDetail, error)
+	Comment(ctx context.Context, ref, body string) (*api.CommentResult, error)
+	Unblock(ctx context.Context, ref, message string) (*api.Turn, error)
+	Cancel(ctx context.Context, ref string) (*api.TaskInfo, error)
+	Actors(ctx context.Context) ([]api.ActorHealth, error)
 	InjectPanic(ctx context.Context, target string) error
-	Watch(ctx context.Context, a WatchArgs) (<-chan actors.Event, func(), error)
-	CommitDiff(ctx context.Context, sha string) (*CommitDiff, error)
-	TaskCommits(ctx context.Context, ref string) ([]CommitInfo, error)
+	Watch(ctx context.Context, a api.WatchArgs) (<-chan api.Event, func(), error)
+	CommitDiff(ctx context.Context, sha string) (*api.CommitDiff, error)
+	TaskCommits(ctx context.Context, ref string) ([]api.CommitInfo, error)
 	// SetBudget changes a task's token budget (0: none).
-	SetBudget(ctx context.Context, ref string, tokens int64) (*TaskInfo, error)
+	SetBudget(ctx context.Context, ref string, tokens int64) (*api.TaskInfo, error)
 }
 
 // Deps are the handler's collaborators.
@@ -66,7 +67,7 @@ type Deps struct {
 	Bearer         string
 	DashboardToken string
 	Gatherer       prometheus.Gatherer
-	Info           func() DaemonInfo
+	Info           func() api.DaemonInfo
 	Stop           func()
 	// Stopping is closed when the daemon begins to stop: watch streams end
 	// at once with a daemon_stopped event, so a stop never waits on them.
@@ -287,14 +288,14 @@ func (h *handler) render(c echo.Context, code int, page string, data any) error 
 	return c.HTMLBlob(code, b)
 }
 
-func taskRow(t TaskInfo) views.TaskRow {
+func taskRow(t api.TaskInfo) views.TaskRow {
 	return views.TaskRow{ID: t.ID, ShortID: t.ShortID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch,
 		Turns: t.Turns, LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, ModelError: t.ModelError, Usage: UsageWords(t)}
 }
 
 // UsageWords is what a task's model calls cost, as the pages and the CLI
 // say it: "N calls, X in / Y out tokens; last turn ...; budget B, L left".
-func UsageWords(t TaskInfo) string {
+func UsageWords(t api.TaskInfo) string {
 	u := t.Usage
 	if u == nil || u.Requests == 0 && t.BudgetTokens == 0 {
 		return ""

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"lazy/actors"
+	"lazy/api"
 	"lazy/gitx"
 	"lazy/review"
 	"lazy/store"
@@ -30,49 +30,49 @@ const fakeID = "0190aaaa000070008000000000000001"
 // fakeReview serves fixed data; the handler is what is under test.
 type fakeReview struct {
 	diff     []gitx.File
-	merge    *MergeReadiness
+	merge    *api.MergeReadiness
 	payload  review.Payload
-	acceptFn func(AcceptArgs) (*TaskInfo, error)
-	posted   []PostCommentArgs
+	acceptFn func(api.AcceptArgs) (*api.TaskInfo, error)
+	posted   []api.PostCommentArgs
 }
 
-func (f *fakeReview) task() TaskInfo {
-	return TaskInfo{ID: fakeID, ShortID: fakeID[:8], Code: "fix-login", Ref: "fix-login", Title: "Fix the <login> loop", Status: "blocked", Branch: "lazy/fix-login", Parent: "main", Turns: 2, LastActivity: t0}
+func (f *fakeReview) task() api.TaskInfo {
+	return api.TaskInfo{ID: fakeID, ShortID: fakeID[:8], Code: "fix-login", Ref: "fix-login", Title: "Fix the <login> loop", Status: "blocked", Branch: "lazy/fix-login", Parent: "main", Turns: 2, LastActivity: t0}
 }
-func (f *fakeReview) Queue(context.Context) ([]QueueItem, error) {
-	return []QueueItem{{Task: QueueTask{ID: fakeID, ShortID: fakeID[:8], Code: "fix-login", Title: "Fix the <login> loop"}, Status: "blocked", LiveSession: true, AwaitingAnswer: 1, PendingAsks: 1, QueuedComments: 2}}, nil
+func (f *fakeReview) Queue(context.Context) ([]api.QueueItem, error) {
+	return []api.QueueItem{{Task: api.QueueTask{ID: fakeID, ShortID: fakeID[:8], Code: "fix-login", Title: "Fix the <login> loop"}, Status: "blocked", LiveSession: true, AwaitingAnswer: 1, PendingAsks: 1, QueuedComments: 2}}, nil
 }
-func (f *fakeReview) Diff(_ context.Context, ref string, _ DiffOptions) (*DiffResult, error) {
+func (f *fakeReview) Diff(_ context.Context, ref string, _ api.DiffOptions) (*api.DiffResult, error) {
 	if ref != fakeID && ref != "fix-login" {
 		return nil, store.ErrNotFound
 	}
 	t1, t2 := t0.Add(-time.Hour), t0.Add(-50*time.Minute)
-	return &DiffResult{Task: f.task(), Files: f.diff, Merge: f.merge,
+	return &api.DiffResult{Task: f.task(), Files: gitx.WireFiles(f.diff), Merge: f.merge,
 		Summary: "Sent users <home> after login.\nChecked the flow.",
-		Commits: []CommitInfo{{SHA: "abcdef0123456789", Subject: "Rework <login>", Author: "agent <a@b>", Time: t1.Add(time.Minute)}},
-		Turns:   []TurnRef{{Number: 2, Status: "done", StartedAt: &t1, EndedAt: &t2}}}, nil
+		Commits: []api.CommitInfo{{SHA: "abcdef0123456789", Subject: "Rework <login>", Author: "agent <a@b>", Time: t1.Add(time.Minute)}},
+		Turns:   []api.TurnRef{{Number: 2, Status: "done", StartedAt: &t1, EndedAt: &t2}}}, nil
 }
 func (f *fakeReview) Comments(context.Context, string) (*review.Payload, error) {
 	return &f.payload, nil
 }
-func (f *fakeReview) PostComment(_ context.Context, _ string, a PostCommentArgs) (*review.ReviewComment, error) {
+func (f *fakeReview) PostComment(_ context.Context, _ string, a api.PostCommentArgs) (*review.ReviewComment, error) {
 	f.posted = append(f.posted, a)
 	return &review.ReviewComment{ID: "new", TaskID: fakeID, File: a.File, Line: a.Line, Side: review.Side(a.Side), Intent: review.Intent(a.Intent), Body: a.Body, AskState: review.AskPending}, nil
 }
-func (f *fakeReview) RetryAsk(context.Context, string, string) (*ActionResult, error) {
+func (f *fakeReview) RetryAsk(context.Context, string, string) (*api.ActionResult, error) {
 	return nil, &review.RuleError{Reason: "This is a comment, not a question."}
 }
-func (f *fakeReview) Withdraw(context.Context, string, string) (*ActionResult, error) {
-	return &ActionResult{Notice: "Withdrawn."}, nil
+func (f *fakeReview) Withdraw(context.Context, string, string) (*api.ActionResult, error) {
+	return &api.ActionResult{Notice: "Withdrawn."}, nil
 }
-func (f *fakeReview) Unblock(context.Context, string, string) (*store.Turn, error) {
-	return &store.Turn{TaskID: fakeID, Number: 3}, nil
+func (f *fakeReview) Unblock(context.Context, string, string) (*api.Turn, error) {
+	return &api.Turn{TaskID: fakeID, Number: 3}, nil
 }
-func (f *fakeReview) Accept(_ context.Context, _ string, a AcceptArgs) (*TaskInfo, error) {
+func (f *fakeReview) Accept(_ context.Context, _ string, a api.AcceptArgs) (*api.TaskInfo, error) {
 	return f.acceptFn(a)
 }
-func (f *fakeReview) Sync(context.Context, string, bool) (*SyncResult, error) {
-	return &SyncResult{Queued: true}, nil
+func (f *fakeReview) Sync(context.Context, string, bool) (*api.SyncResult, error) {
+	return &api.SyncResult{Queued: true}, nil
 }
 func (f *fakeReview) ViolationDecision(context.Context, string, string, []string) error { return nil }
 func (f *fakeReview) Approve(context.Context, string, []string, string) error           { return nil }
@@ -81,8 +81,8 @@ type fakeTasks struct{ Tasks }
 
 // ListTasks: one blocked task, one failed, one running with failing model
 // calls (all three for Needs attention) and one running fine.
-func (fakeTasks) ListTasks(context.Context) ([]TaskInfo, error) {
-	return []TaskInfo{
+func (fakeTasks) ListTasks(context.Context) ([]api.TaskInfo, error) {
+	return []api.TaskInfo{
 		{ID: fakeID, Ref: "fix-login", Status: "blocked"},
 		{ID: "0190aaaa000070008000000000000002", Ref: "broken", Status: "failed", Title: "Break <things>",
 			FailReason: "work turn 1 failed: the agent exited with status 1", ModelError: "model upstream unreachable: <no such host>"},
@@ -92,10 +92,10 @@ func (fakeTasks) ListTasks(context.Context) ([]TaskInfo, error) {
 	}, nil
 }
 
-func (fakeTasks) CommitDiff(context.Context, string) (*CommitDiff, error) {
-	return &CommitDiff{CommitInfo: CommitInfo{SHA: "abcdef0123456789", Subject: "Rework <login>", Author: "agent"}, Files: fixtureDiff()}, nil
+func (fakeTasks) CommitDiff(context.Context, string) (*api.CommitDiff, error) {
+	return &api.CommitDiff{CommitInfo: api.CommitInfo{SHA: "abcdef0123456789", Subject: "Rework <login>", Author: "agent"}, Files: gitx.WireFiles(fixtureDiff())}, nil
 }
-func (fakeTasks) Actors(context.Context) ([]actors.ActorHealth, error) { return nil, nil }
+func (fakeTasks) Actors(context.Context) ([]api.ActorHealth, error) { return nil, nil }
 
 func fixtureDiff() []gitx.File {
 	d, err := gitx.ParseDiff([]byte(`diff --git a/login.go b/login.go
@@ -154,7 +154,7 @@ func fixturePayload() review.Payload {
 func newPagesServer(t *testing.T) (*fakeReview, http.Handler) { return newPagesServerF(t) }
 
 func newPagesServerF(t testing.TB) (*fakeReview, http.Handler) {
-	f := &fakeReview{diff: fixtureDiff(), payload: fixturePayload(), merge: &MergeReadiness{MergeCheck: gitx.MergeCheck{Clean: true, Ahead: 1}, Protected: []string{".github/<ci>.yml"}}, acceptFn: func(AcceptArgs) (*TaskInfo, error) {
+	f := &fakeReview{diff: fixtureDiff(), payload: fixturePayload(), merge: &api.MergeReadiness{MergeCheck: api.MergeCheck{Clean: true, Ahead: 1}, Protected: []string{".github/<ci>.yml"}}, acceptFn: func(api.AcceptArgs) (*api.TaskInfo, error) {
 		return nil, review.Refuse(review.ReasonPassphraseRequired, "fix-login", "main", "looks right", []string{".github/ci.yml"})
 	}}
 	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Tasks: fakeTasks{}, Review: f})
@@ -279,14 +279,14 @@ func TestReviewForms(t *testing.T) {
 		t.Errorf("refused accept lost input or echoed the passphrase")
 	}
 	// an unknown remedy reason degrades to no panel, the message still shown
-	f.acceptFn = func(AcceptArgs) (*TaskInfo, error) {
+	f.acceptFn = func(api.AcceptArgs) (*api.TaskInfo, error) {
 		return nil, &review.Refusal{Message: "Something odd happened.", Remedy: &review.Remedy{Reason: "martian", Next: "x"}}
 	}
 	body = serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r").Body.String()
 	if !strings.Contains(body, "Something odd happened.") || strings.Contains(body, `class="remedy"`) {
 		t.Error("an unmapped reason must show the message without a panel")
 	}
-	f.acceptFn = func(AcceptArgs) (*TaskInfo, error) { return &TaskInfo{ID: fakeID, Parent: "main"}, nil }
+	f.acceptFn = func(api.AcceptArgs) (*api.TaskInfo, error) { return &api.TaskInfo{ID: fakeID, Parent: "main"}, nil }
 	if rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r"); rec.Code != 303 {
 		t.Errorf("accept: %d", rec.Code)
 	}

@@ -2,128 +2,24 @@ package httpapi
 
 import (
 	"context"
-	"time"
 
-	"lazy/gitx"
+	"lazy/api"
 	"lazy/review"
-	"lazy/store"
 )
 
 // ReviewActions is everything the review routes and the review RPC need of
 // the daemon. The daemon implements it directly; the dev web server through
 // the daemon's RPC. The web layer never touches git, locks or storage writes.
 type ReviewActions interface {
-	Queue(ctx context.Context) ([]QueueItem, error)
-	Diff(ctx context.Context, ref string, o DiffOptions) (*DiffResult, error)
+	Queue(ctx context.Context) ([]api.QueueItem, error)
+	Diff(ctx context.Context, ref string, o api.DiffOptions) (*api.DiffResult, error)
 	Comments(ctx context.Context, ref string) (*review.Payload, error)
-	PostComment(ctx context.Context, ref string, a PostCommentArgs) (*review.ReviewComment, error)
-	RetryAsk(ctx context.Context, ref, id string) (*ActionResult, error)
-	Withdraw(ctx context.Context, ref, id string) (*ActionResult, error)
-	Unblock(ctx context.Context, ref, feedback string) (*store.Turn, error)
-	Accept(ctx context.Context, ref string, a AcceptArgs) (*TaskInfo, error)
-	Sync(ctx context.Context, ref string, wait bool) (*SyncResult, error)
+	PostComment(ctx context.Context, ref string, a api.PostCommentArgs) (*review.ReviewComment, error)
+	RetryAsk(ctx context.Context, ref, id string) (*api.ActionResult, error)
+	Withdraw(ctx context.Context, ref, id string) (*api.ActionResult, error)
+	Unblock(ctx context.Context, ref, feedback string) (*api.Turn, error)
+	Accept(ctx context.Context, ref string, a api.AcceptArgs) (*api.TaskInfo, error)
+	Sync(ctx context.Context, ref string, wait bool) (*api.SyncResult, error)
 	ViolationDecision(ctx context.Context, ref, decision string, files []string) error
 	Approve(ctx context.Context, ref string, files []string, passphrase string) error
-}
-
-// QueueTask is the task part of a queue item.
-type QueueTask struct {
-	ID      string `json:"id"`
-	ShortID string `json:"short_id"`
-	Code    string `json:"code"`
-	Title   string `json:"title"`
-}
-
-// QueueItem is one entry of the review queue (CONTRACT §7).
-type QueueItem struct {
-	Task           QueueTask `json:"task"`
-	Status         string    `json:"status"`
-	LiveSession    bool      `json:"live_session"`
-	AwaitingAnswer int       `json:"awaiting_answer"`
-	PendingAsks    int       `json:"pending_asks"`
-	QueuedComments int       `json:"queued_comments"`
-	// ModelError is what is failing in the task's model calls right now
-	ModelError string `json:"model_error,omitempty"`
-}
-
-// PostCommentArgs is the comment POST body (CONTRACT §7).
-type PostCommentArgs struct {
-	Body   string `json:"body"`
-	File   string `json:"file"`
-	Line   int    `json:"line"`
-	Side   string `json:"side"`
-	Intent string `json:"intent"`
-	// StartLine makes the comment one on lines StartLine to Line
-	StartLine int    `json:"start_line,omitempty"`
-	ThreadID  string `json:"thread_id,omitempty"`
-}
-
-// DiffResult is a task's anchored diff against its parent.
-type DiffResult struct {
-	Task  TaskInfo    `json:"task"`
-	Files []gitx.File `json:"files"`
-	// Merge is a dry run of accepting now; Commits are the branch's commits
-	// the parent lacks, newest first; Summary is the agent's last word;
-	// Turns are the task's work turns (for "delivered with turn N").
-	Merge   *MergeReadiness `json:"merge,omitempty"`
-	Commits []CommitInfo    `json:"commits"`
-	Summary string          `json:"summary,omitempty"`
-	Turns   []TurnRef       `json:"turns,omitempty"`
-	// Since is the full commit id the diff starts from when the options
-	// asked for one; Full is the file shown whole
-	Since string `json:"since,omitempty"`
-	Full  string `json:"full,omitempty"`
-}
-
-// DiffOptions change what Diff shows: Since is a commit the reviewer saw,
-// and the diff runs from it to the branch head (not from the parent); Full
-// is a changed file shown whole (every line as context).
-type DiffOptions struct {
-	Since string `json:"since,omitempty"`
-	Full  string `json:"full,omitempty"`
-	// Context is the lines of context around Full's changes (0: the whole
-	// file)
-	Context int `json:"context,omitempty"`
-	// SkipMerge leaves the merge dry run out (three git runs) for callers
-	// that want the rows alone (a file loaded into the page, the warm-up)
-	SkipMerge bool `json:"skip_merge,omitempty"`
-}
-
-// MergeReadiness is what an accept would meet now: the dry-run merge of the
-// task branch into its parent and the files its rules would stop on.
-type MergeReadiness struct {
-	gitx.MergeCheck
-	Protected  []string `json:"protected,omitempty"`    // changed, protected, not yet approved
-	OutOfScope []string `json:"out_of_scope,omitempty"` // changed outside the task's scope
-	// Error says why the dry run could not be made (the page says so
-	// rather than claiming clean or conflict)
-	Error string `json:"error,omitempty"`
-}
-
-// TurnRef is one work turn, as the review page links it.
-type TurnRef struct {
-	Number    int        `json:"number"`
-	Status    string     `json:"status"`
-	StartedAt *time.Time `json:"started_at,omitempty"`
-	EndedAt   *time.Time `json:"ended_at,omitempty"`
-}
-
-// ActionResult is the reply of retry and withdraw.
-type ActionResult struct {
-	Comment review.ReviewComment `json:"comment"`
-	Notice  string               `json:"notice"`
-}
-
-// AcceptArgs are the accept form's fields.
-type AcceptArgs struct {
-	Reason          string `json:"reason"`
-	Passphrase      string `json:"passphrase,omitempty"`
-	AllowOutOfScope bool   `json:"allow_out_of_scope,omitempty"`
-}
-
-// SyncResult is what a sync did (or that it was queued).
-type SyncResult struct {
-	Queued    bool     `json:"queued"`
-	Status    string   `json:"status,omitempty"`
-	Conflicts []string `json:"conflicts,omitempty"`
 }

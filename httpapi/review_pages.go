@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"lazy/api"
 	"lazy/review"
 	"lazy/views"
 )
@@ -176,7 +177,7 @@ func readForm(c echo.Context) error {
 }
 
 func (h *handler) postComment(c echo.Context) error {
-	var a PostCommentArgs
+	var a api.PostCommentArgs
 	if isJSON(c) {
 		raw, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxFormBody))
 		if err != nil {
@@ -189,7 +190,7 @@ func (h *handler) postComment(c echo.Context) error {
 		if err := readForm(c); err != nil {
 			return err
 		}
-		a = PostCommentArgs{Body: c.FormValue("body"), File: c.FormValue("file"), Side: c.FormValue("side"), Intent: c.FormValue("intent"), ThreadID: c.FormValue("thread_id")}
+		a = api.PostCommentArgs{Body: c.FormValue("body"), File: c.FormValue("file"), Side: c.FormValue("side"), Intent: c.FormValue("intent"), ThreadID: c.FormValue("thread_id")}
 		if l := c.FormValue("line"); l != "" {
 			n, err := strconv.Atoi(l)
 			if err != nil {
@@ -224,7 +225,7 @@ func (h *handler) postComment(c echo.Context) error {
 
 // noticeRedirect sends the browser back to the review page with a notice;
 // a refusal by a rule becomes the notice too.
-func (h *handler) noticeRedirect(c echo.Context, res *ActionResult, err error) error {
+func (h *handler) noticeRedirect(c echo.Context, res *api.ActionResult, err error) error {
 	notice := ""
 	var re *review.RuleError
 	switch {
@@ -236,7 +237,7 @@ func (h *handler) noticeRedirect(c echo.Context, res *ActionResult, err error) e
 		notice = res.Notice
 	}
 	task := c.Param("task")
-	if d, derr := h.d.Review.Diff(c.Request().Context(), task, DiffOptions{}); derr == nil {
+	if d, derr := h.d.Review.Diff(c.Request().Context(), task, api.DiffOptions{}); derr == nil {
 		task = d.Task.ID
 	}
 	return c.Redirect(http.StatusSeeOther, h.noticeURL("/review/"+task, notice))
@@ -281,7 +282,7 @@ func (h *handler) accept(c echo.Context) error {
 		st.notice = "Say why you accept: the reason is recorded with the merge."
 		return h.renderReview(c, http.StatusBadRequest, st)
 	}
-	t, err := h.d.Review.Accept(c.Request().Context(), c.Param("task"), AcceptArgs{Reason: reason, Passphrase: c.FormValue("passphrase")})
+	t, err := h.d.Review.Accept(c.Request().Context(), c.Param("task"), api.AcceptArgs{Reason: reason, Passphrase: c.FormValue("passphrase")})
 	if err != nil {
 		var ref *review.Refusal
 		if r, ok := refusalOf(err); ok {
@@ -334,7 +335,7 @@ func (h *handler) apiQueue(c echo.Context) error {
 		return err
 	}
 	if items == nil {
-		items = []QueueItem{}
+		items = []api.QueueItem{}
 	}
 	return c.JSON(http.StatusOK, items)
 }
@@ -356,7 +357,7 @@ func (h *handler) fileFragment(c echo.Context) error {
 	if path == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "path names no file: give ?path=<a changed file>")
 	}
-	d, err := h.d.Review.Diff(ctx, c.Param("task"), DiffOptions{SkipMerge: true})
+	d, err := h.d.Review.Diff(ctx, c.Param("task"), api.DiffOptions{SkipMerge: true})
 	if err != nil {
 		return err
 	}
@@ -405,7 +406,7 @@ func (h *handler) commitPage(c echo.Context) error {
 }
 
 // attention is a failed or conflicted task's row: why, and what to do.
-func attention(t TaskInfo) (views.AttentionRow, bool) {
+func attention(t api.TaskInfo) (views.AttentionRow, bool) {
 	row := views.AttentionRow{ID: t.ID, Ref: t.Ref, Title: t.Title, Status: t.Status}
 	switch t.Status {
 	case "failed":
@@ -435,7 +436,7 @@ func attention(t TaskInfo) (views.AttentionRow, bool) {
 
 // commitRows are the branch's commits, each with the work turn that made it
 // (the turn whose run its commit time falls in).
-func commitRows(cs []CommitInfo, turns []TurnRef) []views.CommitRow {
+func commitRows(cs []api.CommitInfo, turns []api.TurnRef) []views.CommitRow {
 	out := make([]views.CommitRow, 0, len(cs))
 	for _, c := range cs {
 		row := views.CommitRow{SHA: c.SHA, Short: c.SHA[:min(10, len(c.SHA))], Subject: c.Subject, Author: c.Author, Time: c.Time}
@@ -459,7 +460,7 @@ func commitRows(cs []CommitInfo, turns []TurnRef) []views.CommitRow {
 }
 
 // mergeView is the merge-readiness panel of the accept block.
-func mergeView(m *MergeReadiness, parent string) *views.MergeView {
+func mergeView(m *api.MergeReadiness, parent string) *views.MergeView {
 	if m == nil {
 		return nil
 	}
@@ -476,8 +477,8 @@ func mergeView(m *MergeReadiness, parent string) *views.MergeView {
 }
 
 // diffOptions reads what the review page's query asks of the diff.
-func diffOptions(c echo.Context) (DiffOptions, error) {
-	o := DiffOptions{Since: c.QueryParam("since"), Full: c.QueryParam("full")}
+func diffOptions(c echo.Context) (api.DiffOptions, error) {
+	o := api.DiffOptions{Since: c.QueryParam("since"), Full: c.QueryParam("full")}
 	if v := c.QueryParam("context"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {

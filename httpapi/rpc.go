@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"lazy/actors"
+	"lazy/api"
 	"lazy/store"
 )
 
@@ -28,11 +28,11 @@ type rpcArgs struct {
 	Wait       bool     `json:"wait"`
 	Passphrase string   `json:"passphrase"`
 	Tokens     int64    `json:"tokens"`
-	NewTaskArgs
-	WatchArgs
-	PostCommentArgs
-	AcceptArgs
-	DiffOptions
+	api.NewTaskArgs
+	api.WatchArgs
+	api.PostCommentArgs
+	api.AcceptArgs
+	api.DiffOptions
 }
 
 // maxRPCBody bounds an RPC request body (a storage write may carry a turn's
@@ -135,7 +135,7 @@ func (h *handler) reviewRPC(c echo.Context, cmd string, a *rpcArgs) (any, error)
 	case "reviewQueue":
 		q, err := r.Queue(ctx)
 		if q == nil {
-			q = []QueueItem{}
+			q = []api.QueueItem{}
 		}
 		return q, err
 	case "reviewDiff":
@@ -171,7 +171,7 @@ func (h *handler) reviewRPC(c echo.Context, cmd string, a *rpcArgs) (any, error)
 }
 
 // watch streams events as server-sent events until the client goes away.
-func (h *handler) watch(c echo.Context, a WatchArgs) error {
+func (h *handler) watch(c echo.Context, a api.WatchArgs) error {
 	ch, cancel, err := h.d.Tasks.Watch(c.Request().Context(), a)
 	if err != nil {
 		return err
@@ -190,7 +190,7 @@ func (h *handler) watch(c echo.Context, a WatchArgs) error {
 		case <-c.Request().Context().Done():
 			return nil
 		case <-h.d.Stopping:
-			b, _ := json.Marshal(actors.Event{Time: time.Now().UTC(), Kind: actors.EventDaemonStopped})
+			b, _ := json.Marshal(api.Event{Time: time.Now().UTC(), Kind: api.EventDaemonStopped})
 			_, _ = fmt.Fprintf(w, "data: %s\n\n", b)
 			w.Flush()
 			return nil

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"lazy/api"
 	"lazy/config"
 )
 
@@ -105,7 +106,7 @@ func BenchmarkServeModelRequest(b *testing.B) {
 	ptr := &atomic.Pointer[Grants]{}
 	ptr.Store(&g)
 	reply := []byte(`{"id":"msg_1","type":"message","content":[{"type":"text","text":"one two three"}],"usage":{"input_tokens":10,"output_tokens":3}}`)
-	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr, Port: 1, Publish: func(Traffic) {},
+	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr, Port: 1, Publish: func(api.Traffic) {},
 		Transport: rtFunc(func(r *http.Request) (*http.Response, error) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(reply)),

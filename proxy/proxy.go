@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"lazy/api"
 	"lazy/config"
 )
 
@@ -28,7 +29,7 @@ type Options struct {
 	// Grants is the registry snapshot published by the grants actor.
 	Grants  *atomic.Pointer[Grants]
 	Log     *slog.Logger
-	Publish func(Traffic)
+	Publish func(api.Traffic)
 	// Transport reaches the upstreams (default: a pooled http.Transport).
 	Transport http.RoundTripper
 	Now       func() time.Time
@@ -264,7 +265,7 @@ type plan struct {
 	bodyTimedOut atomic.Bool
 	// usage is what the reply said the call cost (usageSeen: it said so);
 	// written by the body's reader, read after the body is copied
-	usage     Usage
+	usage     api.CallUsage
 	usageSeen bool
 	usageScan usageScanner // the reader that fills usage (no allocation of its own)
 }
@@ -290,7 +291,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if pl.reserved > 0 {
 			p.replay.Add(-pl.reserved)
 		}
-		tr := Traffic{Time: start.UTC(), Method: r.Method, Path: logPath, Status: rec.status, Millis: p.now().Sub(start).Milliseconds(), Refused: pl.refused, Tripwire: pl.tripwire, Error: pl.upstreamErr}
+		tr := api.Traffic{Time: start.UTC(), Method: r.Method, Path: logPath, Status: rec.status, Millis: p.now().Sub(start).Milliseconds(), Refused: pl.refused, Tripwire: pl.tripwire, Error: pl.upstreamErr}
 		if tr.Status == 0 {
 			tr.Status = 499
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"lazy/api"
 	"lazy/config"
 	"lazy/stubmodel"
 )
@@ -41,7 +42,7 @@ type fixture struct {
 	grants  *atomic.Pointer[Grants]
 	home    string
 	mu      sync.Mutex
-	traffic []Traffic
+	traffic []api.Traffic
 	seen    int
 }
 
@@ -54,7 +55,7 @@ func newFixture(t *testing.T, cfg config.Config) *fixture {
 	f := &fixture{t: t, home: home, grants: &atomic.Pointer[Grants]{}}
 	g := Grants{}
 	f.grants.Store(&g)
-	p, err := New(Options{Config: &cfg, Home: home, Grants: f.grants, Publish: func(tr Traffic) {
+	p, err := New(Options{Config: &cfg, Home: home, Grants: f.grants, Publish: func(tr api.Traffic) {
 		f.mu.Lock()
 		f.traffic = append(f.traffic, tr)
 		f.mu.Unlock()
@@ -103,13 +104,13 @@ func (f *fixture) key(ref string) map[string]string {
 
 // lastTraffic is the newest traffic event. The proxy publishes it after the
 // response is complete, so it may land just after the client read the body.
-func (f *fixture) lastTraffic() Traffic {
+func (f *fixture) lastTraffic() api.Traffic {
 	f.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		f.mu.Lock()
 		n := len(f.traffic)
-		var last Traffic
+		var last api.Traffic
 		if n > 0 {
 			last = f.traffic[n-1]
 		}

@@ -4,21 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"lazy/api"
 )
-
-// Usage is what one model call cost, as the upstream itself reported it.
-type Usage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-}
-
-// Tokens is what a budget counts: input and output tokens.
-func (u Usage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
-
-// IsZero reports a call that reported no tokens.
-func (u Usage) IsZero() bool { return u == Usage{} }
 
 // usageKey starts a usage object in a reply: a JSON reply's top-level
 // "usage", an SSE message_start's message.usage, a message_delta's usage.
@@ -36,7 +23,7 @@ const maxUsageObject = 4096
 // object's own bytes (and a tail that may start the key) are copied aside.
 type usageScanner struct {
 	r io.ReadCloser
-	u *Usage
+	u *api.CallUsage
 	// seen: the reply carried a usage object
 	seen *bool
 
@@ -53,14 +40,14 @@ type usageScanner struct {
 	inString, escape bool
 }
 
-func newUsageScanner(r io.ReadCloser, u *Usage, seen *bool) *usageScanner {
+func newUsageScanner(r io.ReadCloser, u *api.CallUsage, seen *bool) *usageScanner {
 	s := &usageScanner{}
 	s.reset(r, u, seen)
 	return s
 }
 
 // reset readies s (one that lives inside a request's plan) for a reply.
-func (s *usageScanner) reset(r io.ReadCloser, u *Usage, seen *bool) {
+func (s *usageScanner) reset(r io.ReadCloser, u *api.CallUsage, seen *bool) {
 	*s = usageScanner{r: r, u: u, seen: seen}
 	s.tail, s.obj = s.tailBuf[:0], s.objBuf[:0]
 }

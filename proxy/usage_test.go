@@ -2,14 +2,15 @@ package proxy
 
 import (
 	"io"
+	"lazy/api"
 	"strings"
 	"testing"
 )
 
 // scanUsage reads body through the scanner in the given chunk sizes.
-func scanUsage(t *testing.T, body string, chunks []int) (Usage, bool, string) {
+func scanUsage(t *testing.T, body string, chunks []int) (api.CallUsage, bool, string) {
 	t.Helper()
-	var u Usage
+	var u api.CallUsage
 	var seen bool
 	var b strings.Builder
 	s := newUsageScanner(io.NopCloser(strings.NewReader("")), &u, &seen)
@@ -31,7 +32,7 @@ const sseReply = "event: message_start\ndata: {\"type\":\"message_start\",\"mess
 	"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
 
 func TestUsageFromSSEAnySplit(t *testing.T) {
-	want := Usage{InputTokens: 25, OutputTokens: 15, CacheReadInputTokens: 3, CacheCreationInputTokens: 7}
+	want := api.CallUsage{InputTokens: 25, OutputTokens: 15, CacheReadInputTokens: 3, CacheCreationInputTokens: 7}
 	for i := 0; i <= len(sseReply); i++ {
 		for _, step := range []int{1, 7} {
 			chunks := []int{i}
@@ -49,16 +50,16 @@ func TestUsageFromSSEAnySplit(t *testing.T) {
 func TestUsageFromJSON(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string
-		want       Usage
+		want       api.CallUsage
 		seen       bool
 	}{
-		{"reply", `{"id":"m","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":12,"output_tokens":3}}`, Usage{InputTokens: 12, OutputTokens: 3}, true},
+		{"reply", `{"id":"m","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":12,"output_tokens":3}}`, api.CallUsage{InputTokens: 12, OutputTokens: 3}, true},
 		// a tool's input may hold a "usage" key; the reply's own comes last
-		{"tool input first", `{"content":[{"type":"tool_use","input":{"usage":{"input_tokens":0,"output_tokens":0}}}],"usage":{"input_tokens":40,"output_tokens":9}}`, Usage{InputTokens: 40, OutputTokens: 9}, true},
-		{"usage as a value", `{"kind":"usage","note":["usage"],"usage" : {"input_tokens": 5, "output_tokens": 2}}`, Usage{InputTokens: 5, OutputTokens: 2}, true},
-		{"count_tokens", `{"input_tokens":321}`, Usage{}, false},
-		{"error", `{"type":"error","error":{"type":"overloaded_error","message":"usage is high"}}`, Usage{}, false},
-		{"nested braces in strings", `{"usage":{"input_tokens":1,"note":"}{","output_tokens":2}}`, Usage{InputTokens: 1, OutputTokens: 2}, true},
+		{"tool input first", `{"content":[{"type":"tool_use","input":{"usage":{"input_tokens":0,"output_tokens":0}}}],"usage":{"input_tokens":40,"output_tokens":9}}`, api.CallUsage{InputTokens: 40, OutputTokens: 9}, true},
+		{"usage as a value", `{"kind":"usage","note":["usage"],"usage" : {"input_tokens": 5, "output_tokens": 2}}`, api.CallUsage{InputTokens: 5, OutputTokens: 2}, true},
+		{"count_tokens", `{"input_tokens":321}`, api.CallUsage{}, false},
+		{"error", `{"type":"error","error":{"type":"overloaded_error","message":"usage is high"}}`, api.CallUsage{}, false},
+		{"nested braces in strings", `{"usage":{"input_tokens":1,"note":"}{","output_tokens":2}}`, api.CallUsage{InputTokens: 1, OutputTokens: 2}, true},
 	} {
 		u, seen, passed := scanUsage(t, tc.body, []int{3, 5})
 		if u != tc.want || seen != tc.seen {

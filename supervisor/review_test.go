@@ -13,6 +13,7 @@ import (
 
 	"lazy/actors"
 	"lazy/agent"
+	"lazy/api"
 	"lazy/gitx"
 	"lazy/review"
 	"lazy/store"
@@ -93,7 +94,7 @@ func (h *harness) comment(t *testing.T, id string) *review.ReviewComment {
 
 func (h *harness) waitAsk(t *testing.T, id string, want review.AskState) *review.ReviewComment {
 	t.Helper()
-	h.waitEvent(t, "ask end", func(e actors.Event) bool {
+	h.waitEvent(t, "ask end", func(e api.Event) bool {
 		return e.Kind == "ask_end" && h.comment(t, id).AskState == want
 	})
 	return h.comment(t, id)
@@ -104,7 +105,7 @@ func (h *harness) waitIdle(t *testing.T) {
 	for i := 0; i < 500; i++ {
 		res, err := h.sup.Ask(h.taskID, &actors.GetHealth{})
 		if err == nil {
-			if hl := res.(actors.ActorHealth); hl.Running == "" && len(hl.Queued) == 0 {
+			if hl := res.(api.ActorHealth); hl.Running == "" && len(hl.Queued) == 0 {
 				return
 			}
 		}
@@ -138,7 +139,7 @@ func TestSequenceC1A1C2A2Unblock(t *testing.T) {
 		t.Fatal(err)
 	}
 	turn := res.(*actors.WorkQueued).Turn
-	h.waitEvent(t, "work turn end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == turn.Number })
+	h.waitEvent(t, "work turn end", func(e api.Event) bool { return e.Kind == "turn_end" && e.Turn == turn.Number })
 	seen := l.seen()
 	if len(seen) != 3 {
 		t.Fatalf("the agent saw %d turns, want 3: %+v", len(seen), seen)
@@ -181,7 +182,7 @@ func TestPlainUnblockIsTheMessageAlone(t *testing.T) {
 	l := newScripted()
 	h := newHarness(t, &fakeLauncher{fn: l.RunTurn})
 	res, _ := h.sup.Ask(h.taskID, &actors.Unblock{Message: "just this"})
-	h.waitEvent(t, "turn end", func(e actors.Event) bool {
+	h.waitEvent(t, "turn end", func(e api.Event) bool {
 		return e.Kind == "turn_end" && e.Turn == res.(*actors.WorkQueued).Turn.Number
 	})
 	if p := l.seen()[0].Prompt; p != "just this" {
@@ -276,7 +277,7 @@ func TestAskStateTable(t *testing.T) {
 		h := newHarness(t, &fakeLauncher{fn: l.RunTurn})
 		h.setSession(t)
 		c := h.post(t, review.Ask, "SLOW", 1)
-		h.waitEvent(t, "ask start", func(e actors.Event) bool { return e.Kind == "turn_start" })
+		h.waitEvent(t, "ask start", func(e api.Event) bool { return e.Kind == "turn_start" })
 		res, err := h.sup.Ask(h.taskID, &actors.RetryAsk{ID: c.ID})
 		if err != nil || !strings.Contains(res.(*actors.ActionDone).Notice, "already with the agent") {
 			t.Fatalf("%v %v", res, err)
@@ -312,7 +313,7 @@ func TestCommentNeverDispatchesAndWithdraw(t *testing.T) {
 	}
 	res2, _ := h.sup.Ask(h.taskID, &actors.Unblock{Message: "go"})
 	turn := res2.(*actors.WorkQueued).Turn
-	h.waitEvent(t, "turn end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == turn.Number })
+	h.waitEvent(t, "turn end", func(e api.Event) bool { return e.Kind == "turn_end" && e.Turn == turn.Number })
 	p := l.seen()[0].Prompt
 	if !strings.Contains(p, "queued") || strings.Contains(p, "WITHDRAWN-WORDS") {
 		t.Errorf("unblock prompt:\n%s", p)
@@ -352,7 +353,7 @@ func TestUnblockLaunchFailureKeepsCommentsQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	turn := res.(*actors.WorkQueued).Turn
-	h.waitEvent(t, "turn end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == turn.Number })
+	h.waitEvent(t, "turn end", func(e api.Event) bool { return e.Kind == "turn_end" && e.Turn == turn.Number })
 	h.waitIdle(t)
 	if got := h.comment(t, c.ID); got.DeliveryState != review.PendingDelivery {
 		t.Errorf("after a failed launch: %s", got.DeliveryState)
@@ -368,7 +369,7 @@ func TestUnblockLaunchFailureKeepsCommentsQueued(t *testing.T) {
 	// the next unblock delivers it
 	res, _ = h.sup.Ask(h.taskID, &actors.Unblock{Message: "again"})
 	turn2 := res.(*actors.WorkQueued).Turn
-	h.waitEvent(t, "turn end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == turn2.Number })
+	h.waitEvent(t, "turn end", func(e api.Event) bool { return e.Kind == "turn_end" && e.Turn == turn2.Number })
 	if got := h.comment(t, c.ID); got.DeliveryState != review.Delivered || got.DeliveredTurn != turn2.Number {
 		t.Errorf("second unblock: %+v", got)
 	}
@@ -399,7 +400,7 @@ func TestPendingAsksSurviveRestartInOrder(t *testing.T) {
 	h := newHarness(t, &fakeLauncher{fn: l.RunTurn})
 	h.setSession(t)
 	first := h.post(t, review.Ask, "SLOW first", 1)
-	h.waitEvent(t, "ask start", func(e actors.Event) bool { return e.Kind == "turn_start" })
+	h.waitEvent(t, "ask start", func(e api.Event) bool { return e.Kind == "turn_start" })
 	second := h.post(t, review.Ask, "second", 2)
 	res, err := h.sup.Ask(h.taskID, &actors.Unblock{Message: "then work"})
 	if err != nil {
@@ -408,9 +409,9 @@ func TestPendingAsksSurviveRestartInOrder(t *testing.T) {
 	if err := h.sup.InjectPanic(h.taskID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	h.waitEvent(t, "the interrupted ask turn", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Status == store.TurnInterrupted })
+	h.waitEvent(t, "the interrupted ask turn", func(e api.Event) bool { return e.Kind == "turn_end" && e.Status == store.TurnInterrupted })
 	close(l.release)
-	h.waitEvent(t, "the work turn", func(e actors.Event) bool {
+	h.waitEvent(t, "the work turn", func(e api.Event) bool {
 		return e.Kind == "turn_end" && e.Status == store.TurnDone && e.Turn == res.(*actors.WorkQueued).Turn.Number
 	})
 	seen := l.seen()
@@ -559,7 +560,7 @@ func TestWithdrawWhileWaitingForASlot(t *testing.T) {
 		t.Fatalf("withdraw between render and start: %v", err)
 	}
 	close(start)
-	h.waitEvent(t, "turn end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == turn.Number })
+	h.waitEvent(t, "turn end", func(e api.Event) bool { return e.Kind == "turn_end" && e.Turn == turn.Number })
 	if c := h.comment(t, gone.ID); c.WithdrawnAt == nil || c.DeliveryState != review.PendingDelivery || c.DeliveredTurn != 0 {
 		t.Errorf("withdrawn comment after launch: %+v", c)
 	}
@@ -596,7 +597,7 @@ func TestUnblockTooLargeAtLaunch(t *testing.T) {
 	close(l.release)
 	h.waitAsk(t, a.ID, review.AskAnswered)
 	_ = res
-	h.waitEvent(t, "failed", func(e actors.Event) bool { return e.Kind == "status" && e.Status == string(task.Failed) })
+	h.waitEvent(t, "failed", func(e api.Event) bool { return e.Kind == "status" && e.Status == string(task.Failed) })
 	tk, _ := h.st.GetTask(context.Background(), h.taskID)
 	if !strings.Contains(tk.FailReason, "too large") || !strings.Contains(tk.FailReason, fmt.Sprint(review.MaxUnblockPrompt)) {
 		t.Errorf("reason: %q", tk.FailReason)

@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"lazy/actors"
+	"lazy/api"
 	"lazy/proxy"
 	"lazy/task"
 )
@@ -303,11 +304,11 @@ func (s *Supervisor) Send(id string, msg any) error {
 }
 
 // Publish hands an event to the traffic hub.
-func (s *Supervisor) Publish(e actors.Event) { s.root.Send(s.traffic, &actors.Publish{Event: e}) }
+func (s *Supervisor) Publish(e api.Event) { s.root.Send(s.traffic, &actors.Publish{Event: e}) }
 
 // Subscribe registers a watcher and returns its channel and a cancel func.
-func (s *Supervisor) Subscribe(f actors.Filter, buffer int) (<-chan actors.Event, func(), error) {
-	ch := make(chan actors.Event, buffer)
+func (s *Supervisor) Subscribe(f actors.Filter, buffer int) (<-chan api.Event, func(), error) {
+	ch := make(chan api.Event, buffer)
 	id := fmt.Sprintf("w%d", s.subSeq.Add(1))
 	if _, err := s.request(s.traffic, &actors.Subscribe{ID: id, Filter: f, Ch: ch}); err != nil {
 		return nil, nil, err
@@ -352,7 +353,7 @@ func (s *Supervisor) Restarts() int64 { return s.restartsAll.Load() }
 
 // Health asks every actor for its row, with a short timeout each, and adds
 // what the supervisor measures itself.
-func (s *Supervisor) Health() []actors.ActorHealth {
+func (s *Supervisor) Health() []api.ActorHealth {
 	s.mu.Lock()
 	names := make([]string, 0, len(s.mailboxes))
 	for n := range s.mailboxes {
@@ -360,19 +361,19 @@ func (s *Supervisor) Health() []actors.ActorHealth {
 	}
 	s.mu.Unlock()
 	sort.Strings(names)
-	out := make([]actors.ActorHealth, 0, len(names))
+	out := make([]api.ActorHealth, 0, len(names))
 	for _, n := range names {
-		var h actors.ActorHealth
+		var h api.ActorHealth
 		if n == "supervisor" {
-			h = actors.ActorHealth{Name: "supervisor", Kind: "supervisor", Queued: []string{}, Responsive: true}
+			h = api.ActorHealth{Name: "supervisor", Kind: "supervisor", Queued: []string{}, Responsive: true}
 		} else {
 			pid := actor.NewPID(s.sys.Address(), n)
 			res, err := s.root.RequestFuture(pid, &actors.GetHealth{}, 2*time.Second).Result()
-			if hh, ok := res.(actors.ActorHealth); ok && err == nil {
+			if hh, ok := res.(api.ActorHealth); ok && err == nil {
 				h = hh
 			} else {
 				short := strings.TrimPrefix(n, "supervisor/")
-				h = actors.ActorHealth{Name: short, Kind: kindOf(short), Queued: []string{}, Responsive: false}
+				h = api.ActorHealth{Name: short, Kind: kindOf(short), Queued: []string{}, Responsive: false}
 				if strings.HasPrefix(short, "task/") {
 					h.TaskID = strings.TrimPrefix(short, "task/")
 				}

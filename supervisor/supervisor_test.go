@@ -12,6 +12,7 @@ import (
 
 	"lazy/actors"
 	"lazy/agent"
+	"lazy/api"
 	"lazy/store"
 	"lazy/task"
 )
@@ -49,7 +50,7 @@ type harness struct {
 	dir    string
 	sup    *Supervisor
 	st     *store.SQL
-	events <-chan actors.Event
+	events <-chan api.Event
 	taskID string
 }
 
@@ -87,7 +88,7 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
 // waitEvent waits for an event matching pred.
-func (h *harness) waitEvent(t *testing.T, what string, pred func(actors.Event) bool) actors.Event {
+func (h *harness) waitEvent(t *testing.T, what string, pred func(api.Event) bool) api.Event {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
@@ -131,19 +132,19 @@ func TestTurnsRunInOrderAndHealthAnswersMeanwhile(t *testing.T) {
 	for _, p := range []string{"first", "second", "third"} {
 		h.work(t, p)
 	}
-	h.waitEvent(t, "turn 1 start", func(e actors.Event) bool { return e.Kind == "turn_start" && e.Turn == 1 })
+	h.waitEvent(t, "turn 1 start", func(e api.Event) bool { return e.Kind == "turn_start" && e.Turn == 1 })
 	// the first turn is blocked in the launcher; the mailbox must still answer
 	res, err := h.sup.Ask(h.taskID, &actors.GetHealth{})
 	if err != nil {
 		t.Fatalf("health while a turn runs: %v", err)
 	}
-	hl := res.(actors.ActorHealth)
+	hl := res.(api.ActorHealth)
 	if hl.Running != "work turn 1" || len(hl.Queued) != 2 || hl.Queued[0] != "work turn 2" {
 		t.Fatalf("health: %+v", hl)
 	}
 	close(release)
-	h.waitEvent(t, "turn 3 end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == 3 })
-	h.waitEvent(t, "blocked", func(e actors.Event) bool { return e.Kind == "status" && e.Status == string(task.Blocked) })
+	h.waitEvent(t, "turn 3 end", func(e api.Event) bool { return e.Kind == "turn_end" && e.Turn == 3 })
+	h.waitEvent(t, "blocked", func(e api.Event) bool { return e.Kind == "status" && e.Status == string(task.Blocked) })
 	if got := l.seen(); len(got) != 3 || got[0] != "first" || got[1] != "second" || got[2] != "third" {
 		t.Fatalf("order: got %v", got)
 	}
@@ -173,10 +174,10 @@ func TestPanicRestartsAndQueueSurvives(t *testing.T) {
 	if err := h.sup.InjectPanic(h.taskID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	h.waitEvent(t, "turn 1 interrupted", func(e actors.Event) bool {
+	h.waitEvent(t, "turn 1 interrupted", func(e api.Event) bool {
 		return e.Kind == "turn_end" && e.Turn == 1 && e.Status == store.TurnInterrupted
 	})
-	h.waitEvent(t, "turn 3 end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == 3 })
+	h.waitEvent(t, "turn 3 end", func(e api.Event) bool { return e.Kind == "turn_end" && e.Turn == 3 })
 	if got := l.seen(); len(got) != 3 || got[1] != "after-1" || got[2] != "after-2" {
 		t.Fatalf("after restart: got %v", got)
 	}
@@ -208,11 +209,11 @@ func TestCommentAutoReactAndCancel(t *testing.T) {
 	if ca := res.(*actors.CommentAdded); ca.Triggered == nil || ca.Triggered.Trigger != "comment" {
 		t.Fatalf("a comment on a blocked task must trigger a work turn: %+v", ca)
 	}
-	h.waitEvent(t, "comment turn end", func(e actors.Event) bool { return e.Kind == "turn_end" && e.Turn == 1 })
+	h.waitEvent(t, "comment turn end", func(e api.Event) bool { return e.Kind == "turn_end" && e.Turn == 1 })
 	if _, err := h.sup.Ask(h.taskID, &actors.CancelTask{}); err != nil {
 		t.Fatal(err)
 	}
-	h.waitEvent(t, "cancelled", func(e actors.Event) bool { return e.Kind == "status" && e.Status == string(task.Cancelled) })
+	h.waitEvent(t, "cancelled", func(e api.Event) bool { return e.Kind == "status" && e.Status == string(task.Cancelled) })
 	_, err = h.sup.Ask(h.taskID, &actors.StartWork{Prompt: "more"})
 	if !errors.Is(err, actors.ErrEnded) {
 		t.Fatalf("work on a cancelled task: got %v, want ErrEnded", err)

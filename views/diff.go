@@ -12,7 +12,7 @@ import (
 
 	"github.com/alecthomas/chroma/v2"
 
-	"lazy/gitx"
+	"lazy/api"
 	"lazy/review"
 )
 
@@ -141,7 +141,7 @@ type MessageView struct {
 // BuildDiff turns parsed files and threads into the view; threads whose
 // anchor is in the diff are attached to their line, the rest are returned
 // as orphans. open is the fragment id of a line whose comment form is open.
-func BuildDiff(files []gitx.File, threads []review.Thread, taskID, csrf string, commentable bool, open string) (DiffView, []ThreadView) {
+func BuildDiff(files []api.File, threads []review.Thread, taskID, csrf string, commentable bool, open string) (DiffView, []ThreadView) {
 	byAnchor := map[string][]ThreadView{}
 	var orphans []ThreadView
 	lines := indexLines(files)
@@ -245,7 +245,7 @@ func highlightAll(jobs []hlJob) {
 }
 
 // fileHash is a short hash of a file's diff (paths and lines).
-func fileHash(f gitx.File) string {
+func fileHash(f api.File) string {
 	h := fnv.New64a()
 	h.Write([]byte(f.OldPath + "\x00" + f.NewPath + "\x00"))
 	for _, hk := range f.Hunks {
@@ -261,24 +261,24 @@ func fileHash(f gitx.File) string {
 // pairRows stamps a hunk's lines for the split layout: each change block's
 // deletions are zipped index-wise with its additions (the shorter side gets
 // blank filler in the browser), and context lines sit in both panes.
-func pairRows(lines []gitx.Line, prefix string) []RowView {
+func pairRows(lines []api.Line, prefix string) []RowView {
 	rows := make([]RowView, 0, len(lines))
 	pair := 0
 	for i := 0; i < len(lines); {
 		l := lines[i]
-		if l.Kind == gitx.Context {
+		if l.Kind == api.Context {
 			rows = append(rows, RowView{IsContext: true, Old: l.Old, New: l.New, Text: l.Text, Side: "new", Line: l.New, Pair: fmt.Sprintf("%s-p%d", prefix, pair), Pane: "both"})
 			pair++
 			i++
 			continue
 		}
 		// a change block: deletions then additions
-		var dels, adds []gitx.Line
-		for i < len(lines) && lines[i].Kind == gitx.Deleted {
+		var dels, adds []api.Line
+		for i < len(lines) && lines[i].Kind == api.Deleted {
 			dels = append(dels, lines[i])
 			i++
 		}
-		for i < len(lines) && lines[i].Kind == gitx.Added {
+		for i < len(lines) && lines[i].Kind == api.Added {
 			adds = append(adds, lines[i])
 			i++
 		}
@@ -419,7 +419,7 @@ func highlightHunk(l chroma.Lexer, rows []RowView) {
 type sideLines map[int]string
 
 // indexLines indexes every diff line by file and side ("path\x00side").
-func indexLines(files []gitx.File) map[string]sideLines {
+func indexLines(files []api.File) map[string]sideLines {
 	out := map[string]sideLines{}
 	add := func(path, side string, n int, text string) {
 		k := path + "\x00" + side
@@ -431,13 +431,13 @@ func indexLines(files []gitx.File) map[string]sideLines {
 	for _, f := range files {
 		for _, h := range f.Hunks {
 			for _, l := range h.Lines {
-				if l.Kind != gitx.Added && f.OldPath != "" {
+				if l.Kind != api.Added && f.OldPath != "" {
 					add(f.OldPath, "old", l.Old, l.Text)
 				}
-				if l.Kind != gitx.Added {
+				if l.Kind != api.Added {
 					add(f.Path(), "old", l.Old, l.Text)
 				}
-				if l.Kind != gitx.Deleted {
+				if l.Kind != api.Deleted {
 					add(f.Path(), "new", l.New, l.Text)
 				}
 			}

@@ -16,8 +16,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"lazy/api"
 	"lazy/gitx/gitxtest"
-	"lazy/httpapi"
 	"lazy/review"
 )
 
@@ -394,7 +394,7 @@ func TestBrowserEscapesEverything(t *testing.T) {
 	payload := `<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">`
 	p.lazy(0, "task", "new", "--code", "x", "-m", "@write evil.html "+payload+"\n@commit evil")
 	ti := p.waitStatus("x", "blocked")
-	a := p.post("x", httpapi.PostCommentArgs{Body: payload + "\n@answer " + payload, File: "evil.html", Line: 1, Side: "new", Intent: "ask"})
+	a := p.post("x", api.PostCommentArgs{Body: payload + "\n@answer " + payload, File: "evil.html", Line: 1, Side: "new", Intent: "ask"})
 	p.waitThreads("x", "answer", func(pl review.Payload) bool { return find(pl, a.ID).AskState == review.AskAnswered })
 	ctx := browser(t, 1280, 900, true)
 	do(t, ctx, chromedp.Navigate(p.login(p.info().BaseURL+"/review/"+ti.ID)), chromedp.WaitVisible(".msg.from-agent"))

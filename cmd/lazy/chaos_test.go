@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"lazy/httpapi"
+	"lazy/api"
 	"lazy/review"
 	"lazy/scriptagent"
 )
@@ -126,13 +126,13 @@ func (p *project) settle(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		busy := ""
-		var ts []httpapi.TaskInfo
+		var ts []api.TaskInfo
 		_ = p.rpc().Call(context.Background(), "taskList", nil, &ts)
 		for _, ti := range ts {
 			if ti.Status == "running" {
 				busy = ti.Ref + " running"
 			}
-			var d httpapi.TaskDetail
+			var d api.TaskDetail
 			_ = p.rpc().Call(context.Background(), "taskShow", map[string]any{"task": ti.ID}, &d)
 			for _, tu := range d.Turns {
 				if tu.Status == "queued" || tu.Status == "running" {
@@ -158,7 +158,7 @@ func (p *project) settle(t *testing.T) {
 func (p *project) checkInvariants(t *testing.T, k int, op string, acked map[string]review.ReviewComment) {
 	t.Helper()
 	fail := func(format string, a ...any) { t.Fatalf("after kill %d (%s): "+format, append([]any{k, op}, a...)...) }
-	var ts []httpapi.TaskInfo
+	var ts []api.TaskInfo
 	if err := p.rpc().Call(context.Background(), "taskList", nil, &ts); err != nil {
 		fail("%v", err)
 	}
@@ -171,7 +171,7 @@ func (p *project) checkInvariants(t *testing.T, k int, op string, acked map[stri
 		default:
 			fail("task %s is %q after settling", ti.Ref, ti.Status)
 		}
-		var d httpapi.TaskDetail
+		var d api.TaskDetail
 		if err := p.rpc().Call(context.Background(), "taskShow", map[string]any{"task": ti.ID}, &d); err != nil {
 			fail("%v", err)
 		}
@@ -241,7 +241,7 @@ func (p *project) checkInvariants(t *testing.T, k int, op string, acked map[stri
 		}
 	}
 	for _, ti := range ts {
-		var d httpapi.TaskDetail
+		var d api.TaskDetail
 		_ = p.rpc().Call(context.Background(), "taskShow", map[string]any{"task": ti.ID}, &d)
 		for _, tu := range d.Turns {
 			if tu.Trigger != "unblock" {

@@ -6,14 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"lazy/api"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"lazy/httpapi"
 )
 
 // TestCLIAnswers: a mistyped subcommand is a usage error (2), not help and
@@ -196,7 +195,7 @@ func TestTasksMadeTogether(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for i := 0; i < n; i++ {
-		var res httpapi.TaskInfo
+		var res api.TaskInfo
 		out := <-outs
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatalf("task new: %s", out)
@@ -288,7 +287,7 @@ func TestConfigReload(t *testing.T) {
 	save("[agent\n")
 	waitLine("config not applied")
 	var st struct {
-		Daemon httpapi.DaemonInfo `json:"daemon"`
+		Daemon api.DaemonInfo `json:"daemon"`
 	}
 	if err := json.Unmarshal([]byte(p.lazy(0, "daemon", "status", "--json")), &st); err != nil || !strings.Contains(st.Daemon.ConfigError, "TOML") {
 		t.Fatalf("status --json: config_error %q (%v)", st.Daemon.ConfigError, err)
@@ -298,7 +297,7 @@ func TestConfigReload(t *testing.T) {
 
 	save(string(good))
 	waitLine("config applied")
-	st.Daemon = httpapi.DaemonInfo{} // omitted fields keep what Unmarshal finds
+	st.Daemon = api.DaemonInfo{} // omitted fields keep what Unmarshal finds
 	if err := json.Unmarshal([]byte(p.lazy(0, "daemon", "status", "--json")), &st); err != nil || st.Daemon.ConfigError != "" || len(st.Daemon.RestartNeeded) != 0 {
 		t.Fatalf("after the fix: %+v (%v)", st.Daemon, err)
 	}

@@ -14,10 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"lazy/api"
 	"lazy/client"
 	"lazy/config"
 	"lazy/daemon"
-	"lazy/httpapi"
 )
 
 func (a *app) daemonCmd() *cobra.Command {
@@ -68,7 +68,7 @@ func (a *app) printStatus(ctx context.Context, p config.Paths) error {
 		// daemon.json is the daemon at start; the status call adds what
 		// changed since (the runner in force, config keys that need a
 		// restart, a config file that was not applied)
-		var live httpapi.DaemonInfo
+		var live api.DaemonInfo
 		if c.Call(ctx, "status", nil, &live) == nil && live.PID != 0 {
 			info = live
 		}
@@ -90,7 +90,7 @@ func (a *app) printStatus(ctx context.Context, p config.Paths) error {
 
 // printRunning is the running daemon's lines (CONTRACT §3): the tokened
 // `open:` address logs a browser in to the dashboard.
-func printRunning(out, errOut io.Writer, info httpapi.DaemonInfo, p config.Paths) {
+func printRunning(out, errOut io.Writer, info api.DaemonInfo, p config.Paths) {
 	fmt.Fprintf(out, "daemon: running (pid %d)\ndashboard: %s\n", info.PID, info.BaseURL)
 	if u, err := openURL(info, p); err == nil {
 		fmt.Fprintf(out, "open: %s\n", u)
@@ -100,7 +100,7 @@ func printRunning(out, errOut io.Writer, info httpapi.DaemonInfo, p config.Paths
 }
 
 // openURL is the dashboard's address with its login token.
-func openURL(info httpapi.DaemonInfo, p config.Paths) (string, error) {
+func openURL(info api.DaemonInfo, p config.Paths) (string, error) {
 	tok, err := client.ReadToken(p.DashboardToken)
 	if err != nil {
 		return "", err

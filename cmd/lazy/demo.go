@@ -18,15 +18,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"lazy/agent"
+	"lazy/api"
 	"lazy/client"
 	"lazy/config"
 	"lazy/daemon"
-	"lazy/httpapi"
 	"lazy/stubmodel"
 )
 
 // demoTasks are what the scripted agent does in the demo.
-var demoTasks = []httpapi.NewTaskArgs{
+var demoTasks = []api.NewTaskArgs{
 	{Code: "greeting", Prompt: "Add a Greeting function and use it from main.\n" +
 		`@write greeting.go package main\n\nimport "strings"\n\n// Greeting greets name politely.\nfunc Greeting(name string) string {\n\tname = strings.TrimSpace(name)\n\tif name == "" {\n\t\tname = "world"\n\t}\n\treturn "Hello, " + name + "!"\n}\n` + "\n" +
 		`@write main.go package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println(Greeting("reviewer"))\n}\n` + "\n" +
@@ -180,11 +180,11 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 // scripted agent answers, and a change request queued for the next unblock.
 func demoConversation(ctx context.Context, d *daemon.Daemon) error {
 	r := d.Review()
-	if _, err := r.PostComment(ctx, "greeting", httpapi.PostCommentArgs{Intent: "ask", File: "greeting.go", Line: 7, Side: "new",
+	if _, err := r.PostComment(ctx, "greeting", api.PostCommentArgs{Intent: "ask", File: "greeting.go", Line: 7, Side: "new",
 		Body: "Why default to \"world\" instead of returning an error?\n@answer A greeting should never fail; \"world\" keeps main's output sensible when the name is blank."}); err != nil {
 		return fmt.Errorf("demo ask: %w", err)
 	}
-	if _, err := r.PostComment(ctx, "greeting", httpapi.PostCommentArgs{Intent: "comment", File: "greeting.go", Line: 9, Side: "new",
+	if _, err := r.PostComment(ctx, "greeting", api.PostCommentArgs{Intent: "comment", File: "greeting.go", Line: 9, Side: "new",
 		Body: "Please add a test for the blank-name case."}); err != nil {
 		return fmt.Errorf("demo comment: %w", err)
 	}

@@ -3,14 +3,13 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"lazy/api"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"lazy/httpapi"
 )
 
 // TestDemoWithLazyHomeSet: a user with LAZY_HOME set (and no credential in
@@ -67,7 +66,7 @@ func TestDemoWithLazyHomeSet(t *testing.T) {
 	if out := run("task", "list"); !strings.Contains(out, "greeting") || !strings.Contains(out, "readme") {
 		t.Fatalf("task list through the printed line: %s", out)
 	}
-	var ti httpapi.TaskInfo
+	var ti api.TaskInfo
 	if err := json.Unmarshal([]byte(run("task", "show", "greeting", "--json")), &ti); err != nil {
 		t.Fatal(err)
 	}

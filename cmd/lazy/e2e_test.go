@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"lazy/agent"
+	"lazy/api"
 	"lazy/config"
 	"lazy/gitx/gitxtest"
-	"lazy/httpapi"
 	"lazy/stubmodel"
 )
 
@@ -146,9 +146,9 @@ func (p *project) lazy(want int, args ...string) string {
 	return out
 }
 
-func (p *project) show(ref string) httpapi.TaskInfo {
+func (p *project) show(ref string) api.TaskInfo {
 	p.t.Helper()
-	var ti httpapi.TaskInfo
+	var ti api.TaskInfo
 	if err := json.Unmarshal([]byte(p.lazy(0, "task", "show", ref, "--json")), &ti); err != nil {
 		p.t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func (p *project) show(ref string) httpapi.TaskInfo {
 }
 
 // waitStatus polls the task until it reaches status (or fails the test).
-func (p *project) waitStatus(ref, status string) httpapi.TaskInfo {
+func (p *project) waitStatus(ref, status string) api.TaskInfo {
 	p.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -171,12 +171,12 @@ func (p *project) waitStatus(ref, status string) httpapi.TaskInfo {
 	}
 }
 
-func (p *project) info() httpapi.DaemonInfo {
+func (p *project) info() api.DaemonInfo {
 	b, err := os.ReadFile(p.paths.DaemonJSON)
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	var i httpapi.DaemonInfo
+	var i api.DaemonInfo
 	if err := json.Unmarshal(b, &i); err != nil {
 		p.t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestDaemonLifecycleAndCLI(t *testing.T) {
 	lines := p.watch(ctx)
 
 	p.lazy(0, "task", "new", "-m", writeAndCommit)
-	var tl []httpapi.TaskInfo
+	var tl []api.TaskInfo
 	if err := json.Unmarshal([]byte(p.lazy(0, "task", "list", "--json")), &tl); err != nil || len(tl) != 1 {
 		t.Fatalf("task list --json: %v %v", tl, err)
 	}

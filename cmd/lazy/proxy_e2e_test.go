@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"lazy/api"
 	"lazy/client"
-	"lazy/httpapi"
 	"lazy/proxy"
 )
 
@@ -126,7 +126,7 @@ func TestTrafficStreamFilters(t *testing.T) {
 	}
 
 	// a full id is accepted, an empty filter refused, not read as "no filter"
-	var tl []httpapi.TaskInfo
+	var tl []api.TaskInfo
 	_ = json.Unmarshal([]byte(p.lazy(0, "task", "list", "--json")), &tl)
 	c, _, err := client.Discover(p.paths)
 	if err != nil {
@@ -134,11 +134,11 @@ func TestTrafficStreamFilters(t *testing.T) {
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer scancel()
-	if err := c.Stream(sctx, "watch", httpapi.WatchArgs{Tasks: []string{tl[0].ID}, Net: true}, func([]byte) error { return nil }); err != nil {
+	if err := c.Stream(sctx, "watch", api.WatchArgs{Tasks: []string{tl[0].ID}, Net: true}, func([]byte) error { return nil }); err != nil {
 		t.Errorf("a full id filter: %v", err)
 	}
 	for _, bad := range [][]string{{}, {""}, {"nosuchtask"}} {
-		err := c.Stream(context.Background(), "watch", httpapi.WatchArgs{Tasks: bad, Net: true}, func([]byte) error { return nil })
+		err := c.Stream(context.Background(), "watch", api.WatchArgs{Tasks: bad, Net: true}, func([]byte) error { return nil })
 		var ce *client.Error
 		if !errors.As(err, &ce) || ce.Status/100 != 4 {
 			t.Errorf("filter %q: got %v, want a 4xx refusal", bad, err)

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"lazy/api"
 	"lazy/gitx/gitxtest"
-	"lazy/httpapi"
 	"lazy/review"
 )
 
@@ -285,7 +285,7 @@ func TestRealClientAsk(t *testing.T) {
 	// the stub model makes no edits, so the test commits a line to anchor on
 	gitxtest.Commit(t, ti.Worktree, "a line to discuss", map[string]string{"notes.txt": "first line\n"})
 	p.stub.Reset()
-	a := p.post("cl", httpapi.PostCommentArgs{Body: "What word did I ask you to remember?", File: "notes.txt", Line: 1, Side: "new", Intent: "ask"})
+	a := p.post("cl", api.PostCommentArgs{Body: "What word did I ask you to remember?", File: "notes.txt", Line: 1, Side: "new", Intent: "ask"})
 	pl := p.waitThreads("cl", "the real client's answer", func(pl review.Payload) bool {
 		return find(pl, a.ID).AskState == review.AskAnswered || find(pl, a.ID).AskState == review.AskFailed
 	})

@@ -12,9 +12,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"lazy/api"
 	"lazy/approval"
 	"lazy/client"
-	"lazy/httpapi"
 	"lazy/review"
 )
 
@@ -57,7 +57,7 @@ func (a *app) refusal(err error) error {
 }
 
 func (a *app) acceptCmd() *cobra.Command {
-	var args httpapi.AcceptArgs
+	var args api.AcceptArgs
 	var approve []string
 	c := &cobra.Command{
 		Use:   "accept TASK --reason TEXT [--approve-file PATH]...",
@@ -73,7 +73,7 @@ func (a *app) acceptCmd() *cobra.Command {
 					return err
 				}
 			}
-			var t httpapi.TaskInfo
+			var t api.TaskInfo
 			if err := cl.Call(cmd.Context(), "reviewAccept", map[string]any{"task": argv[0], "reason": args.Reason, "allow_out_of_scope": args.AllowOutOfScope}, &t); err != nil {
 				return a.refusal(err)
 			}
@@ -133,7 +133,7 @@ func (a *app) syncCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintln(a.errOut, "syncing (waits behind questions the agent is answering)...")
-			var r httpapi.SyncResult
+			var r api.SyncResult
 			if err := cl.Call(cmd.Context(), "sync", map[string]any{"task": argv[0], "wait": true}, &r); err != nil {
 				return err
 			}

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"lazy/api"
 	"lazy/client"
 	"lazy/gitx/gitxtest"
-	"lazy/httpapi"
 	"lazy/proxy"
 	"lazy/review"
 	"lazy/scriptagent"
@@ -30,7 +30,7 @@ func (p *project) rpc() *client.Client {
 	return c
 }
 
-func (p *project) post(ref string, a httpapi.PostCommentArgs) review.ReviewComment {
+func (p *project) post(ref string, a api.PostCommentArgs) review.ReviewComment {
 	p.t.Helper()
 	var c review.ReviewComment
 	args := map[string]any{"task": ref, "body": a.Body, "file": a.File, "line": a.Line, "start_line": a.StartLine, "side": a.Side, "intent": a.Intent, "thread_id": a.ThreadID}
@@ -92,10 +92,10 @@ func checkReviewSequence(t *testing.T, backend string) {
 	p.lazy(0, "daemon", "start")
 	p.lazy(0, "task", "new", "--code", "seq", "-m", fourLines)
 	p.waitStatus("seq", "blocked")
-	c1 := p.post("seq", httpapi.PostCommentArgs{Body: "C1: rename one\n@write a.go ONE\\ntwo\\nthree\\nfour\\n\n@commit rename", File: "a.go", Line: 1, Side: "new", Intent: "comment"})
-	a1 := p.post("seq", httpapi.PostCommentArgs{Body: "A1: why two?", File: "a.go", Line: 2, Side: "new", Intent: "ask"})
-	c2 := p.post("seq", httpapi.PostCommentArgs{Body: "C2: keep three", File: "a.go", Line: 3, Side: "new", Intent: "comment"})
-	a2 := p.post("seq", httpapi.PostCommentArgs{Body: "A2: and four?", File: "a.go", Line: 4, Side: "new", Intent: "ask"})
+	c1 := p.post("seq", api.PostCommentArgs{Body: "C1: rename one\n@write a.go ONE\\ntwo\\nthree\\nfour\\n\n@commit rename", File: "a.go", Line: 1, Side: "new", Intent: "comment"})
+	a1 := p.post("seq", api.PostCommentArgs{Body: "A1: why two?", File: "a.go", Line: 2, Side: "new", Intent: "ask"})
+	c2 := p.post("seq", api.PostCommentArgs{Body: "C2: keep three", File: "a.go", Line: 3, Side: "new", Intent: "comment"})
+	a2 := p.post("seq", api.PostCommentArgs{Body: "A2: and four?", File: "a.go", Line: 4, Side: "new", Intent: "ask"})
 	if c1.LineText != "one" || a2.LineText != "four" || c1.DeliveryState != review.PendingDelivery || a1.AskState != review.AskPending {
 		t.Fatalf("saved records: %+v / %+v", c1, a2)
 	}
@@ -158,7 +158,7 @@ func checkReviewSequence(t *testing.T, backend string) {
 	}
 	// a review comment never feeds the auto-react loop
 	before := len(turns)
-	p.post("seq", httpapi.PostCommentArgs{Body: "just a note", File: "a.go", Line: 1, Side: "new", Intent: "comment"})
+	p.post("seq", api.PostCommentArgs{Body: "just a note", File: "a.go", Line: 1, Side: "new", Intent: "comment"})
 	time.Sleep(500 * time.Millisecond)
 	turns, _ = scriptagent.ReadTurns(filepath.Join(p.paths.Agents, "seq", "home"))
 	if len(turns) != before || p.show("seq").Status != "blocked" {
@@ -195,12 +195,12 @@ func TestAskOnRunningTaskAndBadAnchors(t *testing.T) {
 	for p.show("busy").Status != "running" {
 		time.Sleep(50 * time.Millisecond)
 	}
-	c := p.post("busy", httpapi.PostCommentArgs{Body: "what now?", File: "a.go", Line: 1, Side: "new", Intent: "ask"})
+	c := p.post("busy", api.PostCommentArgs{Body: "what now?", File: "a.go", Line: 1, Side: "new", Intent: "ask"})
 	if c.AskState != review.AskFailed || !strings.Contains(c.AskError, "working on a turn") || c.Body != "what now?" {
 		t.Fatalf("ask on a running task: %+v", c)
 	}
 	p.waitStatus("busy", "blocked")
-	var res httpapi.ActionResult
+	var res api.ActionResult
 	if err := p.rpc().Call(context.Background(), "reviewRetryAsk", map[string]string{"task": "busy", "id": c.ID}, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -282,14 +282,14 @@ func TestAcceptRefusalsAndRemedies(t *testing.T) {
 	if !strings.Contains(out, "conflicts in parent.txt") || p.show("clash").Status != "conflict" {
 		t.Fatalf("conflicting sync: %s %s", out, p.show("clash").Status)
 	}
-	var q []httpapi.QueueItem
+	var q []api.QueueItem
 	_ = p.rpc().Call(context.Background(), "reviewQueue", nil, &q)
 	for _, it := range q {
 		if it.Task.Code == "clash" {
 			t.Error("a conflict task is listed in the queue")
 		}
 	}
-	a := p.post("clash", httpapi.PostCommentArgs{Body: "which side?", File: "parent.txt", Line: 1, Side: "new", Intent: "ask"})
+	a := p.post("clash", api.PostCommentArgs{Body: "which side?", File: "parent.txt", Line: 1, Side: "new", Intent: "ask"})
 	p.waitThreads("clash", "ask in conflict", func(pl review.Payload) bool { return find(pl, a.ID).AskState == review.AskAnswered })
 	if ce, r := accept("clash", nil); ce == nil || r == nil || r.Reason != review.ReasonMergeInProgress {
 		t.Errorf("merge in progress: %v %+v", ce, r)
@@ -405,8 +405,8 @@ func TestKill9BetweenCommentAndAnswer(t *testing.T) {
 	p.lazy(0, "task", "new", "--code", "k", "-m", fourLines)
 	p.waitStatus("k", "blocked")
 	pid := p.info().PID
-	a := p.post("k", httpapi.PostCommentArgs{Body: "slow question\n@sleep 20s", File: "a.go", Line: 1, Side: "new", Intent: "ask"})
-	c := p.post("k", httpapi.PostCommentArgs{Body: "a queued note", File: "a.go", Line: 2, Side: "new", Intent: "comment"})
+	a := p.post("k", api.PostCommentArgs{Body: "slow question\n@sleep 20s", File: "a.go", Line: 1, Side: "new", Intent: "ask"})
+	c := p.post("k", api.PostCommentArgs{Body: "a queued note", File: "a.go", Line: 2, Side: "new", Intent: "comment"})
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +441,7 @@ func TestLargeUnblockReachesTheAgent(t *testing.T) {
 	var ids []string
 	for i := 1; i <= 3; i++ {
 		body := fmt.Sprintf("C%d ", i) + strings.Repeat(fmt.Sprint(i), 63_000)
-		ids = append(ids, p.post("big", httpapi.PostCommentArgs{Body: body, File: "a.go", Line: i, Side: "new", Intent: "comment"}).ID)
+		ids = append(ids, p.post("big", api.PostCommentArgs{Body: body, File: "a.go", Line: i, Side: "new", Intent: "comment"}).ID)
 	}
 	if err := p.rpc().Call(context.Background(), "reviewUnblock", map[string]string{"task": "big", "feedback": "all three, please"}, nil); err != nil {
 		t.Fatal(err)
@@ -490,13 +490,13 @@ func TestWithdrawWhileUnblockWaitsForASlot(t *testing.T) {
 	p.lazy(0, "daemon", "start")
 	p.lazy(0, "task", "new", "--code", "wd", "-m", fourLines)
 	p.waitStatus("wd", "blocked")
-	c := p.post("wd", httpapi.PostCommentArgs{Body: "WITHDRAW-ME rename it", File: "a.go", Line: 1, Side: "new", Intent: "comment"})
+	c := p.post("wd", api.PostCommentArgs{Body: "WITHDRAW-ME rename it", File: "a.go", Line: 1, Side: "new", Intent: "comment"})
 	p.lazy(0, "task", "new", "--code", "holder", "-m", "@sleep 3s\n@answer done")
 	p.waitStatus("holder", "running")
 	if err := p.rpc().Call(context.Background(), "reviewUnblock", map[string]string{"task": "wd", "feedback": "carry on"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	var res httpapi.ActionResult
+	var res api.ActionResult
 	if err := p.rpc().Call(context.Background(), "reviewWithdrawComment", map[string]string{"task": "wd", "id": c.ID}, &res); err != nil {
 		t.Fatalf("withdraw while the unblock waits: %v", err)
 	}
@@ -556,7 +556,7 @@ func TestMergeReadiness(t *testing.T) {
 	if runGit(t, p.root, "rev-parse", "HEAD") != head || runGit(t, p.root, "status", "--porcelain") != status {
 		t.Fatal("the dry run changed the project")
 	}
-	var d httpapi.DiffResult
+	var d api.DiffResult
 	resp, err := p.get("/api/review/" + ti.ID + "/diff")
 	if err != nil {
 		t.Fatal(err)
@@ -575,7 +575,7 @@ func TestRangeComment(t *testing.T) {
 	p.lazy(0, "daemon", "start")
 	p.lazy(0, "task", "new", "--code", "rg", "-m", fourLines)
 	ti := p.waitStatus("rg", "blocked")
-	c := p.post(ti.ID, httpapi.PostCommentArgs{Body: "These three lines go together.", File: "a.go", Line: 3, StartLine: 1, Side: "new", Intent: "comment"})
+	c := p.post(ti.ID, api.PostCommentArgs{Body: "These three lines go together.", File: "a.go", Line: 3, StartLine: 1, Side: "new", Intent: "comment"})
 	if c.StartLine != 1 || c.Line != 3 {
 		t.Fatalf("comment: lines %d-%d", c.StartLine, c.Line)
 	}

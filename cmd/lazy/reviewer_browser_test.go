@@ -1,6 +1,7 @@
 package main
 
 import (
+	"lazy/api"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,8 +11,6 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
-
-	"lazy/httpapi"
 )
 
 // The reviewer's tool in Chromium: the file list and keys, viewed marks that
@@ -79,7 +78,7 @@ func TestBrowserReviewerTool(t *testing.T) {
 
 	// two review comments, then a turn that moves alpha and changes beta
 	for _, c := range []struct{ line int }{{5}, {6}} {
-		p.post(ti.ID, httpapi.PostCommentArgs{Body: "about line " + strconv.Itoa(c.line), File: "a.go", Line: c.line, Side: "new", Intent: "comment"})
+		p.post(ti.ID, api.PostCommentArgs{Body: "about line " + strconv.Itoa(c.line), File: "a.go", Line: c.line, Side: "new", Intent: "comment"})
 	}
 	p.lazy(0, "unblock", "rt", "-m", moveTurn)
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
@@ -150,7 +149,7 @@ func BenchmarkBrowserLargeReview(b *testing.B) {
 	p.lazy(0, "daemon", "start")
 	ti := p.manyFiles("big", 100)
 	for i := 0; i < 200; i++ {
-		p.post(ti.ID, httpapi.PostCommentArgs{Body: "note " + strconv.Itoa(i), File: "pkg/f" + strconv.Itoa(i%100) + ".go", Line: 1 + i%49, Side: "new", Intent: "comment"})
+		p.post(ti.ID, api.PostCommentArgs{Body: "note " + strconv.Itoa(i), File: "pkg/f" + strconv.Itoa(i%100) + ".go", Line: 1 + i%49, Side: "new", Intent: "comment"})
 	}
 	url := p.info().BaseURL + "/review/" + ti.ID
 	ctx := browser(b, 1400, 1000, true)
@@ -221,7 +220,7 @@ func TestBrowserLazyFiles(t *testing.T) {
 	p := newProject(t, "process")
 	p.lazy(0, "daemon", "start")
 	ti := p.manyFiles("many", 40)
-	p.post(ti.ID, httpapi.PostCommentArgs{Body: "a note on <f39>", File: "pkg/f39.go", Line: 2, Side: "new", Intent: "comment"})
+	p.post(ti.ID, api.PostCommentArgs{Body: "a note on <f39>", File: "pkg/f39.go", Line: 2, Side: "new", Intent: "comment"})
 	url := p.info().BaseURL + "/review/" + ti.ID
 
 	ctx := browser(t, 1400, 1000, true)
@@ -257,7 +256,7 @@ func TestBrowserLazyFiles(t *testing.T) {
 
 // manyFiles makes a task whose one commit adds n Go files of 50 lines each
 // (pkg/f0.go ...), and waits until it is blocked.
-func (p *project) manyFiles(code string, n int) httpapi.TaskInfo {
+func (p *project) manyFiles(code string, n int) api.TaskInfo {
 	p.t.Helper()
 	var prompt strings.Builder
 	prompt.WriteString("many files\n")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"lazy/api"
 	"lazy/httpapi"
 	"lazy/store"
 )
@@ -23,7 +24,7 @@ func printJSON(w io.Writer, v any) error {
 
 func (a *app) taskCmd() *cobra.Command {
 	c := &cobra.Command{Use: "task", Short: "Create, list, show and cancel tasks"}
-	var na httpapi.NewTaskArgs
+	var na api.NewTaskArgs
 	newCmd := &cobra.Command{
 		Use:   "new -m PROMPT",
 		Short: "Create branch lazy/<ref> and its worktree, and launch the first work turn",
@@ -33,7 +34,7 @@ func (a *app) taskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res httpapi.NewTaskResult
+			var res api.NewTaskResult
 			if err := cl.Call(cmd.Context(), "taskNew", na, &res); err != nil {
 				return err
 			}
@@ -61,13 +62,13 @@ func (a *app) taskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ts []httpapi.TaskInfo
+			var ts []api.TaskInfo
 			if err := cl.Call(cmd.Context(), "taskList", nil, &ts); err != nil {
 				return err
 			}
 			if a.json {
 				if ts == nil {
-					ts = []httpapi.TaskInfo{}
+					ts = []api.TaskInfo{}
 				}
 				return printJSON(a.out, ts)
 			}
@@ -92,7 +93,7 @@ func (a *app) taskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var d httpapi.TaskDetail
+			var d api.TaskDetail
 			if err := cl.Call(cmd.Context(), "taskShow", map[string]string{"task": args[0]}, &d); err != nil {
 				return err
 			}
@@ -142,7 +143,7 @@ func (a *app) taskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var t httpapi.TaskInfo
+			var t api.TaskInfo
 			if err := cl.Call(cmd.Context(), "taskCancel", map[string]string{"task": args[0]}, &t); err != nil {
 				return err
 			}
@@ -166,7 +167,7 @@ func (a *app) taskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var t httpapi.TaskInfo
+			var t api.TaskInfo
 			if err := cl.Call(cmd.Context(), "taskBudget", map[string]any{"task": args[0], "tokens": tokens}, &t); err != nil {
 				return err
 			}
@@ -215,7 +216,7 @@ func (a *app) commentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res httpapi.CommentResult
+			var res api.CommentResult
 			if err := cl.Call(cmd.Context(), "comment", map[string]string{"task": args[0], "body": body}, &res); err != nil {
 				return err
 			}
@@ -271,7 +272,7 @@ func orEmpty[T any](xs []T) []T {
 
 // tokensCell is the task list's TOKENS column: input + output tokens used,
 // and the budget when there is one.
-func tokensCell(t httpapi.TaskInfo) string {
+func tokensCell(t api.TaskInfo) string {
 	used := int64(0)
 	if t.Usage != nil {
 		used = t.Usage.InputTokens + t.Usage.OutputTokens

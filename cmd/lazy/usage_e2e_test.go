@@ -4,11 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"lazy/api"
 	"strings"
 	"testing"
 	"time"
-
-	"lazy/httpapi"
 )
 
 // TestUsageCounted: each task's model calls are counted at the proxy from
@@ -53,7 +52,7 @@ func TestUsageCounted(t *testing.T) {
 	if out := p.lazy(0, "task", "list"); !strings.Contains(out, "TOKENS") || !strings.Contains(out, "14") {
 		t.Errorf("task list: %s", out)
 	}
-	var list []httpapi.TaskInfo
+	var list []api.TaskInfo
 	if err := json.Unmarshal([]byte(p.lazy(0, "task", "list", "--json")), &list); err != nil || len(list) != 2 || list[0].Usage == nil {
 		t.Errorf("task list --json: %v %+v", err, list)
 	}

@@ -9,8 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"lazy/actors"
-	"lazy/httpapi"
+	"lazy/api"
 )
 
 // errDaemonStopped ends a watch when the daemon says it is stopping.
@@ -28,7 +27,7 @@ func (a *app) watchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			args := httpapi.WatchArgs{Net: net}
+			args := api.WatchArgs{Net: net}
 			if cmd.Flags().Changed("task") {
 				args.Tasks = tasks
 				if args.Tasks == nil {
@@ -38,18 +37,18 @@ func (a *app) watchCmd() *cobra.Command {
 			// stderr, so that stdout stays the events alone (and JSON with --json)
 			opened := func() { fmt.Fprintln(a.errOut, "watching: events appear as they happen (Ctrl-C to stop)") }
 			err = cl.StreamOpened(cmd.Context(), "watch", args, opened, func(b []byte) error {
-				var e actors.Event
+				var e api.Event
 				if err := json.Unmarshal(b, &e); err != nil {
 					return fmt.Errorf("bad event from the daemon: %w", err)
 				}
 				if a.json {
 					_, err := fmt.Fprintln(a.out, string(b))
-					if err == nil && e.Kind == actors.EventDaemonStopped {
+					if err == nil && e.Kind == api.EventDaemonStopped {
 						return errDaemonStopped
 					}
 					return err
 				}
-				if e.Kind == actors.EventDaemonStopped {
+				if e.Kind == api.EventDaemonStopped {
 					fmt.Fprintln(a.out, "daemon stopped")
 					return errDaemonStopped
 				}
@@ -68,7 +67,7 @@ func (a *app) watchCmd() *cobra.Command {
 }
 
 // EventLine renders one event for a terminal.
-func EventLine(e actors.Event) string {
+func EventLine(e api.Event) string {
 	if e.Kind == "net" && e.Net != nil {
 		return e.Net.Line()
 	}
@@ -88,7 +87,7 @@ func EventLine(e actors.Event) string {
 			s += ": " + e.Detail
 		}
 		return s
-	case actors.EventConfig:
+	case api.EventConfig:
 		return ts + " " + e.Detail
 	}
 	return fmt.Sprintf("%s %s %s %s", ts, e.TaskRef, e.Kind, e.Detail)
@@ -108,7 +107,7 @@ func (a *app) actorsCmd() *cobra.Command {
 			if panicTarget != "" {
 				return cl.Call(cmd.Context(), "injectPanic", map[string]string{"target": panicTarget}, nil)
 			}
-			var hs []actors.ActorHealth
+			var hs []api.ActorHealth
 			if err := cl.Call(cmd.Context(), "actors", nil, &hs); err != nil {
 				return err
 			}

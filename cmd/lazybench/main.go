@@ -29,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"lazy/api"
 	"lazy/config"
 	"lazy/proxy"
 	"lazy/stubmodel"
@@ -155,7 +156,7 @@ func serveLazy(args []string) error {
 		return err
 	}
 	p, err := proxy.New(proxy.Options{Config: &cfg, Home: home, Grants: ptr, Port: ln.Addr().(*net.TCPAddr).Port,
-		Publish: func(proxy.Traffic) { events.Add(1) }})
+		Publish: func(api.Traffic) { events.Add(1) }})
 	if err != nil {
 		return err
 	}

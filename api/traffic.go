@@ -1,4 +1,4 @@
-package proxy
+package api
 
 import (
 	"fmt"
@@ -27,8 +27,23 @@ type Traffic struct {
 	ClaimedRole string `json:"claimed_role,omitempty"`
 	// Usage is what the call cost, as the upstream's reply said (nil: it
 	// said nothing, as count_tokens and refused calls)
-	Usage *Usage `json:"usage,omitempty"`
+	Usage *CallUsage `json:"usage,omitempty"`
 }
+
+// CallUsage is what one model call cost, as the upstream itself reported
+// it (the fields of its "usage" object).
+type CallUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+// Tokens is what a budget counts: input and output tokens.
+func (u CallUsage) Tokens() int64 { return u.InputTokens + u.OutputTokens }
+
+// IsZero reports a call that reported no tokens.
+func (u CallUsage) IsZero() bool { return u == CallUsage{} }
 
 // Line renders the traffic line of CONTRACT §6. Every field is made safe for
 // one line: a byte outside printable ASCII, or a space, is written %XX, so no

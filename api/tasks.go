@@ -1,12 +1,6 @@
-package httpapi
+package api
 
-import (
-	"time"
-
-	"lazy/gitx"
-	"lazy/store"
-	"lazy/task"
-)
+import "time"
 
 // TaskInfo is the task object of `lazy task show --json` (CONTRACT §3).
 type TaskInfo struct {
@@ -38,10 +32,10 @@ type TaskInfo struct {
 
 // TaskDetail is a task with its turns and ordinary comments.
 type TaskDetail struct {
-	Task     TaskInfo        `json:"task"`
-	Turns    []store.Turn    `json:"turns"`
-	Comments []store.Comment `json:"comments"`
-	Commits  []CommitInfo    `json:"commits"`
+	Task     TaskInfo     `json:"task"`
+	Turns    []Turn       `json:"turns"`
+	Comments []Comment    `json:"comments"`
+	Commits  []CommitInfo `json:"commits"`
 }
 
 // NewTaskArgs are the arguments of taskNew.
@@ -58,14 +52,14 @@ type NewTaskArgs struct {
 
 // NewTaskResult is the reply of taskNew.
 type NewTaskResult struct {
-	Task TaskInfo   `json:"task"`
-	Turn store.Turn `json:"turn"`
+	Task TaskInfo `json:"task"`
+	Turn Turn     `json:"turn"`
 }
 
 // CommentResult is the reply of comment.
 type CommentResult struct {
-	Comment   store.Comment `json:"comment"`
-	Triggered *store.Turn   `json:"triggered,omitempty"`
+	Comment   Comment `json:"comment"`
+	Triggered *Turn   `json:"triggered,omitempty"`
 }
 
 // DaemonInfo is daemon.json and the reply of status.
@@ -117,21 +111,36 @@ type CommitInfo struct {
 	Time    time.Time `json:"time"`
 }
 
-// CommitOf converts a git commit to its wire form.
-func CommitOf(c gitx.Commit) CommitInfo {
-	return CommitInfo{SHA: c.SHA, Subject: c.Subject, Author: c.Author, Time: c.Time}
-}
-
 // CommitDiff is one commit and its diff against its first parent.
 type CommitDiff struct {
 	CommitInfo
-	Files []gitx.File `json:"files"`
+	Files []File `json:"files"`
 }
 
-// InfoOf converts a task row to its wire form.
-func InfoOf(t *store.Task) TaskInfo {
-	return TaskInfo{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Ref: t.Ref(), Title: t.Title,
-		Status: string(t.Status), Role: t.Role, Branch: t.Branch, Parent: t.Parent, Turns: t.Turns,
-		LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, Worktree: t.Worktree, CreatedAt: t.CreatedAt,
-		BudgetTokens: t.BudgetTokens}
+// Turn is one agent turn of a task.
+type Turn struct {
+	ID        string    `json:"id"`
+	TaskID    string    `json:"task_id"`
+	Number    int       `json:"number"`
+	Kind      string    `json:"kind"`
+	Trigger   string    `json:"trigger"` // start | comment | unblock | ask
+	Prompt    string    `json:"prompt"`
+	Status    string    `json:"status"`
+	Output    string    `json:"output"`
+	Result    string    `json:"result"`
+	Error     string    `json:"error"`
+	SessionID string    `json:"session_id"`
+	ExitCode  int       `json:"exit_code"`
+	QueuedAt  time.Time `json:"queued_at"`
+	// StartedAt is when the agent process started (nil: it never launched).
+	StartedAt *time.Time `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at"`
+}
+
+// Comment is an ordinary task comment.
+type Comment struct {
+	ID        string    `json:"id"`
+	TaskID    string    `json:"task_id"`
+	Body      string    `json:"body"`
+	CreatedAt time.Time `json:"created_at"`
 }

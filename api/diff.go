@@ -1,0 +1,57 @@
+package api
+
+// LineKind says which side of a diff a line belongs to.
+type LineKind int
+
+// Line kinds.
+const (
+	Context LineKind = iota
+	Added
+	Deleted
+)
+
+// Line is one line of a hunk: Old and New are its numbers on each side (0
+// when it has none there).
+type Line struct {
+	Kind     LineKind
+	Old, New int
+	Text     string
+	NoEOL    bool
+}
+
+// IsAddition reports an added line.
+func (l Line) IsAddition() bool { return l.Kind == Added }
+
+// IsDeletion reports a deleted line.
+func (l Line) IsDeletion() bool { return l.Kind == Deleted }
+
+// Hunk is one @@ section.
+type Hunk struct {
+	OldStart, OldLines, NewStart, NewLines int
+	Section                                string
+	Lines                                  []Line
+}
+
+// File is one changed file of a diff.
+type File struct {
+	OldPath, NewPath                    string
+	IsNew, IsDelete, IsRename, IsBinary bool
+	Hunks                               []Hunk
+	Added, Deleted                      int
+}
+
+// Path is the file's current path (the old one for a deletion).
+func (f File) Path() string {
+	if f.IsDelete {
+		return f.OldPath
+	}
+	return f.NewPath
+}
+
+// MergeCheck is a dry-run merge of a task branch into its parent.
+type MergeCheck struct {
+	Clean     bool     `json:"clean"`
+	Conflicts []string `json:"conflicts,omitempty"` // files the merge would leave conflicted
+	Ahead     int      `json:"ahead"`               // commits of the branch the parent lacks
+	Behind    int      `json:"behind"`              // commits of the parent the branch lacks
+}
