@@ -179,14 +179,9 @@ func (c *Client) Call(ctx context.Context, cmd string, args, out any) error {
 	return nil
 }
 
-// Stream runs a server-sent-event command, calling fn with each data payload
-// until ctx ends, the stream ends, or fn fails.
-func (c *Client) Stream(ctx context.Context, cmd string, args any, fn func([]byte) error) error {
-	return c.StreamOpened(ctx, cmd, args, nil, fn)
-}
-
-// StreamOpened is Stream that calls opened once the daemon has accepted the
-// stream: for watch, every event published from then on reaches fn.
+// StreamOpened runs a server-sent-event command, calling fn with each data
+// payload until ctx ends, the stream ends, or fn fails; opened (when
+// non-nil) is called once the daemon has accepted the stream.
 func (c *Client) StreamOpened(ctx context.Context, cmd string, args any, opened func(), fn func([]byte) error) error {
 	resp, err := c.post(ctx, cmd, args)
 	if err != nil {
@@ -221,7 +216,7 @@ func (c *Client) WaitReady(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := c.Call(pctx, "ping", nil, nil)
+		_, err := Do(pctx, c, api.CmdPing, api.None{})
 		cancel()
 		if err == nil {
 			return nil

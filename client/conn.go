@@ -66,16 +66,17 @@ func (k *Conn) Call(ctx context.Context, cmd string, args, out any) error {
 	return k.current().Call(ctx, cmd, args, out)
 }
 
-// Stream runs a streaming RPC command, redialing once when the daemon moved.
-func (k *Conn) Stream(ctx context.Context, cmd string, args any, fn func([]byte) error) error {
-	err := k.current().Stream(ctx, cmd, args, fn)
+// StreamOpened runs a streaming RPC command, redialing once when the
+// daemon moved.
+func (k *Conn) StreamOpened(ctx context.Context, cmd string, args any, opened func(), fn func([]byte) error) error {
+	err := k.current().StreamOpened(ctx, cmd, args, opened, fn)
 	if err == nil || !stale(err) {
 		return err
 	}
 	if rerr := k.redial(); rerr != nil {
 		return rerr
 	}
-	return k.current().Stream(ctx, cmd, args, fn)
+	return k.current().StreamOpened(ctx, cmd, args, opened, fn)
 }
 
 // HTTPStatus makes "no daemon" a 503 when a handler relays it.

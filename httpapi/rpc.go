@@ -1,43 +1,177 @@
 package httpapi
 
 import (
+	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"lazy/api"
+	"lazy/review"
 	"lazy/store"
 )
-
-// rpcArgs is the union of every command's arguments; each command reads
-// what it needs.
-type rpcArgs struct {
-	Task       string   `json:"task"`
-	Message    string   `json:"message"`
-	Target     string   `json:"target"`
-	ID         string   `json:"id"`
-	Feedback   string   `json:"feedback"`
-	Decision   string   `json:"decision"`
-	Files      []string `json:"files"`
-	Wait       bool     `json:"wait"`
-	Passphrase string   `json:"passphrase"`
-	Tokens     int64    `json:"tokens"`
-	api.NewTaskArgs
-	api.WatchArgs
-	api.PostCommentArgs
-	api.AcceptArgs
-	api.DiffOptions
-}
 
 // maxRPCBody bounds an RPC request body (a storage write may carry a turn's
 // captured output, up to 2 MiB, so the bound is generous).
 const maxRPCBody = 64 << 20
+
+// command is one entry of the RPC dispatch table.
+type command struct {
+	name string
+	// review: the command needs the review actions (503 without them)
+	review bool
+	serve  func(h *handler, c echo.Context, raw []byte) error
+}
+
+// handle types one command's entry: its JSON arguments are decoded into A
+// and fn's reply is sent as JSON.
+func handle[A, R any](cmd api.Cmd[A, R], fn func(h *handler, ctx context.Context, a A) (R, error)) command {
+	return command{name: cmd.Name, serve: func(h *handler, c echo.Context, raw []byte) error {
+		var a A
+		if err := decodeArgs(cmd.Name, raw, &a); err != nil {
+			return err
+		}
+		res, err := fn(h, c.Request().Context(), a)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, res)
+	}}
+}
+
+// reviewed marks an entry as needing the review actions.
+func reviewed(c command) command {
+	c.review = true
+	return c
+}
+
+// stream types a server-sent-event command's entry.
+func stream[A, E any](cmd api.Stream[A, E], fn func(h *handler, c echo.Context, a A) error) command {
+	return command{name: cmd.Name, serve: func(h *handler, c echo.Context, raw []byte) error {
+		var a A
+		if err := decodeArgs(cmd.Name, raw, &a); err != nil {
+			return err
+		}
+		return fn(h, c, a)
+	}}
+}
+
+// decodeArgs reads a command's JSON object; an empty body is no arguments.
+// Fields the command does not take are ignored, as before the table.
+func decodeArgs(name string, raw []byte, a any) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(raw, a); err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("%s: the arguments must be a JSON object of its fields (CONTRACT §8): %v", name, err))
+	}
+	return nil
+}
+
+// table builds the dispatch table from its entries; a name twice is a bug.
+func table(cs ...command) map[string]command {
+	m := make(map[string]command, len(cs))
+	for _, c := range cs {
+		if _, dup := m[c.name]; dup {
+			panic("RPC command " + c.name + " is in the table twice")
+		}
+		m[c.name] = c
+	}
+	return m
+}
+
+// commands is every RPC command but storage.<op>: one line each, the typed
+// command of package api and the call it makes.
+var commands = table(
+	handle(api.CmdPing, func(*handler, context.Context, api.None) (api.OK, error) { return api.OK{OK: "pong"}, nil }),
+	handle(api.CmdStatus, (*handler).status),
+	handle(api.CmdStop, (*handler).stop),
+
+	handle(api.CmdTaskNew, func(h *handler, ctx context.Context, a api.NewTaskArgs) (*api.NewTaskResult, error) {
+		return h.d.Tasks.NewTask(ctx, a)
+	}),
+	handle(api.CmdTaskList, func(h *handler, ctx context.Context, _ api.None) ([]api.TaskInfo, error) {
+		return h.d.Tasks.ListTasks(ctx)
+	}),
+	handle(api.CmdTaskShow, func(h *handler, ctx context.Context, a api.TaskRef) (*api.TaskDetail, error) {
+		return h.d.Tasks.ShowTask(ctx, a.Task)
+	}),
+	handle(api.CmdTaskCancel, func(h *handler, ctx context.Context, a api.TaskRef) (*api.TaskInfo, error) {
+		return h.d.Tasks.Cancel(ctx, a.Task)
+	}),
+	handle(api.CmdTaskBudget, func(h *handler, ctx context.Context, a api.BudgetArgs) (*api.TaskInfo, error) {
+		return h.d.Tasks.SetBudget(ctx, a.Task, a.Tokens)
+	}),
+	handle(api.CmdTaskCommits, func(h *handler, ctx context.Context, a api.TaskRef) ([]api.CommitInfo, error) {
+		return h.d.Tasks.TaskCommits(ctx, a.Task)
+	}),
+	handle(api.CmdCommitDiff, func(h *handler, ctx context.Context, a api.CommitRef) (*api.CommitDiff, error) {
+		return h.d.Tasks.CommitDiff(ctx, a.ID)
+	}),
+	handle(api.CmdComment, func(h *handler, ctx context.Context, a api.CommentArgs) (*api.CommentResult, error) {
+		return h.d.Tasks.Comment(ctx, a.Task, a.Body)
+	}),
+	handle(api.CmdUnblock, func(h *handler, ctx context.Context, a api.UnblockArgs) (*api.Turn, error) {
+		return h.d.Tasks.Unblock(ctx, a.Task, a.Message)
+	}),
+	handle(api.CmdActors, func(h *handler, ctx context.Context, _ api.None) ([]api.ActorHealth, error) {
+		return h.d.Tasks.Actors(ctx)
+	}),
+	handle(api.CmdInjectPanic, func(h *handler, ctx context.Context, a api.InjectPanicArgs) (api.OK, error) {
+		return api.OK{OK: "sent"}, h.d.Tasks.InjectPanic(ctx, a.Target)
+	}),
+	stream(api.CmdWatch, (*handler).watch),
+
+	reviewed(handle(api.CmdReviewQueue, func(h *handler, ctx context.Context, _ api.None) ([]api.QueueItem, error) {
+		q, err := h.d.Review.Queue(ctx)
+		if q == nil {
+			q = []api.QueueItem{}
+		}
+		return q, err
+	})),
+	reviewed(handle(api.CmdReviewDiff, func(h *handler, ctx context.Context, a api.ReviewDiffArgs) (*api.DiffResult, error) {
+		return h.d.Review.Diff(ctx, a.Task, a.DiffOptions)
+	})),
+	reviewed(handle(api.CmdReviewComments, func(h *handler, ctx context.Context, a api.TaskRef) (*review.Payload, error) {
+		return h.d.Review.Comments(ctx, a.Task)
+	})),
+	reviewed(handle(api.CmdReviewPostComment, func(h *handler, ctx context.Context, a api.ReviewCommentArgs) (*review.ReviewComment, error) {
+		return h.d.Review.PostComment(ctx, a.Task, a.PostCommentArgs)
+	})),
+	reviewed(handle(api.CmdReviewRetryAsk, func(h *handler, ctx context.Context, a api.CommentRef) (*api.ActionResult, error) {
+		return h.d.Review.RetryAsk(ctx, a.Task, a.ID)
+	})),
+	reviewed(handle(api.CmdReviewWithdrawComment, func(h *handler, ctx context.Context, a api.CommentRef) (*api.ActionResult, error) {
+		return h.d.Review.Withdraw(ctx, a.Task, a.ID)
+	})),
+	reviewed(handle(api.CmdReviewUnblock, func(h *handler, ctx context.Context, a api.ReviewUnblockArgs) (*api.Turn, error) {
+		msg := a.Feedback
+		if msg == "" {
+			msg = a.Message
+		}
+		return h.d.Review.Unblock(ctx, a.Task, msg)
+	})),
+	reviewed(handle(api.CmdReviewAccept, func(h *handler, ctx context.Context, a api.ReviewAcceptArgs) (*api.TaskInfo, error) {
+		return h.d.Review.Accept(ctx, a.Task, a.AcceptArgs)
+	})),
+	reviewed(handle(api.CmdReviewViolationDecision, func(h *handler, ctx context.Context, a api.ViolationArgs) (api.OK, error) {
+		return api.OK{OK: "true"}, h.d.Review.ViolationDecision(ctx, a.Task, a.Decision, a.Files)
+	})),
+	reviewed(handle(api.CmdSync, func(h *handler, ctx context.Context, a api.SyncArgs) (*api.SyncResult, error) {
+		return h.d.Review.Sync(ctx, a.Task, a.Wait)
+	})),
+	reviewed(handle(api.CmdApprove, func(h *handler, ctx context.Context, a api.ApproveArgs) (api.OK, error) {
+		return api.OK{OK: "true"}, h.d.Review.Approve(ctx, a.Task, a.Files, a.Passphrase)
+	})),
+)
 
 func (h *handler) rpc(c echo.Context) error {
 	if h.d.Token == "" {
@@ -55,7 +189,8 @@ func (h *handler) rpc(c echo.Context) error {
 	if len(raw) > maxRPCBody {
 		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, "RPC body over 64 MiB")
 	}
-	if op, ok := strings.CutPrefix(c.Param("cmd"), "storage."); ok {
+	name := c.Param("cmd")
+	if op, ok := strings.CutPrefix(name, "storage."); ok {
 		if h.d.Storage == nil {
 			return echo.NewHTTPError(http.StatusNotFound, "this process serves no storage RPC")
 		}
@@ -65,109 +200,39 @@ func (h *handler) rpc(c echo.Context) error {
 		}
 		return c.JSON(http.StatusOK, res)
 	}
-	var a rpcArgs
-	if len(strings.TrimSpace(string(raw))) > 0 {
-		if err := json.Unmarshal(raw, &a); err != nil {
-			return echo.NewHTTPError(http.StatusBadRequest, "RPC arguments must be a JSON object: "+err.Error())
-		}
+	cmd, ok := commands[name]
+	if !ok {
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("unknown RPC command %q: the commands are %s", name, strings.Join(commandNames(), ", ")))
 	}
-	ctx := c.Request().Context()
-	t := h.d.Tasks
-	var res any
-	switch cmd := c.Param("cmd"); cmd {
-	case "ping":
-		res = map[string]string{"ok": "pong"}
-	case "status":
-		if h.d.Info == nil {
-			return echo.NewHTTPError(http.StatusNotFound, "no status here")
-		}
-		res = h.d.Info()
-	case "stop":
-		if h.d.Stop == nil {
-			return echo.NewHTTPError(http.StatusNotFound, "this process cannot be stopped over RPC")
-		}
-		go func() { time.Sleep(50 * time.Millisecond); h.d.Stop() }()
-		res = map[string]string{"ok": "stopping"}
-	case "taskNew":
-		res, err = t.NewTask(ctx, a.NewTaskArgs)
-	case "taskList":
-		res, err = t.ListTasks(ctx)
-	case "taskBudget":
-		res, err = t.SetBudget(ctx, a.Task, a.Tokens)
-	case "taskShow":
-		res, err = t.ShowTask(ctx, a.Task)
-	case "taskCancel":
-		res, err = t.Cancel(ctx, a.Task)
-	case "comment":
-		res, err = t.Comment(ctx, a.Task, a.Body)
-	case "reviewQueue", "reviewDiff", "reviewComments", "reviewPostComment", "reviewRetryAsk", "reviewWithdrawComment",
-		"reviewUnblock", "reviewAccept", "reviewViolationDecision", "sync", "approve":
-		if h.d.Review == nil {
-			return echo.NewHTTPError(http.StatusServiceUnavailable, "review actions are not available in this process")
-		}
-		res, err = h.reviewRPC(c, cmd, &a)
-	case "unblock":
-		res, err = t.Unblock(ctx, a.Task, a.Message)
-	case "actors":
-		res, err = t.Actors(ctx)
-	case "commitDiff":
-		res, err = t.CommitDiff(ctx, a.ID)
-	case "taskCommits":
-		res, err = t.TaskCommits(ctx, a.Task)
-	case "injectPanic":
-		err = t.InjectPanic(ctx, a.Target)
-		res = map[string]string{"ok": "sent"}
-	case "watch":
-		return h.watch(c, a.WatchArgs)
-	default:
-		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("unknown RPC command %q", cmd))
+	if cmd.review && h.d.Review == nil {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "review actions are not available in this process")
 	}
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, res)
+	return cmd.serve(h, c, raw)
 }
 
-func (h *handler) reviewRPC(c echo.Context, cmd string, a *rpcArgs) (any, error) {
-	ctx, r := c.Request().Context(), h.d.Review
-	ok := map[string]string{"ok": "true"}
-	switch cmd {
-	case "reviewQueue":
-		q, err := r.Queue(ctx)
-		if q == nil {
-			q = []api.QueueItem{}
-		}
-		return q, err
-	case "reviewDiff":
-		return r.Diff(ctx, a.Task, a.DiffOptions)
-	case "reviewComments":
-		return r.Comments(ctx, a.Task)
-	case "reviewPostComment":
-		return r.PostComment(ctx, a.Task, a.PostCommentArgs)
-	case "reviewRetryAsk":
-		return r.RetryAsk(ctx, a.Task, a.ID)
-	case "reviewWithdrawComment":
-		return r.Withdraw(ctx, a.Task, a.ID)
-	case "reviewUnblock":
-		msg := a.Feedback
-		if msg == "" {
-			msg = a.Message
-		}
-		return r.Unblock(ctx, a.Task, msg)
-	case "reviewAccept":
-		args := a.AcceptArgs
-		if args.Passphrase == "" {
-			args.Passphrase = a.Passphrase
-		}
-		return r.Accept(ctx, a.Task, args)
-	case "reviewViolationDecision":
-		return ok, r.ViolationDecision(ctx, a.Task, a.Decision, a.Files)
-	case "sync":
-		return r.Sync(ctx, a.Task, a.Wait)
-	case "approve":
-		return ok, r.Approve(ctx, a.Task, a.Files, a.Passphrase)
+// commandNames lists the table, sorted.
+func commandNames() []string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
 	}
-	return nil, fmt.Errorf("unknown review command %q", cmd)
+	sort.Strings(names)
+	return names
+}
+
+func (h *handler) status(context.Context, api.None) (api.DaemonInfo, error) {
+	if h.d.Info == nil {
+		return api.DaemonInfo{}, echo.NewHTTPError(http.StatusNotFound, "no status here")
+	}
+	return h.d.Info(), nil
+}
+
+func (h *handler) stop(context.Context, api.None) (api.OK, error) {
+	if h.d.Stop == nil {
+		return api.OK{}, echo.NewHTTPError(http.StatusNotFound, "this process cannot be stopped over RPC")
+	}
+	go func() { time.Sleep(50 * time.Millisecond); h.d.Stop() }()
+	return api.OK{OK: "stopping"}, nil
 }
 
 // watch streams events as server-sent events until the client goes away.

@@ -68,8 +68,7 @@ func (a *app) printStatus(ctx context.Context, p config.Paths) error {
 		// daemon.json is the daemon at start; the status call adds what
 		// changed since (the runner in force, config keys that need a
 		// restart, a config file that was not applied)
-		var live api.DaemonInfo
-		if c.Call(ctx, "status", nil, &live) == nil && live.PID != 0 {
+		if live, err := client.Do(ctx, c, api.CmdStatus, api.None{}); err == nil && live.PID != 0 {
 			info = live
 		}
 	}
@@ -242,7 +241,7 @@ func (a *app) stopDaemon(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := c.Call(ctx, "stop", nil, nil); err != nil {
+	if _, err := client.Do(ctx, c, api.CmdStop, api.None{}); err != nil {
 		return fmt.Errorf("ask the daemon to stop: %w", err)
 	}
 	fmt.Fprint(a.errOut, "stopping daemon")

@@ -134,11 +134,11 @@ func TestTrafficStreamFilters(t *testing.T) {
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer scancel()
-	if err := c.Stream(sctx, "watch", api.WatchArgs{Tasks: []string{tl[0].ID}, Net: true}, func([]byte) error { return nil }); err != nil {
+	if err := c.StreamOpened(sctx, "watch", api.WatchArgs{Tasks: []string{tl[0].ID}, Net: true}, nil, func([]byte) error { return nil }); err != nil {
 		t.Errorf("a full id filter: %v", err)
 	}
 	for _, bad := range [][]string{{}, {""}, {"nosuchtask"}} {
-		err := c.Stream(context.Background(), "watch", api.WatchArgs{Tasks: bad, Net: true}, func([]byte) error { return nil })
+		err := c.StreamOpened(context.Background(), "watch", api.WatchArgs{Tasks: bad, Net: true}, nil, func([]byte) error { return nil })
 		var ce *client.Error
 		if !errors.As(err, &ce) || ce.Status/100 != 4 {
 			t.Errorf("filter %q: got %v, want a 4xx refusal", bad, err)

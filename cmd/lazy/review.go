@@ -73,8 +73,8 @@ func (a *app) acceptCmd() *cobra.Command {
 					return err
 				}
 			}
-			var t api.TaskInfo
-			if err := cl.Call(cmd.Context(), "reviewAccept", map[string]any{"task": argv[0], "reason": args.Reason, "allow_out_of_scope": args.AllowOutOfScope}, &t); err != nil {
+			t, err := client.Do(cmd.Context(), cl, api.CmdReviewAccept, api.ReviewAcceptArgs{Task: argv[0], AcceptArgs: args})
+			if err != nil {
 				return a.refusal(err)
 			}
 			if a.json {
@@ -96,7 +96,8 @@ func (a *app) approve(ctx context.Context, cl *client.Client, task string, files
 	if err != nil {
 		return err
 	}
-	return cl.Call(ctx, "approve", map[string]any{"task": task, "files": files, "passphrase": pass}, nil)
+	_, err = client.Do(ctx, cl, api.CmdApprove, api.ApproveArgs{Task: task, Files: files, Passphrase: pass})
+	return err
 }
 
 func (a *app) approveCmd() *cobra.Command {
@@ -133,8 +134,8 @@ func (a *app) syncCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintln(a.errOut, "syncing (waits behind questions the agent is answering)...")
-			var r api.SyncResult
-			if err := cl.Call(cmd.Context(), "sync", map[string]any{"task": argv[0], "wait": true}, &r); err != nil {
+			r, err := client.Do(cmd.Context(), cl, api.CmdSync, api.SyncArgs{Task: argv[0], Wait: true})
+			if err != nil {
 				return err
 			}
 			if a.json {
@@ -203,11 +204,13 @@ func (a *app) askCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var c review.ReviewComment
 			var answer string
-			if err := cl.Call(cmd.Context(), "reviewPostComment", map[string]any{"task": argv[0], "file": file, "line": line, "side": side, "intent": "ask", "body": question}, &c); err != nil {
+			posted, err := client.Do(cmd.Context(), cl, api.CmdReviewPostComment, api.ReviewCommentArgs{Task: argv[0],
+				PostCommentArgs: api.PostCommentArgs{File: file, Line: line, Side: side, Intent: string(review.Ask), Body: question}})
+			if err != nil {
 				return err
 			}
+			c := *posted
 			if wait && c.AskState == review.AskPending {
 				fmt.Fprintln(a.errOut, "waiting for the agent's answer...")
 				for c.AskState == review.AskPending {
@@ -216,11 +219,11 @@ func (a *app) askCmd() *cobra.Command {
 						return cmd.Context().Err()
 					case <-time.After(500 * time.Millisecond):
 					}
-					var pl review.Payload
-					if err := cl.Call(cmd.Context(), "reviewComments", map[string]string{"task": argv[0]}, &pl); err != nil {
+					pl, err := client.Do(cmd.Context(), cl, api.CmdReviewComments, api.TaskRef{Task: argv[0]})
+					if err != nil {
 						return err
 					}
-					c, answer = findAsk(pl, c)
+					c, answer = findAsk(*pl, c)
 				}
 			}
 			if a.json {

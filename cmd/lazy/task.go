@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"lazy/api"
+	"lazy/client"
 	"lazy/httpapi"
-	"lazy/store"
 )
 
 func printJSON(w io.Writer, v any) error {
@@ -34,8 +34,8 @@ func (a *app) taskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res api.NewTaskResult
-			if err := cl.Call(cmd.Context(), "taskNew", na, &res); err != nil {
+			res, err := client.Do(cmd.Context(), cl, api.CmdTaskNew, na)
+			if err != nil {
 				return err
 			}
 			if a.json {
@@ -62,8 +62,8 @@ func (a *app) taskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var ts []api.TaskInfo
-			if err := cl.Call(cmd.Context(), "taskList", nil, &ts); err != nil {
+			ts, err := client.Do(cmd.Context(), cl, api.CmdTaskList, api.None{})
+			if err != nil {
 				return err
 			}
 			if a.json {
@@ -93,8 +93,8 @@ func (a *app) taskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var d api.TaskDetail
-			if err := cl.Call(cmd.Context(), "taskShow", map[string]string{"task": args[0]}, &d); err != nil {
+			d, err := client.Do(cmd.Context(), cl, api.CmdTaskShow, api.TaskRef{Task: args[0]})
+			if err != nil {
 				return err
 			}
 			if a.json {
@@ -143,8 +143,8 @@ func (a *app) taskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var t api.TaskInfo
-			if err := cl.Call(cmd.Context(), "taskCancel", map[string]string{"task": args[0]}, &t); err != nil {
+			t, err := client.Do(cmd.Context(), cl, api.CmdTaskCancel, api.TaskRef{Task: args[0]})
+			if err != nil {
 				return err
 			}
 			if a.json {
@@ -167,8 +167,8 @@ func (a *app) taskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var t api.TaskInfo
-			if err := cl.Call(cmd.Context(), "taskBudget", map[string]any{"task": args[0], "tokens": tokens}, &t); err != nil {
+			t, err := client.Do(cmd.Context(), cl, api.CmdTaskBudget, api.BudgetArgs{Task: args[0], Tokens: tokens})
+			if err != nil {
 				return err
 			}
 			if a.json {
@@ -178,7 +178,7 @@ func (a *app) taskCmd() *cobra.Command {
 			if t.BudgetTokens == 0 {
 				fmt.Fprint(a.out, " (none)")
 			}
-			if line := httpapi.UsageWords(t); line != "" {
+			if line := httpapi.UsageWords(*t); line != "" {
 				fmt.Fprintf(a.out, "\nusage: %s", line)
 			}
 			fmt.Fprintln(a.out)
@@ -216,8 +216,8 @@ func (a *app) commentCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var res api.CommentResult
-			if err := cl.Call(cmd.Context(), "comment", map[string]string{"task": args[0], "body": body}, &res); err != nil {
+			res, err := client.Do(cmd.Context(), cl, api.CmdComment, api.CommentArgs{Task: args[0], Body: body})
+			if err != nil {
 				return err
 			}
 			if a.json {
@@ -247,8 +247,8 @@ func (a *app) unblockCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var tu store.Turn
-			if err := cl.Call(cmd.Context(), "unblock", map[string]string{"task": args[0], "message": msg}, &tu); err != nil {
+			tu, err := client.Do(cmd.Context(), cl, api.CmdUnblock, api.UnblockArgs{Task: args[0], Message: msg})
+			if err != nil {
 				return err
 			}
 			if a.json {

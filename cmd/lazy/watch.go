@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"lazy/api"
+	"lazy/client"
 )
 
 // errDaemonStopped ends a watch when the daemon says it is stopping.
@@ -36,13 +37,13 @@ func (a *app) watchCmd() *cobra.Command {
 			}
 			// stderr, so that stdout stays the events alone (and JSON with --json)
 			opened := func() { fmt.Fprintln(a.errOut, "watching: events appear as they happen (Ctrl-C to stop)") }
-			err = cl.StreamOpened(cmd.Context(), "watch", args, opened, func(b []byte) error {
-				var e api.Event
-				if err := json.Unmarshal(b, &e); err != nil {
-					return fmt.Errorf("bad event from the daemon: %w", err)
-				}
+			err = client.Watch(cmd.Context(), cl, api.CmdWatch, args, opened, func(e api.Event) error {
 				if a.json {
-					_, err := fmt.Fprintln(a.out, string(b))
+					b, err := json.Marshal(e)
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintln(a.out, string(b))
 					if err == nil && e.Kind == api.EventDaemonStopped {
 						return errDaemonStopped
 					}
@@ -105,10 +106,11 @@ func (a *app) actorsCmd() *cobra.Command {
 				return err
 			}
 			if panicTarget != "" {
-				return cl.Call(cmd.Context(), "injectPanic", map[string]string{"target": panicTarget}, nil)
+				_, err := client.Do(cmd.Context(), cl, api.CmdInjectPanic, api.InjectPanicArgs{Target: panicTarget})
+				return err
 			}
-			var hs []api.ActorHealth
-			if err := cl.Call(cmd.Context(), "actors", nil, &hs); err != nil {
+			hs, err := client.Do(cmd.Context(), cl, api.CmdActors, api.None{})
+			if err != nil {
 				return err
 			}
 			if a.json {

@@ -1,0 +1,139 @@
+package api
+
+import "lazy/review"
+
+// Cmd is one RPC command (CONTRACT §8): its wire name, and as type
+// parameters the JSON object it takes and the JSON reply it gives. The
+// server's dispatch table (httpapi/rpc.go) and the typed client
+// (client.Do) are both written against these values, so a command's
+// arguments and reply are spelled once.
+type Cmd[A, R any] struct{ Name string }
+
+// Stream is a command that answers with a server-sent event stream of E.
+type Stream[A, E any] struct{ Name string }
+
+// None is the arguments of a command that takes none.
+type None struct{}
+
+// OK is the reply of a command that answers with nothing but success.
+type OK struct {
+	OK string `json:"ok"`
+}
+
+// TaskRef names one task by any ref form of CONTRACT §2.
+type TaskRef struct {
+	Task string `json:"task"`
+}
+
+// BudgetArgs are the arguments of taskBudget.
+type BudgetArgs struct {
+	Task   string `json:"task"`
+	Tokens int64  `json:"tokens"` // 0: no budget
+}
+
+// CommentArgs are the arguments of comment.
+type CommentArgs struct {
+	Task string `json:"task"`
+	Body string `json:"body"`
+}
+
+// UnblockArgs are the arguments of unblock.
+type UnblockArgs struct {
+	Task    string `json:"task"`
+	Message string `json:"message"`
+}
+
+// InjectPanicArgs are the arguments of injectPanic.
+type InjectPanicArgs struct {
+	Target string `json:"target"` // an actor name of `lazy actors`
+}
+
+// CommitRef names one commit.
+type CommitRef struct {
+	ID string `json:"id"`
+}
+
+// ReviewDiffArgs are the arguments of reviewDiff.
+type ReviewDiffArgs struct {
+	Task string `json:"task"`
+	DiffOptions
+}
+
+// ReviewCommentArgs are the arguments of reviewPostComment.
+type ReviewCommentArgs struct {
+	Task string `json:"task"`
+	PostCommentArgs
+}
+
+// CommentRef names one review comment of a task.
+type CommentRef struct {
+	Task string `json:"task"`
+	ID   string `json:"id"`
+}
+
+// ReviewUnblockArgs are the arguments of reviewUnblock: the reviewer's
+// message is feedback (message is accepted too, as unblock spells it).
+type ReviewUnblockArgs struct {
+	Task     string `json:"task"`
+	Feedback string `json:"feedback"`
+	Message  string `json:"message,omitempty"`
+}
+
+// ReviewAcceptArgs are the arguments of reviewAccept.
+type ReviewAcceptArgs struct {
+	Task string `json:"task"`
+	AcceptArgs
+}
+
+// ViolationArgs are the arguments of reviewViolationDecision.
+type ViolationArgs struct {
+	Task     string   `json:"task"`
+	Decision string   `json:"decision"` // allow | revert
+	Files    []string `json:"files"`
+}
+
+// SyncArgs are the arguments of sync.
+type SyncArgs struct {
+	Task string `json:"task"`
+	Wait bool   `json:"wait"` // answer when the sync is done, not when it is queued
+}
+
+// ApproveArgs are the arguments of approve.
+type ApproveArgs struct {
+	Task       string   `json:"task"`
+	Files      []string `json:"files"`
+	Passphrase string   `json:"passphrase"`
+}
+
+// The commands. Wire names are CONTRACT §8's and never change.
+var (
+	CmdPing   = Cmd[None, OK]{"ping"}
+	CmdStatus = Cmd[None, DaemonInfo]{"status"}
+	CmdStop   = Cmd[None, OK]{"stop"}
+
+	CmdTaskNew     = Cmd[NewTaskArgs, *NewTaskResult]{"taskNew"}
+	CmdTaskList    = Cmd[None, []TaskInfo]{"taskList"}
+	CmdTaskShow    = Cmd[TaskRef, *TaskDetail]{"taskShow"}
+	CmdTaskCancel  = Cmd[TaskRef, *TaskInfo]{"taskCancel"}
+	CmdTaskBudget  = Cmd[BudgetArgs, *TaskInfo]{"taskBudget"}
+	CmdTaskCommits = Cmd[TaskRef, []CommitInfo]{"taskCommits"}
+	CmdCommitDiff  = Cmd[CommitRef, *CommitDiff]{"commitDiff"}
+	CmdComment     = Cmd[CommentArgs, *CommentResult]{"comment"}
+	CmdUnblock     = Cmd[UnblockArgs, *Turn]{"unblock"}
+
+	CmdActors      = Cmd[None, []ActorHealth]{"actors"}
+	CmdInjectPanic = Cmd[InjectPanicArgs, OK]{"injectPanic"}
+	CmdWatch       = Stream[WatchArgs, Event]{"watch"}
+
+	CmdReviewQueue             = Cmd[None, []QueueItem]{"reviewQueue"}
+	CmdReviewDiff              = Cmd[ReviewDiffArgs, *DiffResult]{"reviewDiff"}
+	CmdReviewComments          = Cmd[TaskRef, *review.Payload]{"reviewComments"}
+	CmdReviewPostComment       = Cmd[ReviewCommentArgs, *review.ReviewComment]{"reviewPostComment"}
+	CmdReviewRetryAsk          = Cmd[CommentRef, *ActionResult]{"reviewRetryAsk"}
+	CmdReviewWithdrawComment   = Cmd[CommentRef, *ActionResult]{"reviewWithdrawComment"}
+	CmdReviewUnblock           = Cmd[ReviewUnblockArgs, *Turn]{"reviewUnblock"}
+	CmdReviewAccept            = Cmd[ReviewAcceptArgs, *TaskInfo]{"reviewAccept"}
+	CmdReviewViolationDecision = Cmd[ViolationArgs, OK]{"reviewViolationDecision"}
+	CmdSync                    = Cmd[SyncArgs, *SyncResult]{"sync"}
+	CmdApprove                 = Cmd[ApproveArgs, OK]{"approve"}
+)
