@@ -52,16 +52,6 @@ func (r Review) Sync(ctx context.Context, ref string, wait bool) (*api.SyncResul
 	return Do(ctx, r.C, api.CmdSync, api.SyncArgs{Task: ref, Wait: wait})
 }
 
-func (r Review) ViolationDecision(ctx context.Context, ref, decision string, files []string) error {
-	_, err := Do(ctx, r.C, api.CmdReviewViolationDecision, api.ViolationArgs{Task: ref, Decision: decision, Files: files})
-	return err
-}
-
-func (r Review) Approve(ctx context.Context, ref string, files []string, passphrase string) error {
-	_, err := Do(ctx, r.C, api.CmdApprove, api.ApproveArgs{Task: ref, Files: files, Passphrase: passphrase})
-	return err
-}
-
 // Tasks is the task side of the dashboard for a process that is not the
 // daemon: reads through the remote store (the storage RPC), writes and git
 // through the daemon's commands.
@@ -123,35 +113,6 @@ func (t Tasks) ShowTask(ctx context.Context, ref string) (*api.TaskDetail, error
 	return &api.TaskDetail{Task: httpapi.InfoOf(tk), Turns: httpapi.TurnsOf(turns), Comments: httpapi.CommentsOf(cs), Commits: commits}, nil
 }
 
-func (t Tasks) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskResult, error) {
-	return Do(ctx, t.C, api.CmdTaskNew, a)
-}
-
-func (t Tasks) Comment(ctx context.Context, ref, body string) (*api.CommentResult, error) {
-	return Do(ctx, t.C, api.CmdComment, api.CommentArgs{Task: ref, Body: body})
-}
-
-func (t Tasks) Unblock(ctx context.Context, ref, message string) (*api.Turn, error) {
-	return Do(ctx, t.C, api.CmdUnblock, api.UnblockArgs{Task: ref, Message: message})
-}
-
-func (t Tasks) Cancel(ctx context.Context, ref string) (*api.TaskInfo, error) {
-	return Do(ctx, t.C, api.CmdTaskCancel, api.TaskRef{Task: ref})
-}
-
-func (t Tasks) Actors(ctx context.Context) ([]api.ActorHealth, error) {
-	return Do(ctx, t.C, api.CmdActors, api.None{})
-}
-
-func (t Tasks) InjectPanic(ctx context.Context, target string) error {
-	_, err := Do(ctx, t.C, api.CmdInjectPanic, api.InjectPanicArgs{Target: target})
-	return err
-}
-
-func (t Tasks) SetBudget(ctx context.Context, ref string, tokens int64) (*api.TaskInfo, error) {
-	return Do(ctx, t.C, api.CmdTaskBudget, api.BudgetArgs{Task: ref, Tokens: tokens})
-}
-
 func (t Tasks) TaskCommits(ctx context.Context, ref string) ([]api.CommitInfo, error) {
 	return Do(ctx, t.C, api.CmdTaskCommits, api.TaskRef{Task: ref})
 }
@@ -160,20 +121,6 @@ func (t Tasks) CommitDiff(ctx context.Context, sha string) (*api.CommitDiff, err
 	return Do(ctx, t.C, api.CmdCommitDiff, api.CommitRef{ID: sha})
 }
 
-// Watch relays the daemon's event stream into a channel.
-func (t Tasks) Watch(ctx context.Context, a api.WatchArgs) (<-chan api.Event, func(), error) {
-	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan api.Event, 256)
-	go func() {
-		defer close(ch)
-		_ = Watch(ctx, t.C, api.CmdWatch, a, nil, func(e api.Event) error {
-			select {
-			case ch <- e:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-			return nil
-		})
-	}()
-	return ch, cancel, nil
+func (t Tasks) Actors(ctx context.Context) ([]api.ActorHealth, error) {
+	return Do(ctx, t.C, api.CmdActors, api.None{})
 }

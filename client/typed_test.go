@@ -15,39 +15,9 @@ import (
 	"lazy/store"
 )
 
-// tasks and reviews implement only what a test calls; anything else
-// panics inside the handler and comes back as a 500.
-type tasks struct {
-	httpapi.Tasks
-	show func(ref string) (*api.TaskDetail, error)
-}
-
-func (t tasks) ShowTask(_ context.Context, ref string) (*api.TaskDetail, error) { return t.show(ref) }
-
-type reviews struct {
-	httpapi.ReviewActions
-	accepted *api.AcceptArgs
-	feedback *string
-}
-
-func (r reviews) Accept(_ context.Context, ref string, a api.AcceptArgs) (*api.TaskInfo, error) {
-	*r.accepted = a
-	return &api.TaskInfo{Ref: ref, Status: "done"}, nil
-}
-
-func (r reviews) Unblock(_ context.Context, ref, feedback string) (*api.Turn, error) {
-	*r.feedback = feedback
-	return &api.Turn{TaskID: ref, Number: 2}, nil
-}
-
-func (r reviews) Comments(context.Context, string) (*review.Payload, error) {
-	return nil, fmt.Errorf("task x: %w", store.ErrNotFound)
-}
-
-func server(t *testing.T, d httpapi.Deps) *Client {
+func server(t *testing.T, cmds httpapi.Commands) *Client {
 	t.Helper()
-	d.Token, d.Bearer = "rpc-token", "rpc-token"
-	e, err := httpapi.New(d)
+	e, err := httpapi.New(httpapi.Deps{Token: "rpc-token", Bearer: "rpc-token", Commands: cmds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +31,27 @@ func server(t *testing.T, d httpapi.Deps) *Client {
 func TestTypedCommands(t *testing.T) {
 	var accepted api.AcceptArgs
 	var feedback string
-	c := server(t, httpapi.Deps{
-		Tasks: tasks{show: func(ref string) (*api.TaskDetail, error) {
-			return &api.TaskDetail{Task: api.TaskInfo{Ref: ref}, Turns: []api.Turn{{Number: 1}}}, nil
-		}},
-		Review: reviews{accepted: &accepted, feedback: &feedback},
-	})
+	c := server(t, httpapi.Table(
+		httpapi.Handle(api.CmdPing, func(context.Context, api.None) (api.OK, error) { return api.OK{OK: "pong"}, nil }),
+		httpapi.Handle(api.CmdTaskShow, func(_ context.Context, a api.TaskRef) (*api.TaskDetail, error) {
+			return &api.TaskDetail{Task: api.TaskInfo{Ref: a.Task}, Turns: []api.Turn{{Number: 1}}}, nil
+		}),
+		httpapi.Handle(api.CmdTaskList, func(context.Context, api.None) ([]api.TaskInfo, error) { panic("a bug") }),
+		httpapi.Handle(api.CmdReviewAccept, func(_ context.Context, a api.ReviewAcceptArgs) (*api.TaskInfo, error) {
+			accepted = a.AcceptArgs
+			return &api.TaskInfo{Ref: a.Task, Status: "done"}, nil
+		}),
+		httpapi.Handle(api.CmdReviewUnblock, func(_ context.Context, a api.ReviewUnblockArgs) (*api.Turn, error) {
+			feedback = a.Feedback
+			if feedback == "" {
+				feedback = a.Message
+			}
+			return &api.Turn{TaskID: a.Task, Number: 2}, nil
+		}),
+		httpapi.Handle(api.CmdReviewComments, func(_ context.Context, a api.TaskRef) (*review.Payload, error) {
+			return nil, fmt.Errorf("task %s: %w", a.Task, store.ErrNotFound)
+		}),
+	))
 	ctx := context.Background()
 
 	d, err := Do(ctx, c, api.CmdTaskShow, api.TaskRef{Task: "fix-login"})
@@ -103,7 +88,7 @@ func TestTypedCommands(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Status != http.StatusNotFound || !strings.Contains(ce.Message, "taskShow") {
 		t.Errorf("unknown command: %v", err)
 	}
-	// a method the fake lacks panics: 500 with an id, never a broken stream
+	// a panicking command: 500 with an id, never a broken connection
 	_, err = Do(ctx, c, api.CmdTaskList, api.None{})
 	if !errors.As(err, &ce) || ce.Status != http.StatusInternalServerError || !strings.Contains(ce.Message, "error_id=") {
 		t.Errorf("a panicking command: %v", err)
@@ -113,12 +98,13 @@ func TestTypedCommands(t *testing.T) {
 		t.Errorf("reviewComments error: %v", err)
 	}
 
-	// without review actions, review commands are 503 and the rest served
-	bare := server(t, httpapi.Deps{Tasks: tasks{show: func(ref string) (*api.TaskDetail, error) { return &api.TaskDetail{}, nil }}})
-	if _, err := Do(ctx, bare, api.CmdReviewQueue, api.None{}); !errors.As(err, &ce) || ce.Status != http.StatusServiceUnavailable {
-		t.Errorf("review command without review actions: %v", err)
+	// a command the table lacks is unknown
+	if _, err := Do(ctx, c, api.CmdReviewQueue, api.None{}); !errors.As(err, &ce) || ce.Status != http.StatusNotFound {
+		t.Errorf("a command not in the table: %v", err)
 	}
-	if _, err := Do(ctx, bare, api.CmdTaskShow, api.TaskRef{Task: "a"}); err != nil {
-		t.Errorf("taskShow without review actions: %v", err)
+	// a process with no table serves no command
+	bare := server(t, nil)
+	if _, err := Do(ctx, bare, api.CmdPing, api.None{}); !errors.As(err, &ce) || ce.Status != http.StatusNotFound {
+		t.Errorf("ping with no table: %v", err)
 	}
 }

@@ -197,7 +197,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	stopping := make(chan struct{})
 	web, err := httpapi.New(httpapi.Deps{Stopping: stopping, Tasks: d.svc, Review: d.review, Storage: st, Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup, book),
-		Info: d.Info, Stop: cancel, LogPath: paths.Log})
+		Info: d.Info, Commands: d.commands(cancel), LogPath: paths.Log})
 	if err != nil {
 		return nil, err
 	}

@@ -33,21 +33,13 @@ import (
 	"lazy/views"
 )
 
-// Tasks is what the handlers need of the daemon's task operations.
+// Tasks is what the dashboard pages need of the daemon's tasks. Commands
+// (the RPC) are the daemon's own table, Deps.Commands.
 type Tasks interface {
-	NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskResult, error)
 	ListTasks(ctx context.Context) ([]api.TaskInfo, error)
 	ShowTask(ctx context.Context, ref string) (*api.TaskDetail, error)
-	Comment(ctx context.Context, ref, body string) (*api.CommentResult, error)
-	Unblock(ctx context.Context, ref, message string) (*api.Turn, error)
-	Cancel(ctx context.Context, ref string) (*api.TaskInfo, error)
-	Actors(ctx context.Context) ([]api.ActorHealth, error)
-	InjectPanic(ctx context.Context, target string) error
-	Watch(ctx context.Context, a api.WatchArgs) (<-chan api.Event, func(), error)
 	CommitDiff(ctx context.Context, sha string) (*api.CommitDiff, error)
-	TaskCommits(ctx context.Context, ref string) ([]api.CommitInfo, error)
-	// SetBudget changes a task's token budget (0: none).
-	SetBudget(ctx context.Context, ref string, tokens int64) (*api.TaskInfo, error)
+	Actors(ctx context.Context) ([]api.ActorHealth, error)
 }
 
 // Deps are the handler's collaborators.
@@ -68,7 +60,9 @@ type Deps struct {
 	DashboardToken string
 	Gatherer       prometheus.Gatherer
 	Info           func() api.DaemonInfo
-	Stop           func()
+	// Commands is the RPC dispatch table (nil: no commands, as in the dev
+	// server, which serves no RPC)
+	Commands Commands
 	// Stopping is closed when the daemon begins to stop: watch streams end
 	// at once with a daemon_stopped event, so a stop never waits on them.
 	Stopping <-chan struct{}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lazy/actors"
+	"lazy/api"
 	"lazy/approval"
 	"lazy/review"
 	"lazy/views"
@@ -66,7 +68,8 @@ func TestLoopbackHostGuard(t *testing.T) {
 }
 
 func TestRPCNeedsToken(t *testing.T) {
-	e, _ := New(Deps{Bearer: testBearer, DashboardToken: testDash, Token: "secret-token"})
+	ping := Handle(api.CmdPing, func(context.Context, api.None) (api.OK, error) { return api.OK{OK: "pong"}, nil })
+	e, _ := New(Deps{Bearer: testBearer, DashboardToken: testDash, Token: "secret-token", Commands: Table(ping)})
 	for _, auth := range []string{"", "Bearer wrong", "secret-token"} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("POST", "/rpc/ping", strings.NewReader("{}"))
@@ -117,11 +120,11 @@ func TestRenderFailureIs500WithAnID(t *testing.T) {
 // id, and the log line has the id, the panic and its stack.
 func TestPanicIs500WithAnID(t *testing.T) {
 	var logged strings.Builder
-	e, err := New(Deps{Bearer: testBearer, Token: testBearer, DashboardToken: testDash, Tasks: fakeTasks{}, Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	cmds := Table(Handle(api.CmdTaskBudget, func(context.Context, api.BudgetArgs) (*api.TaskInfo, error) { panic("a bug") }))
+	e, err := New(Deps{Bearer: testBearer, Token: testBearer, DashboardToken: testDash, Commands: cmds, Log: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// fakeTasks leaves SetBudget to its nil embedded interface: it panics
 	rec := serve(t, e, "POST", "/rpc/taskBudget", "application/json", `{"task":"x","tokens":5}`)
 	m := regexp.MustCompile(`internal error ([0-9a-f]{12})`).FindStringSubmatch(rec.Body.String())
 	if rec.Code != http.StatusInternalServerError || m == nil {

@@ -7,7 +7,7 @@ import (
 	"lazy/review"
 )
 
-// ReviewActions is everything the review routes and the review RPC need of
+// ReviewActions is everything the review routes need of
 // the daemon. The daemon implements it directly; the dev web server through
 // the daemon's RPC. The web layer never touches git, locks or storage writes.
 type ReviewActions interface {
@@ -20,6 +20,4 @@ type ReviewActions interface {
 	Unblock(ctx context.Context, ref, feedback string) (*api.Turn, error)
 	Accept(ctx context.Context, ref string, a api.AcceptArgs) (*api.TaskInfo, error)
 	Sync(ctx context.Context, ref string, wait bool) (*api.SyncResult, error)
-	ViolationDecision(ctx context.Context, ref, decision string, files []string) error
-	Approve(ctx context.Context, ref string, files []string, passphrase string) error
 }

@@ -1,4 +1,4 @@
-package httpapi
+package daemon
 
 import (
 	"go/ast"
@@ -11,8 +11,8 @@ import (
 )
 
 // TestEveryCommandIsServed: each command package api declares has its one
-// entry in the dispatch table, and the table serves nothing api does not
-// declare, so a command cannot be half added.
+// entry in the daemon's dispatch table, and the table serves nothing api
+// does not declare, so a command cannot be half added.
 func TestEveryCommandIsServed(t *testing.T) {
 	f, err := parser.ParseFile(token.NewFileSet(), "../api/commands.go", nil, 0)
 	if err != nil {
@@ -40,7 +40,7 @@ func TestEveryCommandIsServed(t *testing.T) {
 	if len(declared) < 20 {
 		t.Fatalf("found only %d commands in api/commands.go: the parse is wrong", len(declared))
 	}
-	served := commandNames()
+	served := (&Daemon{}).commands(func() {}).Names()
 	slices.Sort(declared)
 	if !slices.Equal(declared, served) {
 		t.Errorf("api declares %s\nthe table serves %s", strings.Join(declared, " "), strings.Join(served, " "))
