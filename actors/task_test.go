@@ -44,6 +44,13 @@ type rig struct {
 
 func newRig(t *testing.T, scope string, protect []string) *rig {
 	t.Helper()
+	return newRigWith(t, scope, protect, noAgent{}, "")
+}
+
+// newRigWith is a rig whose turns run on launcher; session is the task's
+// agent session (asks need one).
+func newRigWith(t *testing.T, scope string, protect []string, launcher TurnLauncher, session string) *rig {
+	t.Helper()
 	dir := t.TempDir()
 	root := gitxtest.NewRepo(t, map[string]string{"a.go": "package a\n", ".github/ci.yml": "on: push\n"})
 	st, err := store.OpenSQL(filepath.Join(dir, "lazy.db"))
@@ -59,12 +66,12 @@ func newRig(t *testing.T, scope string, protect []string) *rig {
 		t.Fatal(err)
 	}
 	tk := &store.Task{ID: id, Status: task.Blocked, Branch: "lazy/t", Parent: "main", Worktree: wt, Scope: scope,
-		CreatedAt: now, UpdatedAt: now, LastActivity: now}
+		SessionID: session, CreatedAt: now, UpdatedAt: now, LastActivity: now}
 	if err := st.CreateTask(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{t: t, st: st, root: root, tk: tk, sys: actor.NewActorSystem()}
-	deps := &TaskDeps{Store: st, Launcher: noAgent{}, LockDir: filepath.Join(dir, "locks"), Log: discard(), Root: root,
+	deps := &TaskDeps{Store: st, Launcher: launcher, LockDir: filepath.Join(dir, "locks"), Log: discard(), Root: root,
 		RecoveryDir: filepath.Join(dir, "recovery"), Protect: protect, AskTimeout: time.Minute,
 		Revoke:          func(id string) error { r.mu.Lock(); r.revoked = append(r.revoked, id); r.mu.Unlock(); return nil },
 		CheckPassphrase: func(string, string) error { return approval.ErrWrong }}
