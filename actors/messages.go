@@ -148,6 +148,9 @@ type Minted struct{ Env map[string]string }
 // it records it on the task and revokes the task's grants. No reply.
 type Tripwire struct{ What string }
 
+// Rename gives the task a new title. Reply: *Done or error.
+type Rename struct{ Title string }
+
 // SetBudget changes the task's token budget. Reply: *Done or error.
 type SetBudget struct{ Tokens int64 }
 

@@ -210,6 +210,8 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		a.next(ctx)
 	case *Tripwire:
 		a.tripped(m.What)
+	case *Rename:
+		a.rename(ctx, m.Title)
 	case *SetBudget:
 		if a.task == nil {
 			ctx.Respond(fmt.Errorf("task %s: %w", a.id, store.ErrNotFound))
@@ -547,6 +549,23 @@ func (a *TaskActor) setStatus(s task.Status, reason string) {
 	if changed {
 		a.publish(api.Event{Kind: "status", Status: string(s), Detail: reason})
 	}
+}
+
+// rename saves a new title; an ended task keeps its own, as its record.
+func (a *TaskActor) rename(ctx actor.Context, title string) {
+	if err := a.requireLive(); err != nil {
+		ctx.Respond(err)
+		return
+	}
+	old := a.task.Title
+	a.task.Title, a.task.UpdatedAt = title, a.now()
+	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+		a.task.Title = old
+		ctx.Respond(err)
+		return
+	}
+	a.publish(api.Event{Kind: "title", Detail: "renamed: " + title})
+	ctx.Respond(&Done{})
 }
 
 func (a *TaskActor) publish(e api.Event) {

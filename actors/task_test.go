@@ -194,3 +194,16 @@ func TestRefusalsAreNotFailures(t *testing.T) {
 		t.Fatalf("a refusal shows as a failure: %q", h.LastFailure)
 	}
 }
+
+// TestRenameSavesTheTitle: the actor saves a new title (an ended task's is
+// kept: cmd/lazy's TestRenameTask, through the supervisor).
+func TestRenameSavesTheTitle(t *testing.T) {
+	r := newRig(t, "", nil)
+	if _, err := r.ask(&Rename{Title: "new title"}); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := r.st.GetTask(context.Background(), r.tk.ID)
+	if err != nil || tk.Title != "new title" {
+		t.Fatalf("title %q, %v", tk.Title, err)
+	}
+}

@@ -31,6 +31,12 @@ type BudgetArgs struct {
 	Tokens int64  `json:"tokens"` // 0: no budget
 }
 
+// RenameArgs are the arguments of taskRename.
+type RenameArgs struct {
+	Task  string `json:"task"`
+	Title string `json:"title"`
+}
+
 // CommentArgs are the arguments of comment.
 type CommentArgs struct {
 	Task string `json:"task"`
@@ -116,6 +122,7 @@ var (
 	CmdTaskShow    = Cmd[TaskRef, *TaskDetail]{"taskShow"}
 	CmdTaskCancel  = Cmd[TaskRef, *TaskInfo]{"taskCancel"}
 	CmdTaskBudget  = Cmd[BudgetArgs, *TaskInfo]{"taskBudget"}
+	CmdTaskRename  = Cmd[RenameArgs, *TaskInfo]{"taskRename"}
 	CmdTaskCommits = Cmd[TaskRef, []CommitInfo]{"taskCommits"}
 	CmdCommitDiff  = Cmd[CommitRef, *CommitDiff]{"commitDiff"}
 	CmdComment     = Cmd[CommentArgs, *CommentResult]{"comment"}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"lazy/actors"
 	"lazy/api"
@@ -439,6 +441,35 @@ func (s *Service) info(t *store.Task) api.TaskInfo {
 	}
 	return i
 }
+
+// Rename gives a task a new title: the queue, the pages and `task list`
+// show it. A title is one line of at most 200 characters.
+func (s *Service) Rename(ctx context.Context, a api.RenameArgs) (*api.TaskInfo, error) {
+	title := strings.TrimSpace(a.Title)
+	switch {
+	case title == "":
+		return nil, usage("the title is empty: lazy task rename TASK --title \"what the task is\"")
+	case utf8.RuneCountInString(title) > maxTitle:
+		return nil, usage("the title is %d characters: keep it to %d (the prompt holds the detail)", utf8.RuneCountInString(title), maxTitle)
+	case strings.ContainsFunc(title, unicode.IsControl):
+		return nil, usage("the title holds a line break or control character: give it one line of text")
+	}
+	t, err := s.Resolve(ctx, a.Task)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := supervisor.Ask[*actors.Done](s.sup, t.ID, &actors.Rename{Title: title}); err != nil {
+		return nil, err
+	}
+	if t, err = s.st.GetTask(ctx, t.ID); err != nil {
+		return nil, err
+	}
+	i := s.info(t)
+	return &i, nil
+}
+
+// maxTitle bounds a task title, in characters.
+const maxTitle = 200
 
 // SetBudget changes a task's token budget (0: none). A task stopped by its
 // budget goes on when the reviewer unblocks it.

@@ -23,7 +23,7 @@ func printJSON(w io.Writer, v any) error {
 }
 
 func (a *app) taskCmd() *cobra.Command {
-	c := &cobra.Command{Use: "task", Short: "Create, list, show and cancel tasks"}
+	c := &cobra.Command{Use: "task", Short: "Create, list, show, rename and cancel tasks"}
 	var na api.NewTaskArgs
 	newCmd := &cobra.Command{
 		Use:   "new -m PROMPT",
@@ -186,7 +186,34 @@ func (a *app) taskCmd() *cobra.Command {
 		},
 	}
 	budget.Flags().Int64Var(&tokens, "tokens", 0, "the task's new budget in tokens (input + output; 0: no budget)")
-	c.AddCommand(newCmd, list, show, cancel, budget)
+	c.AddCommand(newCmd, list, show, cancel, budget, a.renameCmd())
+	return c
+}
+
+func (a *app) renameCmd() *cobra.Command {
+	var title string
+	c := &cobra.Command{
+		Use:   "rename TASK --title TEXT",
+		Short: "Give a task a new title (the queue, the pages and task list show it)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client(cmd.Context())
+			if err != nil {
+				return err
+			}
+			t, err := client.Do(cmd.Context(), cl, api.CmdTaskRename, api.RenameArgs{Task: args[0], Title: title})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, t)
+			}
+			fmt.Fprintf(a.out, "%s: %s\n", t.Ref, t.Title)
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&title, "title", "t", "", "the new title: one line (required)")
+	_ = c.MarkFlagRequired("title")
 	return c
 }
 
