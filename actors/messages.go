@@ -84,6 +84,12 @@ type SyncDone struct {
 	Conflicts []string
 }
 
+// SyncReply is the reply of Sync: *SyncQueued, or *SyncDone when waited.
+type SyncReply interface{ syncReply() }
+
+func (*SyncQueued) syncReply() {}
+func (*SyncDone) syncReply()   {}
+
 // Accept checks the task and merges it into its parent. Reply: *AcceptDone or
 // a *review.Refusal (with its remedy) or another error.
 type Accept struct {
@@ -122,9 +128,9 @@ type launched struct {
 // unblock prompt of the comments queued now. Reply: string or error.
 type renderUnblock struct{ epoch int }
 
-// askActor sends a message to the task's own actor from its job goroutine
-// and waits for the reply.
-type askActor func(msg any) (any, error)
+// renderPrompt asks the task's own actor, from a job goroutine, for the
+// unblock prompt of the comments queued now.
+type renderPrompt func() (string, error)
 
 // --- GrantsActor ---
 

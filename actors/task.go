@@ -105,7 +105,9 @@ type jobResult struct {
 	result  agent.Result
 	outcome agent.Outcome
 	err     error
-	reply   any // sync, accept, decide: what the waiter gets
+	// synced is what a sync did; merged: an accept merged the branch
+	synced *SyncDone
+	merged bool
 }
 
 // TaskActor owns one task. Its FIFO runs one job at a time — work turns,
@@ -163,22 +165,28 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.abort(ctx, "the daemon stopped")
 	case *StartWork:
-		a.respond(ctx, a.queueWork(m.Trigger, m.Prompt, ""))
+		wq, err := a.queueWork(m.Trigger, m.Prompt, "")
+		reply(ctx, wq, err)
 		a.next(ctx)
 	case *Unblock:
-		a.respond(ctx, a.unblock(m.Message))
+		wq, err := a.unblock(m.Message)
+		reply(ctx, wq, err)
 		a.next(ctx)
 	case *AddComment:
-		a.respond(ctx, a.addComment(m.Body))
+		ca, err := a.addComment(m.Body)
+		reply(ctx, ca, err)
 		a.next(ctx)
 	case *PostReviewComment:
-		a.respond(ctx, a.postReviewComment(m.Comment))
+		c, err := a.postReviewComment(m.Comment)
+		reply(ctx, c, err)
 		a.next(ctx)
 	case *RetryAsk:
-		a.respond(ctx, a.retryAsk(m.ID))
+		ad, err := a.retryAsk(m.ID)
+		reply(ctx, ad, err)
 		a.next(ctx)
 	case *WithdrawComment:
-		a.respond(ctx, a.withdraw(m.ID))
+		ad, err := a.withdraw(m.ID)
+		reply(ctx, ad, err)
 	case *Sync:
 		if err := a.requireLive(); err != nil {
 			ctx.Respond(err)
@@ -197,7 +205,7 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 	case *ViolationDecision:
 		a.startExclusive(ctx, &job{kind: jobDecide, label: m.Decision + " out-of-scope files", decide: m})
 	case *Approve:
-		a.respond(ctx, a.approve(m))
+		reply(ctx, &Done{}, a.approve(m))
 	case *CancelTask:
 		if err := a.cancelTask(ctx); err != nil {
 			ctx.Respond(err)
@@ -237,7 +245,8 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 			ctx.Respond(errors.New("the turn was cut off before it launched"))
 			return
 		}
-		ctx.Respond(a.renderUnblock(a.running))
+		prompt, err := a.renderUnblock(a.running)
+		reply(ctx, prompt, err)
 	case *jobDone:
 		if m.epoch != a.epoch || a.running == nil {
 			return
@@ -250,11 +259,18 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 	}
 }
 
-// respond replies with v, or with err when v's error part is set.
-func (a *TaskActor) respond(ctx actor.Context, v any) {
-	if ctx.Sender() != nil {
-		ctx.Respond(v)
+// reply answers the sender (when there is one) with v, or with err when
+// there is an error: every handler returns (T, error) and this is the one
+// place they become a reply.
+func reply[T any](ctx actor.Context, v T, err error) {
+	if ctx.Sender() == nil {
+		return
 	}
+	if err != nil {
+		ctx.Respond(err)
+		return
+	}
+	ctx.Respond(v)
 }
 
 func (a *TaskActor) busyCount() int {
@@ -316,7 +332,7 @@ func (a *TaskActor) requireLive() error {
 	return nil
 }
 
-func (a *TaskActor) approve(m *Approve) any {
+func (a *TaskActor) approve(m *Approve) error {
 	if err := a.requireLive(); err != nil {
 		return err
 	}
@@ -331,7 +347,7 @@ func (a *TaskActor) approve(m *Approve) any {
 			return err
 		}
 	}
-	return &Done{}
+	return nil
 }
 
 // startExclusive runs accept and violation decisions only on an idle task.
@@ -370,7 +386,7 @@ func (a *TaskActor) lockPath() string { return filepath.Join(a.deps.LockDir, a.i
 
 // start prepares a job in the actor and runs its slow part in a goroutine.
 func (a *TaskActor) start(ctx actor.Context, j *job) {
-	var run func(ctx context.Context, onStart func(int), ask askActor) jobResult
+	var run func(ctx context.Context, onStart func(int), ask renderPrompt) jobResult
 	switch j.kind {
 	case jobWork:
 		run = a.prepareWork(j)
@@ -395,13 +411,20 @@ func (a *TaskActor) start(ctx actor.Context, j *job) {
 		if err != nil {
 			r.err = err
 		} else {
-			ask := func(msg any) (any, error) {
-				if m, ok := msg.(*renderUnblock); ok {
-					m.epoch = epoch
+			render := func() (string, error) {
+				res, err := root.RequestFuture(self, &renderUnblock{epoch: epoch}, time.Minute).Result()
+				if err != nil {
+					return "", err
 				}
-				return root.RequestFuture(self, msg, time.Minute).Result()
+				switch v := res.(type) {
+				case string:
+					return v, nil
+				case error:
+					return "", v
+				}
+				return "", fmt.Errorf("renderUnblock: the actor replied %T, not the prompt", res)
 			}
-			r = run(jctx, func(int) { root.Send(self, &launched{epoch: epoch}) }, ask)
+			r = run(jctx, func(int) { root.Send(self, &launched{epoch: epoch}) }, render)
 			// release before reporting: the next job takes the lock as soon
 			// as the actor hears of this one's end
 			lock.Unlock()

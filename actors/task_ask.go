@@ -17,9 +17,9 @@ import (
 )
 
 // postReviewComment persists first, then decides what the message starts.
-func (a *TaskActor) postReviewComment(c review.ReviewComment) any {
+func (a *TaskActor) postReviewComment(c review.ReviewComment) (*review.ReviewComment, error) {
 	if a.task == nil {
-		return fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
+		return nil, fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
 	}
 	now := a.now()
 	c.ID, c.TaskID, c.Actor, c.CreatedAt = task.NewID(now), a.id, review.Human, now
@@ -33,10 +33,10 @@ func (a *TaskActor) postReviewComment(c review.ReviewComment) any {
 	case review.Comment:
 		c.DeliveryState = review.PendingDelivery
 	default:
-		return &review.RuleError{Reason: fmt.Sprintf("intent %q is neither ask nor comment", c.Intent)}
+		return nil, &review.RuleError{Reason: fmt.Sprintf("intent %q is neither ask nor comment", c.Intent)}
 	}
 	if err := a.deps.Store.AddReviewComment(a.bg(), &c); err != nil {
-		return fmt.Errorf("save the review comment: %w", err)
+		return nil, fmt.Errorf("save the review comment: %w", err)
 	}
 	if c.Intent == review.Ask {
 		if v := review.Askable(a.task.Status); !v.OK {
@@ -48,7 +48,7 @@ func (a *TaskActor) postReviewComment(c review.ReviewComment) any {
 			a.queue = append(a.queue, &job{kind: jobAsk, commentID: c.ID, label: "ask " + task.ShortID(c.ID), queuedAt: now})
 		}
 	}
-	return &c
+	return &c, nil
 }
 
 func (a *TaskActor) loadComment(id string) (*review.ReviewComment, error) {
@@ -59,53 +59,53 @@ func (a *TaskActor) loadComment(id string) (*review.ReviewComment, error) {
 	return c, err
 }
 
-func (a *TaskActor) retryAsk(id string) any {
+func (a *TaskActor) retryAsk(id string) (*ActionDone, error) {
 	if a.task == nil {
-		return fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
+		return nil, fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
 	}
 	c, err := a.loadComment(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	v := review.CanRetry(c, a.id)
 	if !v.OK {
-		return v.Err()
+		return nil, v.Err()
 	}
 	if v.NoOp {
-		return &ActionDone{Comment: *c, Notice: v.Reason}
+		return &ActionDone{Comment: *c, Notice: v.Reason}, nil
 	}
 	if ask := review.Askable(a.task.Status); !ask.OK {
 		c.AskError = ask.Reason
 		if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
-			return err
+			return nil, err
 		}
-		return &ActionDone{Comment: *c, Notice: "Not re-sent: " + ask.Reason}
+		return &ActionDone{Comment: *c, Notice: "Not re-sent: " + ask.Reason}, nil
 	}
 	c.AskState, c.AskError = review.AskPending, ""
 	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
-		return err
+		return nil, err
 	}
 	a.queue = append(a.queue, &job{kind: jobAsk, commentID: c.ID, label: "ask " + task.ShortID(c.ID), queuedAt: a.now()})
-	return &ActionDone{Comment: *c, Notice: "Re-sent to the agent; the answer will appear in the thread."}
+	return &ActionDone{Comment: *c, Notice: "Re-sent to the agent; the answer will appear in the thread."}, nil
 }
 
-func (a *TaskActor) withdraw(id string) any {
+func (a *TaskActor) withdraw(id string) (*ActionDone, error) {
 	c, err := a.loadComment(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if v := review.CanWithdraw(c, a.id); !v.OK {
-		return v.Err()
+		return nil, v.Err()
 	}
 	if a.delivering[c.ID] {
-		return review.BeingDelivered().Err()
+		return nil, review.BeingDelivered().Err()
 	}
 	now := a.now()
 	c.WithdrawnAt = &now
 	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
-		return err
+		return nil, err
 	}
-	return &ActionDone{Comment: *c, Notice: "Withdrawn: it stays in the thread, struck through, and will not reach the agent."}
+	return &ActionDone{Comment: *c, Notice: "Withdrawn: it stays in the thread, struck through, and will not reach the agent."}, nil
 }
 
 // failAsk records a failed question with an actionable reason.
@@ -118,7 +118,7 @@ func (a *TaskActor) failAsk(c *review.ReviewComment, reason string) {
 }
 
 // prepareAsk checks an ask can run now and starts its read-only turn.
-func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), askActor) jobResult {
+func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), renderPrompt) jobResult {
 	c, err := a.loadComment(j.commentID)
 	if err != nil || c == nil || !c.InFlight() {
 		return nil // withdrawn, answered or gone meanwhile
@@ -143,7 +143,7 @@ func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), askActor
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
 	launcher := a.deps.Launcher
-	return func(ctx context.Context, onStart func(int), _ askActor) jobResult {
+	return func(ctx context.Context, onStart func(int), _ renderPrompt) jobResult {
 		req.OnStart = onStart
 		r, out, err := launcher.RunTurn(ctx, req)
 		return jobResult{result: r, outcome: out, err: err}

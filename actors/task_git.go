@@ -17,18 +17,22 @@ import (
 
 // prepareGit captures what a sync, accept or decision needs and returns its
 // slow part; the goroutine reads only the values captured here.
-func (a *TaskActor) prepareGit(ctx actor.Context, j *job) func(context.Context, func(int), askActor) jobResult {
+func (a *TaskActor) prepareGit(ctx actor.Context, j *job) func(context.Context, func(int), renderPrompt) jobResult {
 	t := *a.task
 	deps := a.deps
 	switch j.kind {
 	case jobSync:
-		return func(ctx context.Context, _ func(int), _ askActor) jobResult { return runSync(ctx, &t) }
+		return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult { return runSync(ctx, &t) }
 	case jobAccept:
 		args := *j.accept
-		return func(ctx context.Context, _ func(int), _ askActor) jobResult { return runAccept(ctx, deps, &t, args) }
+		return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult {
+			return runAccept(ctx, deps, &t, args)
+		}
 	case jobDecide:
 		args := *j.decide
-		return func(ctx context.Context, _ func(int), _ askActor) jobResult { return runDecide(ctx, deps, &t, args) }
+		return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult {
+			return runDecide(ctx, deps, &t, args)
+		}
 	}
 	return nil
 }
@@ -42,12 +46,12 @@ func runSync(ctx context.Context, t *store.Task) jobResult {
 	err := gitx.Merge(ctx, t.Worktree, t.Parent, fmt.Sprintf("Merge %s into %s", t.Parent, t.Branch))
 	var ce *gitx.ConflictError
 	if errors.As(err, &ce) {
-		return jobResult{reply: &SyncDone{Status: string(task.Conflict), Conflicts: ce.Files}}
+		return jobResult{synced: &SyncDone{Status: string(task.Conflict), Conflicts: ce.Files}}
 	}
 	if err != nil {
 		return jobResult{err: err}
 	}
-	return jobResult{reply: &SyncDone{Status: string(task.Blocked)}}
+	return jobResult{synced: &SyncDone{Status: string(task.Blocked)}}
 }
 
 func scopeOf(t *store.Task) []string {
@@ -145,7 +149,7 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 	if err := gitx.FastForward(ctx, root, t.Parent, t.Branch); err != nil {
 		return jobResult{err: err}
 	}
-	return jobResult{reply: &AcceptDone{}}
+	return jobResult{merged: true}
 }
 
 // runDecide records "allow" or reverts the files on the task branch.
@@ -184,12 +188,12 @@ func runDecide(ctx context.Context, deps *TaskDeps, t *store.Task, args Violatio
 	default:
 		return jobResult{err: &review.RuleError{Reason: fmt.Sprintf("decision %q is neither allow nor revert", args.Decision)}}
 	}
-	return jobResult{reply: &Done{}}
+	return jobResult{}
 }
 
 // finishGit applies a sync, accept or decision result and answers its waiter.
 func (a *TaskActor) finishGit(ctx actor.Context, j *job, r jobResult) {
-	reply := r.reply
+	var reply any = &Done{}
 	if r.err != nil {
 		reply = r.err
 		if !isRefusal(r.err) {
@@ -198,7 +202,8 @@ func (a *TaskActor) finishGit(ctx actor.Context, j *job, r jobResult) {
 	}
 	switch j.kind {
 	case jobSync:
-		if sd, ok := r.reply.(*SyncDone); ok {
+		if sd := r.synced; r.err == nil && sd != nil {
+			reply = sd
 			if sd.Status == string(task.Conflict) {
 				a.setStatus(task.Conflict, fmt.Sprintf("syncing with %s hit conflicts in %v; ask the agent about them or unblock it to resolve them", a.task.Parent, sd.Conflicts))
 			} else if a.task.Status == task.Conflict || a.task.Status == task.Blocked {
@@ -206,7 +211,7 @@ func (a *TaskActor) finishGit(ctx actor.Context, j *job, r jobResult) {
 			}
 		}
 	case jobAccept:
-		if _, ok := r.reply.(*AcceptDone); ok {
+		if r.err == nil && r.merged {
 			if err := a.endTask(task.Accepted); err != nil {
 				reply = err
 			} else {

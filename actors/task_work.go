@@ -19,9 +19,9 @@ import (
 )
 
 // queueWork saves a queued work turn and appends it to the FIFO.
-func (a *TaskActor) queueWork(trigger, prompt, id string) any {
+func (a *TaskActor) queueWork(trigger, prompt, id string) (*WorkQueued, error) {
 	if err := a.requireLive(); err != nil {
-		return err
+		return nil, err
 	}
 	now := a.now()
 	if id == "" {
@@ -29,10 +29,10 @@ func (a *TaskActor) queueWork(trigger, prompt, id string) any {
 	}
 	tu := &store.Turn{ID: id, TaskID: a.id, Kind: store.TurnWork, Trigger: trigger, Prompt: prompt, Status: store.TurnQueued, QueuedAt: now}
 	if err := a.deps.Store.CreateTurn(a.bg(), tu); err != nil {
-		return fmt.Errorf("queue work turn: %w", err)
+		return nil, fmt.Errorf("queue work turn: %w", err)
 	}
 	a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: fmt.Sprintf("work turn %d", tu.Number), queuedAt: now})
-	return &WorkQueued{Turn: *tu}
+	return &WorkQueued{Turn: *tu}, nil
 }
 
 func (a *TaskActor) recoveryPath(turnID string) string {
@@ -41,32 +41,32 @@ func (a *TaskActor) recoveryPath(turnID string) string {
 
 // unblock writes the reviewer's message to the recovery dir before anything
 // else, then queues the work turn behind every ask already queued.
-func (a *TaskActor) unblock(message string) any {
+func (a *TaskActor) unblock(message string) (*WorkQueued, error) {
 	if err := a.requireLive(); err != nil {
-		return err
+		return nil, err
 	}
 	// the size rule is checked now, with the comments queued now, so the
 	// reviewer hears of it at once (it is checked again at launch)
 	if all, err := a.deps.Store.ListReviewComments(a.bg(), a.id); err == nil {
 		if err := review.UnblockFits(len(review.RenderUnblockPrompt(review.Queued(all), func(string) []review.ReviewComment { return nil }, message))); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	id := task.NewID(a.now())
 	if a.deps.RecoveryDir != "" {
 		if err := os.MkdirAll(a.deps.RecoveryDir, 0o755); err != nil {
-			return fmt.Errorf("save your unblock message to %s first: %w; nothing was queued", a.deps.RecoveryDir, err)
+			return nil, fmt.Errorf("save your unblock message to %s first: %w; nothing was queued", a.deps.RecoveryDir, err)
 		}
 		body := fmt.Sprintf("task: %s\nturn: %s\n\n%s\n", a.task.Ref(), id, message)
 		if err := os.WriteFile(a.recoveryPath(id), []byte(body), 0o644); err != nil {
 			_ = os.Remove(a.recoveryPath(id))
-			return fmt.Errorf("save your unblock message to %s first: %w; nothing was queued (free some disk space and unblock again)", a.deps.RecoveryDir, err)
+			return nil, fmt.Errorf("save your unblock message to %s first: %w; nothing was queued (free some disk space and unblock again)", a.deps.RecoveryDir, err)
 		}
 	}
-	res := a.queueWork("unblock", message, id)
-	if err, ok := res.(error); ok {
+	res, err := a.queueWork("unblock", message, id)
+	if err != nil {
 		_ = os.Remove(a.recoveryPath(id))
-		return err
+		return nil, err
 	}
 	if a.task.Tripwire != "" {
 		// the reviewer's unblock re-arms the task: its next turn gets a new grant
@@ -75,34 +75,33 @@ func (a *TaskActor) unblock(message string) any {
 			a.log.Error("clear tripwire", "err", err)
 		}
 	}
-	return res
+	return res, nil
 }
 
-func (a *TaskActor) addComment(body string) any {
+func (a *TaskActor) addComment(body string) (*CommentAdded, error) {
 	if a.task == nil {
-		return fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
+		return nil, fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
 	}
 	c := store.Comment{ID: task.NewID(a.now()), TaskID: a.id, Body: body, CreatedAt: a.now()}
 	if err := a.deps.Store.AddComment(a.bg(), &c); err != nil {
-		return fmt.Errorf("save comment: %w", err)
+		return nil, fmt.Errorf("save comment: %w", err)
 	}
 	res := &CommentAdded{Comment: c}
 	// The auto-react loop: a plain comment on a blocked, idle task is a work
 	// turn. Review comments never come through here.
 	if a.task.Status == task.Blocked && a.running == nil && len(a.queue) == 0 {
-		r := a.queueWork("comment", body, "")
-		if err, ok := r.(error); ok {
-			return err
+		wq, err := a.queueWork("comment", body, "")
+		if err != nil {
+			return nil, err
 		}
-		tu := r.(*WorkQueued).Turn
-		res.Triggered = &tu
+		res.Triggered = &wq.Turn
 	}
-	return res
+	return res, nil
 }
 
 // prepareWork marks a work turn running; an unblock renders every queued
 // comment into its prompt now, so comments posted while it waited ride along.
-func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), askActor) jobResult {
+func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderPrompt) jobResult {
 	tu, err := a.loadTurn(j.turnID)
 	if err != nil {
 		a.log.Error("load queued turn", "turn", j.turnID, "err", err)
@@ -120,24 +119,15 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), askActo
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Prompt: tu.Prompt, Number: tu.Number}
 	launcher := a.deps.Launcher
-	render := tu.Trigger == "unblock"
+	unblock := tu.Trigger == "unblock"
 	j.message = tu.Prompt
-	return func(ctx context.Context, onStart func(int), ask askActor) jobResult {
+	return func(ctx context.Context, onStart func(int), render renderPrompt) jobResult {
 		req.OnStart = onStart
-		if render {
+		if unblock {
 			// the queued comments are decided when the agent starts, not when
 			// the turn began waiting for a slot: one withdrawn meanwhile is
 			// never sent
-			req.RenderPrompt = func(context.Context) (string, error) {
-				res, err := ask(&renderUnblock{})
-				if err != nil {
-					return "", err
-				}
-				if e, ok := res.(error); ok {
-					return "", e
-				}
-				return res.(string), nil
-			}
+			req.RenderPrompt = func(context.Context) (string, error) { return render() }
 		}
 		r, out, err := launcher.RunTurn(ctx, req)
 		return jobResult{result: r, outcome: out, err: err}
@@ -148,10 +138,10 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), askActo
 // now, in the actor (so no withdrawal interleaves), and holds them as being
 // delivered until the launch is recorded. A prompt over MaxUnblockPrompt is
 // refused: the comments stay queued.
-func (a *TaskActor) renderUnblock(j *job) any {
+func (a *TaskActor) renderUnblock(j *job) (string, error) {
 	all, err := a.deps.Store.ListReviewComments(a.bg(), a.id)
 	if err != nil {
-		return fmt.Errorf("could not read the queued comments: %w", err)
+		return "", fmt.Errorf("could not read the queued comments: %w", err)
 	}
 	queued := review.Queued(all)
 	byThread := map[string][]review.ReviewComment{}
@@ -160,7 +150,7 @@ func (a *TaskActor) renderUnblock(j *job) any {
 	}
 	prompt := review.RenderUnblockPrompt(queued, func(id string) []review.ReviewComment { return byThread[id] }, j.message)
 	if err := review.UnblockFits(len(prompt)); err != nil {
-		return err
+		return "", err
 	}
 	j.delivered = j.delivered[:0]
 	a.delivering = map[string]bool{}
@@ -172,7 +162,7 @@ func (a *TaskActor) renderUnblock(j *job) any {
 	if err := a.deps.Store.SaveTurn(a.bg(), j.turn); err != nil {
 		a.log.Error("record the unblock prompt", "err", err)
 	}
-	return prompt
+	return prompt, nil
 }
 
 // onLaunched marks an unblock's comments delivered once its agent runs, and

@@ -309,7 +309,7 @@ func (r *Review) Sync(ctx context.Context, ref string, wait bool) (*api.SyncResu
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.svc.sup.AskWithin(t.ID, &actors.Sync{Wait: wait}, 30*time.Minute)
+	res, err := supervisor.AskWithin[actors.SyncReply](r.svc.sup, t.ID, &actors.Sync{Wait: wait}, 30*time.Minute)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +328,7 @@ func (r *Review) ViolationDecision(ctx context.Context, ref, decision string, fi
 	if err != nil {
 		return err
 	}
-	_, err = r.svc.sup.AskWithin(t.ID, &actors.ViolationDecision{Decision: decision, Files: files}, 5*time.Minute)
+	_, err = supervisor.AskWithin[*actors.Done](r.svc.sup, t.ID, &actors.ViolationDecision{Decision: decision, Files: files}, 5*time.Minute)
 	return err
 }
 
@@ -338,7 +338,7 @@ func (r *Review) Approve(ctx context.Context, ref string, files []string, passph
 	if err != nil {
 		return err
 	}
-	_, err = r.svc.sup.Ask(t.ID, &actors.Approve{Files: files, Passphrase: passphrase})
+	_, err = supervisor.Ask[*actors.Done](r.svc.sup, t.ID, &actors.Approve{Files: files, Passphrase: passphrase})
 	return err
 }
 

@@ -321,7 +321,7 @@ func (s *Service) Cancel(ctx context.Context, ref string) (*api.TaskInfo, error)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.sup.Ask(t.ID, &actors.CancelTask{}); err != nil {
+	if _, err := supervisor.Ask[*actors.Done](s.sup, t.ID, &actors.CancelTask{}); err != nil {
 		return nil, err
 	}
 	t, err = s.st.GetTask(ctx, t.ID)
@@ -484,7 +484,7 @@ func (s *Service) SetBudget(ctx context.Context, ref string, tokens int64) (*api
 	if t.Status.Ended() {
 		return nil, usage("task %s has ended (%s): its budget no longer matters", t.Ref(), t.Status)
 	}
-	if _, err := s.sup.Ask(t.ID, &actors.SetBudget{Tokens: tokens}); err != nil {
+	if _, err := supervisor.Ask[*actors.Done](s.sup, t.ID, &actors.SetBudget{Tokens: tokens}); err != nil {
 		return nil, err
 	}
 	if s.usage != nil {

@@ -76,7 +76,7 @@ func (h *harness) setSession(t *testing.T) {
 
 func (h *harness) post(t *testing.T, intent review.Intent, body string, line int) *review.ReviewComment {
 	t.Helper()
-	res, err := h.sup.Ask(h.taskID, &actors.PostReviewComment{Comment: review.ReviewComment{Intent: intent, Body: body, File: "a.go", Line: line, Side: review.New, LineText: "line " + body}})
+	res, err := h.sup.ask(h.taskID, &actors.PostReviewComment{Comment: review.ReviewComment{Intent: intent, Body: body, File: "a.go", Line: line, Side: review.New, LineText: "line " + body}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func (h *harness) waitAsk(t *testing.T, id string, want review.AskState) *review
 func (h *harness) waitIdle(t *testing.T) {
 	t.Helper()
 	for i := 0; i < 500; i++ {
-		res, err := h.sup.Ask(h.taskID, &actors.GetHealth{})
+		res, err := h.sup.ask(h.taskID, &actors.GetHealth{})
 		if err == nil {
 			if hl := res.(api.ActorHealth); hl.Running == "" && len(hl.Queued) == 0 {
 				return
@@ -134,7 +134,7 @@ func TestSequenceC1A1C2A2Unblock(t *testing.T) {
 	a1 := h.post(t, review.Ask, "A1 why", 2)
 	c2 := h.post(t, review.Comment, "C2 test it", 3)
 	a2 := h.post(t, review.Ask, "A2 how", 4)
-	res, err := h.sup.Ask(h.taskID, &actors.Unblock{Message: "overall: go"})
+	res, err := h.sup.ask(h.taskID, &actors.Unblock{Message: "overall: go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestSequenceC1A1C2A2Unblock(t *testing.T) {
 func TestPlainUnblockIsTheMessageAlone(t *testing.T) {
 	l := newScripted()
 	h := newHarness(t, &fakeLauncher{fn: l.RunTurn})
-	res, _ := h.sup.Ask(h.taskID, &actors.Unblock{Message: "just this"})
+	res, _ := h.sup.ask(h.taskID, &actors.Unblock{Message: "just this"})
 	h.waitEvent(t, "turn end", func(e api.Event) bool {
 		return e.Kind == "turn_end" && e.Turn == res.(*actors.WorkQueued).Turn.Number
 	})
@@ -206,7 +206,7 @@ func TestAskStateTable(t *testing.T) {
 		}
 		// retry while still unavailable: stays failed, reason re-recorded, text untouched
 		setStatus(t, h, task.Failed)
-		res, err := h.sup.Ask(h.taskID, &actors.RetryAsk{ID: c.ID})
+		res, err := h.sup.ask(h.taskID, &actors.RetryAsk{ID: c.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,7 @@ func TestAskStateTable(t *testing.T) {
 		// retry when askable: pending, dispatched as-is into its thread, answered
 		setStatus(t, h, task.Conflict)
 		h.setSession(t)
-		if _, err := h.sup.Ask(h.taskID, &actors.RetryAsk{ID: c.ID}); err != nil {
+		if _, err := h.sup.ask(h.taskID, &actors.RetryAsk{ID: c.ID}); err != nil {
 			t.Fatal(err)
 		}
 		if got = h.waitAsk(t, c.ID, review.AskAnswered); got.Body != "why" || got.ThreadID != c.ThreadID {
@@ -278,7 +278,7 @@ func TestAskStateTable(t *testing.T) {
 		h.setSession(t)
 		c := h.post(t, review.Ask, "SLOW", 1)
 		h.waitEvent(t, "ask start", func(e api.Event) bool { return e.Kind == "turn_start" })
-		res, err := h.sup.Ask(h.taskID, &actors.RetryAsk{ID: c.ID})
+		res, err := h.sup.ask(h.taskID, &actors.RetryAsk{ID: c.ID})
 		if err != nil || !strings.Contains(res.(*actors.ActionDone).Notice, "already with the agent") {
 			t.Fatalf("%v %v", res, err)
 		}
@@ -300,7 +300,7 @@ func TestCommentNeverDispatchesAndWithdraw(t *testing.T) {
 	if len(l.seen()) != 0 || h.comment(t, c.ID).DeliveryState != review.PendingDelivery {
 		t.Fatal("a comment became a turn on its own")
 	}
-	res, err := h.sup.Ask(h.taskID, &actors.WithdrawComment{ID: gone.ID})
+	res, err := h.sup.ask(h.taskID, &actors.WithdrawComment{ID: gone.ID})
 	if err != nil || !strings.Contains(res.(*actors.ActionDone).Notice, "Withdrawn") {
 		t.Fatal(err)
 	}
@@ -308,10 +308,10 @@ func TestCommentNeverDispatchesAndWithdraw(t *testing.T) {
 	if w.WithdrawnAt == nil || w.DeliveryState != review.PendingDelivery || w.Body != "WITHDRAWN-WORDS" {
 		t.Errorf("withdrawn: %+v", w)
 	}
-	if _, err := h.sup.Ask(h.taskID, &actors.WithdrawComment{ID: gone.ID}); err == nil {
+	if _, err := h.sup.ask(h.taskID, &actors.WithdrawComment{ID: gone.ID}); err == nil {
 		t.Error("there is no un-withdraw and no second withdrawal")
 	}
-	res2, _ := h.sup.Ask(h.taskID, &actors.Unblock{Message: "go"})
+	res2, _ := h.sup.ask(h.taskID, &actors.Unblock{Message: "go"})
 	turn := res2.(*actors.WorkQueued).Turn
 	h.waitEvent(t, "turn end", func(e api.Event) bool { return e.Kind == "turn_end" && e.Turn == turn.Number })
 	p := l.seen()[0].Prompt
@@ -333,7 +333,7 @@ func TestCommentNeverDispatchesAndWithdraw(t *testing.T) {
 		}
 	}
 	for name, id := range map[string]string{"delivered": delivered.ID, "answered": answered.ID, "agent's": reply.ID, "unknown": "nope"} {
-		if _, err := h.sup.Ask(h.taskID, &actors.WithdrawComment{ID: id}); err == nil {
+		if _, err := h.sup.ask(h.taskID, &actors.WithdrawComment{ID: id}); err == nil {
 			t.Errorf("withdraw %s: allowed", name)
 		} else {
 			var re *review.RuleError
@@ -348,7 +348,7 @@ func TestUnblockLaunchFailureKeepsCommentsQueued(t *testing.T) {
 	l := newScripted()
 	h := newHarness(t, &fakeLauncher{fn: l.RunTurn})
 	c := h.post(t, review.Comment, "keep me", 1)
-	res, err := h.sup.Ask(h.taskID, &actors.Unblock{Message: "UNAVAILABLE please"})
+	res, err := h.sup.ask(h.taskID, &actors.Unblock{Message: "UNAVAILABLE please"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +367,7 @@ func TestUnblockLaunchFailureKeepsCommentsQueued(t *testing.T) {
 		t.Errorf("task: %s %q", tk.Status, tk.FailReason)
 	}
 	// the next unblock delivers it
-	res, _ = h.sup.Ask(h.taskID, &actors.Unblock{Message: "again"})
+	res, _ = h.sup.ask(h.taskID, &actors.Unblock{Message: "again"})
 	turn2 := res.(*actors.WorkQueued).Turn
 	h.waitEvent(t, "turn end", func(e api.Event) bool { return e.Kind == "turn_end" && e.Turn == turn2.Number })
 	if got := h.comment(t, c.ID); got.DeliveryState != review.Delivered || got.DeliveredTurn != turn2.Number {
@@ -382,7 +382,7 @@ func TestRecoveryWriteFailureLosesNothing(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(h.dir, "recovery"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := h.sup.Ask(h.taskID, &actors.Unblock{Message: "go"})
+	_, err := h.sup.ask(h.taskID, &actors.Unblock{Message: "go"})
 	if err == nil || !strings.Contains(err.Error(), "nothing was queued") {
 		t.Fatalf("got %v", err)
 	}
@@ -402,7 +402,7 @@ func TestPendingAsksSurviveRestartInOrder(t *testing.T) {
 	first := h.post(t, review.Ask, "SLOW first", 1)
 	h.waitEvent(t, "ask start", func(e api.Event) bool { return e.Kind == "turn_start" })
 	second := h.post(t, review.Ask, "second", 2)
-	res, err := h.sup.Ask(h.taskID, &actors.Unblock{Message: "then work"})
+	res, err := h.sup.ask(h.taskID, &actors.Unblock{Message: "then work"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func BenchmarkDrainQueuedAsks(b *testing.B) {
 			go func(id string) {
 				defer wg.Done()
 				for k := 0; k < asks; k++ {
-					if _, err := sup.Ask(id, &actors.PostReviewComment{Comment: review.ReviewComment{Intent: review.Ask, Body: fmt.Sprintf("q%02d", k), File: "a.go", Line: 1, Side: review.New}}); err != nil {
+					if _, err := sup.ask(id, &actors.PostReviewComment{Comment: review.ReviewComment{Intent: review.Ask, Body: fmt.Sprintf("q%02d", k), File: "a.go", Line: 1, Side: review.New}}); err != nil {
 						b.Error(err)
 					}
 				}
@@ -540,13 +540,13 @@ func TestWithdrawWhileWaitingForASlot(t *testing.T) {
 	h.setSession(t)
 	keep := h.post(t, review.Comment, "KEEP-ME", 1)
 	gone := h.post(t, review.Comment, "WITHDRAWN-WHILE-WAITING", 2)
-	res, err := h.sup.Ask(h.taskID, &actors.Unblock{Message: "go on"})
+	res, err := h.sup.ask(h.taskID, &actors.Unblock{Message: "go on"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	turn := res.(*actors.WorkQueued).Turn
 	// the unblock's job runs and waits for a slot: withdraw now
-	w, err := h.sup.Ask(h.taskID, &actors.WithdrawComment{ID: gone.ID})
+	w, err := h.sup.ask(h.taskID, &actors.WithdrawComment{ID: gone.ID})
 	if err != nil || !strings.Contains(w.(*actors.ActionDone).Notice, "will not reach the agent") {
 		t.Fatalf("withdraw while waiting: %v %v", w, err)
 	}
@@ -556,7 +556,7 @@ func TestWithdrawWhileWaitingForASlot(t *testing.T) {
 		t.Fatalf("prompt at launch:\n%s", p)
 	}
 	// rendered, not yet started: the comment in it can no longer be withdrawn
-	if _, err := h.sup.Ask(h.taskID, &actors.WithdrawComment{ID: keep.ID}); err == nil || !strings.Contains(err.Error(), "being delivered") {
+	if _, err := h.sup.ask(h.taskID, &actors.WithdrawComment{ID: keep.ID}); err == nil || !strings.Contains(err.Error(), "being delivered") {
 		t.Fatalf("withdraw between render and start: %v", err)
 	}
 	close(start)
@@ -587,7 +587,7 @@ func TestUnblockTooLargeAtLaunch(t *testing.T) {
 	}
 	// held by a slow ask, the unblock waits; more comments arrive meanwhile
 	a := h.post(t, review.Ask, "SLOW question", 99)
-	res, err := h.sup.Ask(h.taskID, &actors.Unblock{Message: "go"})
+	res, err := h.sup.ask(h.taskID, &actors.Unblock{Message: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -612,7 +612,7 @@ func TestUnblockTooLargeAtLaunch(t *testing.T) {
 	}
 	// at unblock time the limit is checked at once: 5 MiB of message
 	h2 := newHarness(t, &fakeLauncher{fn: l.RunTurn})
-	_, err = h2.sup.Ask(h2.taskID, &actors.Unblock{Message: strings.Repeat("m", 5<<20)})
+	_, err = h2.sup.ask(h2.taskID, &actors.Unblock{Message: strings.Repeat("m", 5<<20)})
 	var tl *review.TooLargeError
 	if !errors.As(err, &tl) || !strings.Contains(err.Error(), "limit 1048576") {
 		t.Fatalf("a 5 MiB unblock: %v", err)

@@ -108,13 +108,9 @@ func New(o Options) (*Supervisor, error) {
 		return nil, fmt.Errorf("spawn supervisor: %w", err)
 	}
 	s.pid = pid
-	res, err := s.root.RequestFuture(pid, &children{}, s.timeout).Result()
+	c, err := requestAs[*children](s, pid, &children{}, s.timeout)
 	if err != nil {
 		return nil, fmt.Errorf("start actor tree: %w", err)
-	}
-	c, ok := res.(*children)
-	if !ok {
-		return nil, &ReplyError{Msg: "*supervisor.children", Want: "*supervisor.children", Got: fmt.Sprintf("%T", res)}
 	}
 	s.grants, s.traffic = c.grants, c.traffic
 	return s, nil
@@ -200,17 +196,11 @@ func (s *Supervisor) Task(id string) (*actor.PID, error) {
 		}
 		s.pids.Delete(id)
 	}
-	res, err := s.root.RequestFuture(s.pid, &getTask{id: id}, s.timeout).Result()
+	pid, err := requestAs[*actor.PID](s, s.pid, &getTask{id: id}, s.timeout)
 	if err != nil {
-		return nil, fmt.Errorf("reach supervisor: %w", err)
+		return nil, fmt.Errorf("reach the task actor: %w", err)
 	}
-	switch v := res.(type) {
-	case *actor.PID:
-		return v, nil
-	case error:
-		return nil, v
-	}
-	return nil, fmt.Errorf("supervisor answered %T", res)
+	return pid, nil
 }
 
 // alive reports whether pid's actor is still registered.
@@ -219,15 +209,16 @@ func (s *Supervisor) alive(pid *actor.PID) bool {
 	return ok
 }
 
-// Ask sends msg to the task actor of id and waits for its reply. A reply
-// that is an error is returned as the error.
-func (s *Supervisor) Ask(id string, msg any) (any, error) {
-	return s.AskWithin(id, msg, s.timeout)
+// ask sends msg to the task actor of id and waits for its reply; a reply
+// that is an error is returned as the error. It is untyped: callers outside
+// this package use Ask[T].
+func (s *Supervisor) ask(id string, msg any) (any, error) {
+	return s.askWithin(id, msg, s.timeout)
 }
 
-// AskWithin is Ask with its own timeout, for replies that come when a job
+// askWithin is ask with its own timeout, for replies that come when a job
 // is done (sync, accept).
-func (s *Supervisor) AskWithin(id string, msg any, timeout time.Duration) (any, error) {
+func (s *Supervisor) askWithin(id string, msg any, timeout time.Duration) (any, error) {
 	for attempt := 0; ; attempt++ {
 		pid, err := s.Task(id)
 		if err != nil {
@@ -260,23 +251,35 @@ func Ask[T any](s *Supervisor, id string, msg any) (T, error) {
 	return AskWithin[T](s, id, msg, s.timeout)
 }
 
-// AskWithin is Ask with its own timeout, for replies that come when a job
+// askWithin is ask with its own timeout, for replies that come when a job
 // is done (sync, accept).
 func AskWithin[T any](s *Supervisor, id string, msg any, timeout time.Duration) (T, error) {
-	var zero T
-	res, err := s.AskWithin(id, msg, timeout)
+	res, err := s.askWithin(id, msg, timeout)
 	if err != nil {
+		var zero T
 		return zero, err
 	}
+	return replyAs[T](msg, res)
+}
+
+// replyAs checks a reply against the type the asker waits for.
+func replyAs[T any](msg, res any) (T, error) {
 	v, ok := res.(T)
 	if !ok {
-		return zero, &ReplyError{Msg: fmt.Sprintf("%T", msg), Want: fmt.Sprintf("%T", zero), Got: fmt.Sprintf("%T", res)}
+		return v, &ReplyError{Msg: fmt.Sprintf("%T", msg), Want: fmt.Sprintf("%T", v), Got: fmt.Sprintf("%T", res)}
 	}
 	return v, nil
 }
 
-func (s *Supervisor) request(pid *actor.PID, msg any) (any, error) {
-	return s.requestWithin(pid, msg, s.timeout)
+// requestAs sends msg to one of the tree's own actors (not a task actor)
+// and waits for a reply of type T.
+func requestAs[T any](s *Supervisor, pid *actor.PID, msg any, timeout time.Duration) (T, error) {
+	res, err := s.requestWithin(pid, msg, timeout)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return replyAs[T](msg, res)
 }
 
 func (s *Supervisor) requestWithin(pid *actor.PID, msg any, timeout time.Duration) (any, error) {
@@ -310,7 +313,7 @@ func (s *Supervisor) Publish(e api.Event) { s.root.Send(s.traffic, &actors.Publi
 func (s *Supervisor) Subscribe(f actors.Filter, buffer int) (<-chan api.Event, func(), error) {
 	ch := make(chan api.Event, buffer)
 	id := fmt.Sprintf("w%d", s.subSeq.Add(1))
-	if _, err := s.request(s.traffic, &actors.Subscribe{ID: id, Filter: f, Ch: ch}); err != nil {
+	if _, err := requestAs[*actors.Done](s, s.traffic, &actors.Subscribe{ID: id, Filter: f, Ch: ch}, s.timeout); err != nil {
 		return nil, nil, err
 	}
 	return ch, func() { s.root.Send(s.traffic, &actors.Unsubscribe{ID: id}) }, nil
@@ -318,20 +321,16 @@ func (s *Supervisor) Subscribe(f actors.Filter, buffer int) (<-chan api.Event, f
 
 // Mint asks the grants actor for placeholders.
 func (s *Supervisor) Mint(m *actors.MintGrants) (map[string]string, error) {
-	res, err := s.request(s.grants, m)
+	minted, err := requestAs[*actors.Minted](s, s.grants, m, s.timeout)
 	if err != nil {
 		return nil, err
-	}
-	minted, ok := res.(*actors.Minted)
-	if !ok {
-		return nil, &ReplyError{Msg: "*actors.MintGrants", Want: "*actors.Minted", Got: fmt.Sprintf("%T", res)}
 	}
 	return minted.Env, nil
 }
 
 // Revoke drops every grant of a task.
 func (s *Supervisor) Revoke(taskID string) error {
-	_, err := s.request(s.grants, &actors.RevokeTask{TaskID: taskID})
+	_, err := requestAs[*actors.Done](s, s.grants, &actors.RevokeTask{TaskID: taskID}, s.timeout)
 	return err
 }
 
@@ -368,8 +367,7 @@ func (s *Supervisor) Health() []api.ActorHealth {
 			h = api.ActorHealth{Name: "supervisor", Kind: "supervisor", Queued: []string{}, Responsive: true}
 		} else {
 			pid := actor.NewPID(s.sys.Address(), n)
-			res, err := s.root.RequestFuture(pid, &actors.GetHealth{}, 2*time.Second).Result()
-			if hh, ok := res.(api.ActorHealth); ok && err == nil {
+			if hh, err := requestAs[api.ActorHealth](s, pid, &actors.GetHealth{}, 2*time.Second); err == nil {
 				h = hh
 			} else {
 				short := strings.TrimPrefix(n, "supervisor/")

@@ -105,7 +105,7 @@ func (h *harness) waitEvent(t *testing.T, what string, pred func(api.Event) bool
 
 func (h *harness) work(t *testing.T, prompt string) store.Turn {
 	t.Helper()
-	res, err := h.sup.Ask(h.taskID, &actors.StartWork{Trigger: "unblock", Prompt: prompt})
+	res, err := h.sup.ask(h.taskID, &actors.StartWork{Trigger: "unblock", Prompt: prompt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestTurnsRunInOrderAndHealthAnswersMeanwhile(t *testing.T) {
 	}
 	h.waitEvent(t, "turn 1 start", func(e api.Event) bool { return e.Kind == "turn_start" && e.Turn == 1 })
 	// the first turn is blocked in the launcher; the mailbox must still answer
-	res, err := h.sup.Ask(h.taskID, &actors.GetHealth{})
+	res, err := h.sup.ask(h.taskID, &actors.GetHealth{})
 	if err != nil {
 		t.Fatalf("health while a turn runs: %v", err)
 	}
@@ -202,7 +202,7 @@ func TestPanicRestartsAndQueueSurvives(t *testing.T) {
 func TestCommentAutoReactAndCancel(t *testing.T) {
 	l := &fakeLauncher{fn: ok}
 	h := newHarness(t, l)
-	res, err := h.sup.Ask(h.taskID, &actors.AddComment{Body: "please also add tests"})
+	res, err := h.sup.ask(h.taskID, &actors.AddComment{Body: "please also add tests"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,11 +210,11 @@ func TestCommentAutoReactAndCancel(t *testing.T) {
 		t.Fatalf("a comment on a blocked task must trigger a work turn: %+v", ca)
 	}
 	h.waitEvent(t, "comment turn end", func(e api.Event) bool { return e.Kind == "turn_end" && e.Turn == 1 })
-	if _, err := h.sup.Ask(h.taskID, &actors.CancelTask{}); err != nil {
+	if _, err := h.sup.ask(h.taskID, &actors.CancelTask{}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitEvent(t, "cancelled", func(e api.Event) bool { return e.Kind == "status" && e.Status == string(task.Cancelled) })
-	_, err = h.sup.Ask(h.taskID, &actors.StartWork{Prompt: "more"})
+	_, err = h.sup.ask(h.taskID, &actors.StartWork{Prompt: "more"})
 	if !errors.Is(err, actors.ErrEnded) {
 		t.Fatalf("work on a cancelled task: got %v, want ErrEnded", err)
 	}
@@ -274,7 +274,7 @@ func BenchmarkSpawnIdleTaskActors(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		b.StartTimer()
 		for _, id := range ids {
-			if _, err := sup.Ask(id, &actors.GetHealth{}); err != nil {
+			if _, err := sup.ask(id, &actors.GetHealth{}); err != nil {
 				b.Fatal(err)
 			}
 		}
