@@ -98,19 +98,7 @@ func (t Tasks) ShowTask(ctx context.Context, ref string) (*api.TaskDetail, error
 	if err != nil {
 		return nil, err
 	}
-	turns, err := t.Store.ListTurns(ctx, tk.ID)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := t.Store.ListComments(ctx, tk.ID)
-	if err != nil {
-		return nil, err
-	}
-	commits, err := t.TaskCommits(ctx, tk.ID)
-	if err != nil {
-		return nil, err
-	}
-	return &api.TaskDetail{Task: httpapi.InfoOf(tk), Turns: httpapi.TurnsOf(turns), Comments: httpapi.CommentsOf(cs), Commits: commits}, nil
+	return httpapi.DetailOf(ctx, t.Store, httpapi.InfoOf(tk), func(ctx context.Context) ([]api.CommitInfo, error) { return t.TaskCommits(ctx, tk.ID) })
 }
 
 func (t Tasks) TaskCommits(ctx context.Context, ref string) ([]api.CommitInfo, error) {

@@ -124,7 +124,7 @@ func (r *Review) Diff(ctx context.Context, ref string, o api.DiffOptions) (*api.
 			return nil, err
 		}
 	}
-	res.Files = gitx.WireFiles(files)
+	res.Files = orEmpty(files)
 	if res.Commits, err = r.svc.commits(ctx, t); err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func (r *Review) readiness(ctx context.Context, t *store.Task) *api.MergeReadine
 		m.Error = err.Error()
 		return m
 	}
-	m.MergeCheck = mc.Wire()
+	m.MergeCheck = mc
 	changed, err := gitx.ChangedPaths(ctx, root, t.Parent, t.Branch)
 	if err == nil && r.deps != nil {
 		m.OutOfScope, m.Protected, err = actors.AcceptBlockers(ctx, r.deps, t, changed)

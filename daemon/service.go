@@ -234,19 +234,7 @@ func (s *Service) ShowTask(ctx context.Context, ref string) (*api.TaskDetail, er
 	if err != nil {
 		return nil, err
 	}
-	turns, err := s.st.ListTurns(ctx, t.ID)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := s.st.ListComments(ctx, t.ID)
-	if err != nil {
-		return nil, err
-	}
-	commits, err := s.commits(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	return &api.TaskDetail{Task: s.info(t), Turns: httpapi.TurnsOf(turns), Comments: httpapi.CommentsOf(cs), Commits: commits}, nil
+	return httpapi.DetailOf(ctx, s.st, s.info(t), func(ctx context.Context) ([]api.CommitInfo, error) { return s.commits(ctx, t) })
 }
 
 // TaskCommits lists the commits of a task's branch that its parent lacks.
@@ -279,7 +267,7 @@ func (s *Service) CommitDiff(ctx context.Context, sha string) (*api.CommitDiff, 
 	if err != nil {
 		return nil, fmt.Errorf("commit %s: %w", sha, store.ErrNotFound)
 	}
-	return &api.CommitDiff{CommitInfo: httpapi.CommitOf(c), Files: gitx.WireFiles(d.Files)}, nil
+	return &api.CommitDiff{CommitInfo: httpapi.CommitOf(c), Files: orEmpty(d.Files)}, nil
 }
 
 // Comment adds an ordinary comment (auto-react on a blocked task).
@@ -495,4 +483,12 @@ func (s *Service) SetBudget(ctx context.Context, ref string, tokens int64) (*api
 	}
 	i := s.info(t)
 	return &i, nil
+}
+
+// orEmpty makes no files an empty list, so the JSON says [] rather than null.
+func orEmpty(fs []gitx.File) []gitx.File {
+	if fs == nil {
+		return []gitx.File{}
+	}
+	return fs
 }

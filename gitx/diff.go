@@ -6,56 +6,32 @@ import (
 	"fmt"
 
 	"github.com/bluekeyes/go-gitdiff/gitdiff"
+
+	"lazy/api"
 )
 
-// LineKind tells a diff line's role.
-type LineKind int
+// A parsed diff is made directly in its wire form (package api), the one
+// the review page, the RPC and the dev server read: no copy between git and
+// the web.
+type (
+	// LineKind tells a diff line's role.
+	LineKind = api.LineKind
+	// Line is one line of a hunk. A deleted line has only an Old number, an
+	// added line only a New number, a context line both: the two number
+	// spaces are tracked independently.
+	Line = api.Line
+	// Hunk is one @@ section.
+	Hunk = api.Hunk
+	// File is one changed file.
+	File = api.File
+)
 
 // Line kinds.
 const (
-	Context LineKind = iota
-	Added
-	Deleted
+	Context = api.Context
+	Added   = api.Added
+	Deleted = api.Deleted
 )
-
-// Line is one line of a hunk. A deleted line has only an Old number, an added
-// line only a New number, a context line both: the two number spaces are
-// tracked independently.
-type Line struct {
-	Kind     LineKind
-	Old, New int // 0 when the line has no number on that side
-	Text     string
-	NoEOL    bool
-}
-
-// IsAddition reports an added line.
-func (l Line) IsAddition() bool { return l.Kind == Added }
-
-// IsDeletion reports a deleted line.
-func (l Line) IsDeletion() bool { return l.Kind == Deleted }
-
-// Hunk is one @@ section.
-type Hunk struct {
-	OldStart, OldLines, NewStart, NewLines int
-	Section                                string
-	Lines                                  []Line
-}
-
-// File is one changed file.
-type File struct {
-	OldPath, NewPath                    string
-	IsNew, IsDelete, IsRename, IsBinary bool
-	Hunks                               []Hunk
-	Added, Deleted                      int
-}
-
-// Path is the file's current path (the old one for a deletion).
-func (f File) Path() string {
-	if f.IsDelete {
-		return f.OldPath
-	}
-	return f.NewPath
-}
 
 // Diff is a whole parsed diff.
 type Diff struct {

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"lazy/api"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -315,13 +316,8 @@ func Show(ctx context.Context, root, sha string) (Commit, *Diff, error) {
 	return c, d, err
 }
 
-// MergeCheck is a dry run of merging a task branch into its parent.
-type MergeCheck struct {
-	Clean     bool     `json:"clean"`
-	Conflicts []string `json:"conflicts,omitempty"` // files the merge would leave conflicted
-	Ahead     int      `json:"ahead"`               // commits of the branch the parent lacks
-	Behind    int      `json:"behind"`              // commits of the parent the branch lacks
-}
+// MergeCheck is a dry-run merge of a task branch into its parent.
+type MergeCheck = api.MergeCheck
 
 // DryMerge merges branch into parent in memory (git merge-tree
 // --write-tree): nothing in any worktree, index or ref changes.

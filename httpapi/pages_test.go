@@ -47,7 +47,7 @@ func (f *fakeReview) Diff(_ context.Context, ref string, _ api.DiffOptions) (*ap
 		return nil, store.ErrNotFound
 	}
 	t1, t2 := t0.Add(-time.Hour), t0.Add(-50*time.Minute)
-	return &api.DiffResult{Task: f.task(), Files: gitx.WireFiles(f.diff), Merge: f.merge,
+	return &api.DiffResult{Task: f.task(), Files: f.diff, Merge: f.merge,
 		Summary: "Sent users <home> after login.\nChecked the flow.",
 		Commits: []api.CommitInfo{{SHA: "abcdef0123456789", Subject: "Rework <login>", Author: "agent <a@b>", Time: t1.Add(time.Minute)}},
 		Turns:   []api.TurnRef{{Number: 2, Status: "done", StartedAt: &t1, EndedAt: &t2}}}, nil
@@ -93,7 +93,7 @@ func (fakeTasks) ListTasks(context.Context) ([]api.TaskInfo, error) {
 }
 
 func (fakeTasks) CommitDiff(context.Context, string) (*api.CommitDiff, error) {
-	return &api.CommitDiff{CommitInfo: api.CommitInfo{SHA: "abcdef0123456789", Subject: "Rework <login>", Author: "agent"}, Files: gitx.WireFiles(fixtureDiff())}, nil
+	return &api.CommitDiff{CommitInfo: api.CommitInfo{SHA: "abcdef0123456789", Subject: "Rework <login>", Author: "agent"}, Files: fixtureDiff()}, nil
 }
 func (fakeTasks) Actors(context.Context) ([]api.ActorHealth, error) { return nil, nil }
 

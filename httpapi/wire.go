@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"lazy/api"
 	"lazy/gitx"
 	"lazy/store"
@@ -54,4 +55,28 @@ func CommentsOf(cs []store.Comment) []api.Comment {
 		out[i] = CommentOf(c)
 	}
 	return out
+}
+
+// TaskReader is the part of a store a task's detail is read from.
+type TaskReader interface {
+	ListTurns(ctx context.Context, taskID string) ([]store.Turn, error)
+	ListComments(ctx context.Context, taskID string) ([]store.Comment, error)
+}
+
+// DetailOf reads the detail of task show and the task page: the task's turns
+// and comments from st, its branch's commits from commits.
+func DetailOf(ctx context.Context, st TaskReader, info api.TaskInfo, commits func(context.Context) ([]api.CommitInfo, error)) (*api.TaskDetail, error) {
+	turns, err := st.ListTurns(ctx, info.ID)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := st.ListComments(ctx, info.ID)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := commits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &api.TaskDetail{Task: info, Turns: TurnsOf(turns), Comments: CommentsOf(cs), Commits: cm}, nil
 }

@@ -24,7 +24,7 @@ func TestCommentLinkRoundTrip(t *testing.T) {
 	if frag != "l-dir%2Fa%20b.go-new-1" {
 		t.Fatalf("frag %q", frag)
 	}
-	view, _ := BuildDiff(gitx.WireFiles(d.Files), nil, "T", "", true, "")
+	view, _ := BuildDiff(d.Files, nil, "T", "", true, "")
 	h, err := v.DiffHTML(view)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestCommentLinkRoundTrip(t *testing.T) {
 	if got := u.Query().Get("comment"); got != frag {
 		t.Errorf("link %q: query gives %q; want %q", href, got, frag)
 	}
-	open, _ := BuildDiff(gitx.WireFiles(d.Files), nil, "T", "", true, frag)
+	open, _ := BuildDiff(d.Files, nil, "T", "", true, frag)
 	if !open.Files[0].Hunks[0].Rows[1].CommentOpen {
 		t.Error("the decoded query does not open the form on its line")
 	}
@@ -71,7 +71,7 @@ func TestThreadsPortWithTheirText(t *testing.T) {
 		th("changed", 4, "beta"),  // line 4 reads gamma now
 		th("gone", 40, "nowhere"), // no such line, no such text
 	}
-	view, orphans := BuildDiff(gitx.WireFiles(d.Files), threads, "T", "", true, "")
+	view, orphans := BuildDiff(d.Files, threads, "T", "", true, "")
 	where := map[string]ThreadView{}
 	for _, h := range view.Files[0].Hunks {
 		for _, r := range h.Rows {

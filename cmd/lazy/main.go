@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"lazy/agent/forwarder"
+	"lazy/api"
 	"lazy/client"
 	"lazy/config"
 	"lazy/gitx"
@@ -173,6 +174,25 @@ func (a *app) client(ctx context.Context) (*client.Client, error) {
 	}
 	c, _, err := client.Discover(p)
 	return c, err
+}
+
+// call runs one typed command on the project's daemon.
+func call[A, R any](cmd *cobra.Command, a *app, c api.Cmd[A, R], args A) (R, error) {
+	cl, err := a.client(cmd.Context())
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return client.Do(cmd.Context(), cl, c, args)
+}
+
+// printed prints v as JSON with --json, else the text format makes of args.
+func (a *app) printed(v any, format string, args ...any) error {
+	if a.json {
+		return printJSON(a.out, v)
+	}
+	_, err := fmt.Fprintf(a.out, format, args...)
+	return err
 }
 
 func (a *app) initCmd() *cobra.Command {

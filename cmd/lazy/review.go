@@ -77,11 +77,7 @@ func (a *app) acceptCmd() *cobra.Command {
 			if err != nil {
 				return a.refusal(err)
 			}
-			if a.json {
-				return printJSON(a.out, t)
-			}
-			fmt.Fprintf(a.out, "%s: accepted into %s\n", t.Ref, t.Parent)
-			return nil
+			return a.printed(t, "%s: accepted into %s\n", t.Ref, t.Parent)
 		},
 	}
 	c.Flags().StringVar(&args.Reason, "reason", "", "why you accept (required)")
@@ -129,12 +125,8 @@ func (a *app) syncCmd() *cobra.Command {
 		Short: "Merge the parent branch into the task branch",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			cl, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
 			fmt.Fprintln(a.errOut, "syncing (waits behind questions the agent is answering)...")
-			r, err := client.Do(cmd.Context(), cl, api.CmdSync, api.SyncArgs{Task: argv[0], Wait: true})
+			r, err := call(cmd, a, api.CmdSync, api.SyncArgs{Task: argv[0], Wait: true})
 			if err != nil {
 				return err
 			}

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"lazy/api"
-	"lazy/client"
 	"lazy/httpapi"
 )
 
@@ -30,19 +29,11 @@ func (a *app) taskCmd() *cobra.Command {
 		Short: "Create branch lazy/<ref> and its worktree, and launch the first work turn",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := a.client(cmd.Context())
+			res, err := call(cmd, a, api.CmdTaskNew, na)
 			if err != nil {
 				return err
 			}
-			res, err := client.Do(cmd.Context(), cl, api.CmdTaskNew, na)
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return printJSON(a.out, res.Task)
-			}
-			fmt.Fprintf(a.out, "%s %s\n", res.Task.Ref, res.Task.ID)
-			return nil
+			return a.printed(res.Task, "%s %s\n", res.Task.Ref, res.Task.ID)
 		},
 	}
 	newCmd.Flags().StringVarP(&na.Prompt, "message", "m", "", "what the agent should do (required)")
@@ -58,11 +49,7 @@ func (a *app) taskCmd() *cobra.Command {
 		Short: "List tasks with status, turns and last activity",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			ts, err := client.Do(cmd.Context(), cl, api.CmdTaskList, api.None{})
+			ts, err := call(cmd, a, api.CmdTaskList, api.None{})
 			if err != nil {
 				return err
 			}
@@ -89,11 +76,7 @@ func (a *app) taskCmd() *cobra.Command {
 		Short: "Show one task, its turns and task messages",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			d, err := client.Do(cmd.Context(), cl, api.CmdTaskShow, api.TaskRef{Task: args[0]})
+			d, err := call(cmd, a, api.CmdTaskShow, api.TaskRef{Task: args[0]})
 			if err != nil {
 				return err
 			}
@@ -139,19 +122,11 @@ func (a *app) taskCmd() *cobra.Command {
 		Short: "End a task: kill its running turn, drop queued ones, revoke its grants",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client(cmd.Context())
+			t, err := call(cmd, a, api.CmdTaskCancel, api.TaskRef{Task: args[0]})
 			if err != nil {
 				return err
 			}
-			t, err := client.Do(cmd.Context(), cl, api.CmdTaskCancel, api.TaskRef{Task: args[0]})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return printJSON(a.out, t)
-			}
-			fmt.Fprintf(a.out, "%s: %s\n", t.Ref, t.Status)
-			return nil
+			return a.printed(t, "%s: %s\n", t.Ref, t.Status)
 		},
 	}
 	var tokens int64
@@ -163,11 +138,7 @@ func (a *app) taskCmd() *cobra.Command {
 			if !cmd.Flags().Changed("tokens") {
 				return usageError{errors.New("say the new budget: lazy task budget TASK --tokens N (0: no budget)")}
 			}
-			cl, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			t, err := client.Do(cmd.Context(), cl, api.CmdTaskBudget, api.BudgetArgs{Task: args[0], Tokens: tokens})
+			t, err := call(cmd, a, api.CmdTaskBudget, api.BudgetArgs{Task: args[0], Tokens: tokens})
 			if err != nil {
 				return err
 			}
@@ -197,19 +168,11 @@ func (a *app) renameCmd() *cobra.Command {
 		Short: "Give a task a new title (the queue, the pages and task list show it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client(cmd.Context())
+			t, err := call(cmd, a, api.CmdTaskRename, api.RenameArgs{Task: args[0], Title: title})
 			if err != nil {
 				return err
 			}
-			t, err := client.Do(cmd.Context(), cl, api.CmdTaskRename, api.RenameArgs{Task: args[0], Title: title})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return printJSON(a.out, t)
-			}
-			fmt.Fprintf(a.out, "%s: %s\n", t.Ref, t.Title)
-			return nil
+			return a.printed(t, "%s: %s\n", t.Ref, t.Title)
 		},
 	}
 	c.Flags().StringVarP(&title, "title", "t", "", "the new title: one line (required)")
@@ -239,11 +202,7 @@ func (a *app) commentCmd() *cobra.Command {
 		Short: "Send the task a message (a task message; on a blocked task it starts a work turn). Review comments on diff lines: the review page",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
-			res, err := client.Do(cmd.Context(), cl, api.CmdComment, api.CommentArgs{Task: args[0], Body: body})
+			res, err := call(cmd, a, api.CmdComment, api.CommentArgs{Task: args[0], Body: body})
 			if err != nil {
 				return err
 			}
@@ -270,19 +229,11 @@ func (a *app) unblockCmd() *cobra.Command {
 		Short: "Launch the next work turn with your message",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client(cmd.Context())
+			tu, err := call(cmd, a, api.CmdUnblock, api.UnblockArgs{Task: args[0], Message: msg})
 			if err != nil {
 				return err
 			}
-			tu, err := client.Do(cmd.Context(), cl, api.CmdUnblock, api.UnblockArgs{Task: args[0], Message: msg})
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return printJSON(a.out, tu)
-			}
-			fmt.Fprintf(a.out, "work turn %d queued\n", tu.Number)
-			return nil
+			return a.printed(tu, "work turn %d queued\n", tu.Number)
 		},
 	}
 	c.Flags().StringVarP(&msg, "message", "m", "", "your message to the agent")

@@ -101,15 +101,11 @@ func (a *app) actorsCmd() *cobra.Command {
 		Short: "Show the actor tree's health: mailboxes, queued jobs, running job, restarts",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := a.client(cmd.Context())
-			if err != nil {
-				return err
-			}
 			if panicTarget != "" {
-				_, err := client.Do(cmd.Context(), cl, api.CmdInjectPanic, api.InjectPanicArgs{Target: panicTarget})
+				_, err := call(cmd, a, api.CmdInjectPanic, api.InjectPanicArgs{Target: panicTarget})
 				return err
 			}
-			hs, err := client.Do(cmd.Context(), cl, api.CmdActors, api.None{})
+			hs, err := call(cmd, a, api.CmdActors, api.None{})
 			if err != nil {
 				return err
 			}
