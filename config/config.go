@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/knadh/koanf/parsers/toml/v2"
 	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/file"
@@ -138,6 +139,10 @@ type Storage struct {
 	// and survives a power cut) or "normal" (no fsync per write: survives a
 	// crash of lazy, not of the machine; for disks whose fsync is slow).
 	Sync string `koanf:"sync"`
+	// DSN is the PostgreSQL database of backend "postgres" (a postgres://
+	// URL or key=value string). Keep its password out of the project's
+	// files: ~/.pgpass (passfile=) or LAZY_STORAGE__DSN.
+	DSN string `koanf:"dsn"`
 }
 
 // Credential settings of an upstream target.
@@ -261,7 +266,7 @@ func (p structProvider) Read() (map[string]any, error) {
 		},
 		"credentials": map[string]any{"provider": map[string]any{"kind": c.Credentials.Provider.Kind}},
 		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream, "no_grant": c.Proxy.NoGrant},
-		"storage":     map[string]any{"backend": c.Storage.Backend, "sync": c.Storage.Sync},
+		"storage":     map[string]any{"backend": c.Storage.Backend, "sync": c.Storage.Sync, "dsn": c.Storage.DSN},
 		"protect":     map[string]any{"paths": toAny(c.Protect.Paths)},
 	}, nil
 }
@@ -354,8 +359,19 @@ func (c *Config) Validate() error {
 	}
 	switch c.Storage.Backend {
 	case "sql", "file":
+		if c.Storage.DSN != "" {
+			return bad("storage.dsn", "is read only with backend = \"postgres\" (backend is %q): remove it or set the backend", c.Storage.Backend)
+		}
+	case "postgres":
+		if strings.TrimSpace(c.Storage.DSN) == "" {
+			return bad("storage.dsn", "is empty: backend \"postgres\" needs the database, e.g. postgres://lazy@127.0.0.1:5432/lazy (the password in ~/.pgpass or LAZY_STORAGE__DSN, not in this file)")
+		}
+		if _, err := pgconn.ParseConfig(c.Storage.DSN); err != nil {
+			// pgconn's parse errors carry no password
+			return bad("storage.dsn", "is not a PostgreSQL connection string: %v", err)
+		}
 	default:
-		return bad("storage.backend", "%q is not a backend; use sql or file", c.Storage.Backend)
+		return bad("storage.backend", "%q is not a backend; use sql, file or postgres", c.Storage.Backend)
 	}
 	switch c.Storage.Sync {
 	case "full", "normal":

@@ -87,6 +87,10 @@ func TestLoadRefusals(t *testing.T) {
 		{"bad no_grant", "[proxy]\nno_grant = \"inject\"\n", nil, "proxy.no_grant"},
 		{"collision", "[proxy]\nupstream = \"https://api.example.com/v1\"\ncredential = \"provider\"\n[[proxy.fallback]]\nupstream = \"https://api.example.com:443/other\"\ncredential = \"none\"\n", nil, "proxy.fallback[0]"},
 		{"toml syntax", "[agent\n", nil, "TOML"},
+		{"postgres without dsn", "[storage]\nbackend = \"postgres\"\n", nil, "storage.dsn"},
+		{"dsn without postgres", "[storage]\ndsn = \"postgres://lazy@db/lazy\"\n", nil, "storage.dsn"},
+		{"bad dsn", "", []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=postgres://lazy:s3cret@db:notaport/lazy"}, "storage.dsn"},
+		{"bad backend", "[storage]\nbackend = \"mongo\"\n", nil, "sql, file or postgres"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,6 +98,9 @@ func TestLoadRefusals(t *testing.T) {
 			_, err := Load(root, tc.env)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error naming %s", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("the error shows the password: %v", err)
 			}
 		})
 	}

@@ -52,7 +52,8 @@ no_grant = "passthrough"        # traffic with no placeholder: "passthrough" (as
 paths = [".lazy/config.toml"]   # changes here need the approval passphrase
 
 [storage]
-backend = "sql"                 # sql | file
+backend = "sql"                 # sql | file | postgres (several daemons, one database)
+# dsn = "postgres://lazy@127.0.0.1:5432/lazy"   # postgres only; the password in ~/.pgpass or LAZY_STORAGE__DSN
 sync = "full"                   # full: a 201 is on disk first | normal: no fsync per write
 `
 

@@ -378,8 +378,11 @@ func ensureToken(path string) (string, error) {
 
 func openStore(cfg *config.Config, paths config.Paths) (store.Store, error) {
 	sync := store.WithSync(cfg.Storage.Sync != "normal")
-	if cfg.Storage.Backend == "file" {
+	switch cfg.Storage.Backend {
+	case "file":
 		return store.OpenFile(paths.FileStore, sync)
+	case "postgres":
+		return store.OpenPostgres(cfg.Storage.DSN, sync)
 	}
 	// SQLite makes its -wal and -shm files with the database's mode: make
 	// the database 0600 first, so none of the three is readable by others

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"lazy/httpapi"
 	"lazy/review"
 	"lazy/store"
+	"lazy/store/pgtest"
 	"lazy/store/storetest"
 )
 
@@ -23,6 +25,34 @@ func TestSQLContract(t *testing.T) {
 		t.Run(fmt.Sprint("sync=", sync), func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T, dir string) store.Store {
 				s, err := store.OpenSQL(filepath.Join(dir, "lazy.db"), store.WithSync(sync))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = s.Close() })
+				return s
+			})
+		})
+	}
+}
+
+// TestPostgresContract runs the contract against a real PostgreSQL server
+// (Debian's, started by the test): one database per store directory the
+// suite asks for, so a reopen finds what was written.
+func TestPostgresContract(t *testing.T) {
+	srv := pgtest.Start(t)
+	for _, durable := range []bool{true, false} {
+		t.Run(fmt.Sprint("sync=", durable), func(t *testing.T) {
+			var mu sync.Mutex
+			dbs := map[string]string{}
+			storetest.Run(t, func(t *testing.T, dir string) store.Store {
+				mu.Lock()
+				dsn, ok := dbs[dir]
+				if !ok {
+					dsn = srv.NewDatabase(t)
+					dbs[dir] = dsn
+				}
+				mu.Unlock()
+				s, err := store.OpenPostgres(dsn, store.WithSync(durable))
 				if err != nil {
 					t.Fatal(err)
 				}

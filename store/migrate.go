@@ -147,12 +147,16 @@ func (e *TooNewError) Error() string {
 // migrate brings db to SchemaVersion, one transaction per step, recording
 // each step in schema_migrations. upTo limits it (0 = all), for tests that
 // build an older store.
-func migrate(db *gorm.DB, upTo int) error {
-	if err := db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+// dialect (nil: none) rewrites each statement for the database at hand.
+func migrate(db *gorm.DB, upTo int, dialect func(string) string) error {
+	if dialect == nil {
+		dialect = func(s string) string { return s }
+	}
+	if err := db.Exec(dialect(`CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INTEGER PRIMARY KEY,
 		name TEXT NOT NULL,
 		applied_at DATETIME NOT NULL
-	)`).Error; err != nil {
+	)`)).Error; err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	var have int
@@ -168,7 +172,7 @@ func migrate(db *gorm.DB, upTo int) error {
 		}
 		err := db.Transaction(func(tx *gorm.DB) error {
 			for _, s := range m.stmts {
-				if err := tx.Exec(s).Error; err != nil {
+				if err := tx.Exec(dialect(s)).Error; err != nil {
 					return err
 				}
 			}

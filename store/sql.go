@@ -16,14 +16,16 @@ import (
 	"lazy/review"
 )
 
-// SQL is the relational store: SQLite through GORM (pure-Go driver), WAL.
-// Writes go through one connection (SQLite has one writer); reads use a small
-// pool of their own, which WAL lets run beside the writer.
+// SQL is the relational store through GORM: SQLite (pure-Go driver, WAL)
+// or PostgreSQL (OpenPostgres). On SQLite, writes go through one connection
+// (SQLite has one writer) and reads use a small pool of their own, which WAL
+// lets run beside the writer; on PostgreSQL every write is its own
+// transaction on the server's pool.
 type SQL struct {
-	db *gorm.DB // the one writing connection, used by w alone after migration
-	w  *writer  // group commit: every write goes through it
-	rd *gorm.DB // reads, through read
-	ck *gorm.DB // the checkpointer's connection
+	db *gorm.DB    // the writing connection(s), used by w alone after migration
+	w  writeRunner // every write goes through it
+	rd *gorm.DB    // reads, through read
+	ck *gorm.DB    // SQLite's checkpointer connection (nil on PostgreSQL)
 	// gate lets reads at the read pool in arrival order: database/sql hands
 	// a freed connection to a random waiter, which under load leaves some
 	// requests waiting many times longer than the rest.
@@ -73,7 +75,7 @@ func openSQL(path string, upTo int, opts ...Option) (*SQL, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	sqlDB.SetMaxOpenConns(1) // one writer; SQLite serialises writes anyway
-	if err := migrate(db, upTo); err != nil {
+	if err := migrate(db, upTo, nil); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
@@ -107,6 +109,9 @@ func (s *SQL) Close() error {
 	s.w.close()
 	var errs []error
 	for _, g := range []*gorm.DB{s.rd, s.ck, s.db} {
+		if g == nil || (g == s.db && s.rd == s.db) {
+			continue // none, or the same pool as the reads (PostgreSQL)
+		}
 		if sqlDB, err := g.DB(); err != nil {
 			errs = append(errs, err)
 		} else if err := sqlDB.Close(); err != nil {
@@ -123,7 +128,7 @@ func mapErr(op string, err error) error {
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return fmt.Errorf("%s: %w", op, ErrNotFound)
 	}
-	if strings.Contains(err.Error(), "UNIQUE constraint failed") {
+	if strings.Contains(err.Error(), "UNIQUE constraint failed") || isUniqueViolation(err) {
 		return fmt.Errorf("%s: %w", op, ErrConflict)
 	}
 	return fmt.Errorf("%s: %w", op, err)

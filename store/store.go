@@ -177,7 +177,13 @@ type Store interface {
 // Option configures how a store opens.
 type Option func(*openOptions)
 
-type openOptions struct{ sync bool }
+type openOptions struct {
+	sync bool
+	upTo int // migrate only this far (0: all): tests that build an older store
+}
+
+// migrateUpTo stops the migrations at version n (tests of upgrades).
+func migrateUpTo(n int) Option { return func(o *openOptions) { o.upTo = n } }
 
 // WithSync: true (the default) syncs every acknowledged write to disk before
 // returning, so it survives a power cut; false leaves that to the OS (and to

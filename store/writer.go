@@ -16,6 +16,12 @@ const maxBatch = 128
 // ErrClosed is a write to a store that has been closed.
 var ErrClosed = errors.New("store is closed")
 
+// writeRunner runs each write in a transaction and says when it is durable.
+type writeRunner interface {
+	do(ctx context.Context, fn func(tx *gorm.DB) error) error
+	close()
+}
+
 // writeOp is one write waiting for the writer: fn runs inside the batch's
 // transaction and its error (or the commit's) comes back on done.
 type writeOp struct {
