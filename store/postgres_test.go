@@ -116,8 +116,8 @@ func TestPostgresDaemonsMigrateTogether(t *testing.T) {
 func TestRedactDSN(t *testing.T) {
 	for in, want := range map[string]string{
 		"postgres://lazy:s3cret@db:5432/lazy?sslmode=disable": "postgres://lazy:xxxxx@db:5432/lazy?sslmode=disable",
-		"host=db user=lazy password=s3cret dbname=lazy":        "host=db user=lazy password=xxxxx dbname=lazy",
-		"postgres://lazy@db/lazy":                              "postgres://lazy@db/lazy",
+		"host=db user=lazy password=s3cret dbname=lazy":       "host=db user=lazy password=xxxxx dbname=lazy",
+		"postgres://lazy@db/lazy":                             "postgres://lazy@db/lazy",
 	} {
 		if got := RedactDSN(in); got != want || strings.Contains(got, "s3cret") {
 			t.Errorf("RedactDSN(%q) = %q, want %q", in, got, want)
