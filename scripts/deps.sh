@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need, when it is missing: Debian's bubblewrap,
-# chromium and postgresql, the npm package @anthropic-ai/claude-code (into a cache dir outside
+# chromium, postgresql, etcd-server and protobuf-compiler, the npm package @anthropic-ai/claude-code (into a cache dir outside
 # the repo), and staticcheck. Idempotent; prints what it does.
 set -euo pipefail
 
@@ -13,6 +13,10 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 # PostgreSQL server binaries (the tests start their own server from them)
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need_apt+=(postgresql)
+# etcd (cluster membership; the tests start their own) and protoc (the task
+# grains' wire, checked fresh by a test)
+command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
+command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 if ((${#need_apt[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
     echo "deps: missing ${need_apt[*]}: run 'sudo apt-get install -y ${need_apt[*]}' (tests that need them skip, or fail when CI=true)" >&2

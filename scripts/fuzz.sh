@@ -34,6 +34,7 @@ targets=( # package:target:executions
   ./config:FuzzConfigLoad:15000x
   ./views:FuzzRenderLine:60000x
   ./store:FuzzFileStoreLoad:20000x
+  ./grain:FuzzDecode:40000x
 )
 cache="$(go env GOCACHE)/fuzz/lazy"
 out="$(mktemp)"
