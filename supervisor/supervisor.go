@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 
 	"lazy/actors"
 	"lazy/api"
@@ -31,6 +32,9 @@ type Options struct {
 	Log        *slog.Logger
 	// Timeout bounds every request to an actor (default 30s).
 	Timeout time.Duration
+	// Cluster, when set, makes this tree a member of a cluster: messages to
+	// task actors go through task grains (cluster.go).
+	Cluster *ClusterOptions
 }
 
 // Supervisor is the handle the daemon, the handlers and the proxy use.
@@ -59,6 +63,9 @@ type Supervisor struct {
 	// actor does not pass through the root actor; the root actor fills it on
 	// spawn and clears it on termination.
 	pids sync.Map
+
+	cluster *cluster.Cluster // nil: a single daemon
+	secret  []byte
 }
 
 // ErrUnresponsive is an actor that did not answer in time.
@@ -113,6 +120,13 @@ func New(o Options) (*Supervisor, error) {
 		return nil, fmt.Errorf("start actor tree: %w", err)
 	}
 	s.grants, s.traffic = c.grants, c.traffic
+	if o.Cluster != nil {
+		if err := s.startCluster(o.Cluster); err != nil {
+			_ = s.root.StopFuture(s.pid).Wait()
+			s.sys.Shutdown()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -219,6 +233,9 @@ func (s *Supervisor) ask(id string, msg any) (any, error) {
 // askWithin is ask with its own timeout, for replies that come when a job
 // is done (sync, accept).
 func (s *Supervisor) askWithin(id string, msg any, timeout time.Duration) (any, error) {
+	if s.cluster != nil {
+		return s.askGrain(id, msg, timeout)
+	}
 	for attempt := 0; ; attempt++ {
 		pid, err := s.Task(id)
 		if err != nil {
@@ -298,6 +315,9 @@ func (s *Supervisor) requestWithin(pid *actor.PID, msg any, timeout time.Duratio
 
 // Send delivers msg to the task actor of id without waiting.
 func (s *Supervisor) Send(id string, msg any) error {
+	if s.cluster != nil {
+		return s.sendGrain(id, msg)
+	}
 	pid, err := s.Task(id)
 	if err != nil {
 		return err
@@ -429,5 +449,10 @@ func (s *Supervisor) Shutdown() {
 	}
 	wg.Wait()
 	_ = s.root.StopFuture(s.pid).Wait()
+	if s.cluster != nil {
+		// leaves etcd (the others place its tasks anew) and stops the system
+		s.cluster.Shutdown(true)
+		return
+	}
 	s.sys.Shutdown()
 }

@@ -8,7 +8,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: grain.proto
+// source: lazytask.proto
 
 package grainpb
 
@@ -40,7 +40,7 @@ type Call struct {
 
 func (x *Call) Reset() {
 	*x = Call{}
-	mi := &file_grain_proto_msgTypes[0]
+	mi := &file_lazytask_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -52,7 +52,7 @@ func (x *Call) String() string {
 func (*Call) ProtoMessage() {}
 
 func (x *Call) ProtoReflect() protoreflect.Message {
-	mi := &file_grain_proto_msgTypes[0]
+	mi := &file_lazytask_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -65,7 +65,7 @@ func (x *Call) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Call.ProtoReflect.Descriptor instead.
 func (*Call) Descriptor() ([]byte, []int) {
-	return file_grain_proto_rawDescGZIP(), []int{0}
+	return file_lazytask_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Call) GetType() string {
@@ -108,7 +108,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_grain_proto_msgTypes[1]
+	mi := &file_lazytask_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -120,7 +120,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_grain_proto_msgTypes[1]
+	mi := &file_lazytask_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -133,7 +133,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_grain_proto_rawDescGZIP(), []int{1}
+	return file_lazytask_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *Reply) GetType() string {
@@ -172,7 +172,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_grain_proto_msgTypes[2]
+	mi := &file_lazytask_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -184,7 +184,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_grain_proto_msgTypes[2]
+	mi := &file_lazytask_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -197,7 +197,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_grain_proto_rawDescGZIP(), []int{2}
+	return file_lazytask_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Error) GetKind() string {
@@ -246,7 +246,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_grain_proto_msgTypes[3]
+	mi := &file_lazytask_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +258,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_grain_proto_msgTypes[3]
+	mi := &file_lazytask_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +271,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_grain_proto_rawDescGZIP(), []int{3}
+	return file_lazytask_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Event) GetBody() []byte {
@@ -290,7 +290,7 @@ type MemberInfoRequest struct {
 
 func (x *MemberInfoRequest) Reset() {
 	*x = MemberInfoRequest{}
-	mi := &file_grain_proto_msgTypes[4]
+	mi := &file_lazytask_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +302,7 @@ func (x *MemberInfoRequest) String() string {
 func (*MemberInfoRequest) ProtoMessage() {}
 
 func (x *MemberInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_grain_proto_msgTypes[4]
+	mi := &file_lazytask_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +315,7 @@ func (x *MemberInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfoRequest.ProtoReflect.Descriptor instead.
 func (*MemberInfoRequest) Descriptor() ([]byte, []int) {
-	return file_grain_proto_rawDescGZIP(), []int{4}
+	return file_lazytask_proto_rawDescGZIP(), []int{4}
 }
 
 // MemberInfo is what `lazy cluster status` shows of one member.
@@ -334,7 +334,7 @@ type MemberInfo struct {
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_grain_proto_msgTypes[5]
+	mi := &file_lazytask_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +346,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_grain_proto_msgTypes[5]
+	mi := &file_lazytask_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +359,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_grain_proto_rawDescGZIP(), []int{5}
+	return file_lazytask_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MemberInfo) GetAddress() string {
@@ -411,11 +411,11 @@ func (x *MemberInfo) GetVersion() string {
 	return ""
 }
 
-var File_grain_proto protoreflect.FileDescriptor
+var File_lazytask_proto protoreflect.FileDescriptor
 
-const file_grain_proto_rawDesc = "" +
+const file_lazytask_proto_rawDesc = "" +
 	"\n" +
-	"\vgrain.proto\x12\n" +
+	"\x0elazytask.proto\x12\n" +
 	"lazy.grain\"_\n" +
 	"\x04Call\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
@@ -447,19 +447,19 @@ const file_grain_proto_rawDesc = "" +
 	"\aversion\x18\a \x01(\tR\aversionB\x14Z\x12lazy/grain/grainpbb\x06proto3"
 
 var (
-	file_grain_proto_rawDescOnce sync.Once
-	file_grain_proto_rawDescData []byte
+	file_lazytask_proto_rawDescOnce sync.Once
+	file_lazytask_proto_rawDescData []byte
 )
 
-func file_grain_proto_rawDescGZIP() []byte {
-	file_grain_proto_rawDescOnce.Do(func() {
-		file_grain_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_grain_proto_rawDesc), len(file_grain_proto_rawDesc)))
+func file_lazytask_proto_rawDescGZIP() []byte {
+	file_lazytask_proto_rawDescOnce.Do(func() {
+		file_lazytask_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_lazytask_proto_rawDesc), len(file_lazytask_proto_rawDesc)))
 	})
-	return file_grain_proto_rawDescData
+	return file_lazytask_proto_rawDescData
 }
 
-var file_grain_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
-var file_grain_proto_goTypes = []any{
+var file_lazytask_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_lazytask_proto_goTypes = []any{
 	(*Call)(nil),              // 0: lazy.grain.Call
 	(*Reply)(nil),             // 1: lazy.grain.Reply
 	(*Error)(nil),             // 2: lazy.grain.Error
@@ -467,7 +467,7 @@ var file_grain_proto_goTypes = []any{
 	(*MemberInfoRequest)(nil), // 4: lazy.grain.MemberInfoRequest
 	(*MemberInfo)(nil),        // 5: lazy.grain.MemberInfo
 }
-var file_grain_proto_depIdxs = []int32{
+var file_lazytask_proto_depIdxs = []int32{
 	2, // 0: lazy.grain.Reply.error:type_name -> lazy.grain.Error
 	1, // [1:1] is the sub-list for method output_type
 	1, // [1:1] is the sub-list for method input_type
@@ -476,26 +476,26 @@ var file_grain_proto_depIdxs = []int32{
 	0, // [0:1] is the sub-list for field type_name
 }
 
-func init() { file_grain_proto_init() }
-func file_grain_proto_init() {
-	if File_grain_proto != nil {
+func init() { file_lazytask_proto_init() }
+func file_lazytask_proto_init() {
+	if File_lazytask_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_grain_proto_rawDesc), len(file_grain_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_lazytask_proto_rawDesc), len(file_lazytask_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_grain_proto_goTypes,
-		DependencyIndexes: file_grain_proto_depIdxs,
-		MessageInfos:      file_grain_proto_msgTypes,
+		GoTypes:           file_lazytask_proto_goTypes,
+		DependencyIndexes: file_lazytask_proto_depIdxs,
+		MessageInfos:      file_lazytask_proto_msgTypes,
 	}.Build()
-	File_grain_proto = out.File
-	file_grain_proto_goTypes = nil
-	file_grain_proto_depIdxs = nil
+	File_lazytask_proto = out.File
+	file_lazytask_proto_goTypes = nil
+	file_lazytask_proto_depIdxs = nil
 }

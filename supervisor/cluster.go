@@ -1,0 +1,168 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"lazy/actors"
+	"lazy/grain"
+	"lazy/grain/grainpb"
+)
+
+// ClusterOptions make the supervisor a member of a protoactor cluster:
+// task actors become grains of kind "task" (identity = full task id),
+// placed over the members etcd lists by their identity (disthash).
+type ClusterOptions struct {
+	Name string   // the cluster's name: members with the same name and etcd form one
+	Etcd []string // etcd client endpoints, host:port
+	Host string   // the address other members reach this one at
+	Port int      // 0: any free port
+	// Secret signs every call to a grain (the shared store keeps it).
+	Secret []byte
+}
+
+// startCluster joins the cluster. The member's own tree stays as it is: a
+// grain is a relay that hands each call to the task actor of this member's
+// tree (so OneForOne supervision, health and shutdown are the member's own),
+// and the cluster decides which member that is.
+func (s *Supervisor) startCluster(o *ClusterOptions) error {
+	if len(o.Secret) < 16 {
+		return errors.New("cluster: the secret is missing or short")
+	}
+	prov, err := etcd.NewWithConfig("/lazy/"+o.Name, clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return fmt.Errorf("cluster: reach etcd at %v: %w (check cluster.etcd)", o.Etcd, err)
+	}
+	s.secret = o.Secret
+	kind := cluster.NewKind(grain.Kind, actor.PropsFromProducer(func() actor.Actor { return &taskGrain{s: s} }))
+	cfg := cluster.Configure(o.Name, prov, disthash.New(), remote.Configure(o.Host, o.Port),
+		cluster.WithKinds(kind), cluster.WithRequestTimeout(s.timeout))
+	s.cluster = cluster.New(s.sys, cfg)
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		s.cluster.StartMember()
+	}()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("cluster: joining %q through etcd at %v took over 30 s (is etcd running?)", o.Name, o.Etcd)
+	}
+	return nil
+}
+
+// askGrain sends msg to the grain of task id, wherever the cluster places
+// it, and decodes its reply.
+func (s *Supervisor) askGrain(id string, msg any, timeout time.Duration) (any, error) {
+	call, err := grain.Encode(msg, timeout, s.secret)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.cluster.Request(id, grain.Kind, call, cluster.WithTimeout(timeout))
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w (%v)", id, ErrUnresponsive, err)
+	}
+	reply, err := replyAs[*grainpb.Reply](call, res)
+	if err != nil {
+		return nil, err
+	}
+	return grain.DecodeReply(reply)
+}
+
+// sendGrain delivers msg to the grain of task id without a reply.
+func (s *Supervisor) sendGrain(id string, msg any) error {
+	call, err := grain.Encode(msg, s.timeout, s.secret)
+	if err != nil {
+		return err
+	}
+	pid := s.cluster.Get(id, grain.Kind)
+	if pid == nil {
+		return fmt.Errorf("task %s: no member hosts it now: %w", id, ErrUnresponsive)
+	}
+	s.root.Send(pid, call)
+	return nil
+}
+
+// Member is one member of the cluster, as this member sees it.
+type Member struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	Self    bool   `json:"self"`
+}
+
+// Members lists the cluster's members (nil when not in a cluster).
+func (s *Supervisor) Members() []Member {
+	if s.cluster == nil {
+		return nil
+	}
+	var out []Member
+	for _, m := range s.cluster.MemberList.Members().Members() {
+		out = append(out, Member{ID: m.Id, Address: m.Address(), Self: m.Id == s.sys.ID})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
+	return out
+}
+
+// Clustered reports whether this supervisor is a cluster member.
+func (s *Supervisor) Clustered() bool { return s.cluster != nil }
+
+// taskGrain is the cluster's activation of one task on this member: it
+// checks each call's signature and relays it to the member's task actor,
+// answering with what that actor answers. Calls are relayed in the order
+// they arrive, and the task actor's mailbox keeps that order.
+type taskGrain struct {
+	s  *Supervisor
+	id string
+}
+
+func (g *taskGrain) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *cluster.ClusterInit:
+		g.id = m.Identity.GetIdentity()
+	case *grainpb.Call:
+		msg, err := grain.Decode(m, g.s.secret)
+		if err != nil {
+			g.s.log.Warn("task grain refused a call", "task", g.id, "err", err)
+			if ctx.Sender() != nil {
+				ctx.Respond(grain.EncodeReply(nil, err))
+			}
+			return
+		}
+		pid, err := g.s.Task(g.id)
+		if err != nil {
+			if ctx.Sender() != nil {
+				ctx.Respond(grain.EncodeReply(nil, err))
+			}
+			return
+		}
+		if ctx.Sender() == nil {
+			ctx.Send(pid, msg)
+			return
+		}
+		timeout := time.Duration(m.GetTimeoutMs()) * time.Millisecond
+		if timeout <= 0 || timeout > time.Hour {
+			timeout = g.s.timeout
+		}
+		f := ctx.RequestFuture(pid, msg, timeout)
+		ctx.ReenterAfter(f, func(res any, err error) {
+			if errors.Is(err, actor.ErrTimeout) {
+				err = fmt.Errorf("task %s: %w (after %s)", g.id, ErrUnresponsive, timeout)
+			}
+			ctx.Respond(grain.EncodeReply(res, err))
+		})
+	case *actors.Wake:
+		// a member-local nudge (tests): relay as it is
+		if pid, err := g.s.Task(g.id); err == nil {
+			ctx.Send(pid, m)
+		}
+	}
+}

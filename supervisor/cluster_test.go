@@ -1,0 +1,151 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"lazy/actors"
+	"lazy/api"
+	"lazy/grain"
+	"lazy/grain/etcdtest"
+	"lazy/grain/grainpb"
+	"lazy/review"
+	"lazy/store"
+	"lazy/store/pgtest"
+	"lazy/task"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+)
+
+// member is one daemon's tree in a test cluster: its own actor system,
+// remote port and store connection, one shared database and etcd.
+func member(t *testing.T, dsn, etcd string, secret []byte) (*Supervisor, store.Store) {
+	t.Helper()
+	st, err := store.OpenPostgres(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	dir := t.TempDir()
+	deps := &actors.TaskDeps{Store: st, Launcher: newScripted(), LockDir: filepath.Join(dir, "locks"), Root: dir,
+		RecoveryDir: filepath.Join(dir, "recovery"), AskTimeout: time.Minute}
+	s, err := New(Options{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Task: deps, Timeout: 20 * time.Second,
+		Cluster: &ClusterOptions{Name: "lazy-test", Etcd: []string{etcd}, Host: "127.0.0.1", Secret: secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s, st
+}
+
+// TestTaskGrainsAcrossMembers: two members over one etcd and one
+// PostgreSQL. Every task is hosted by exactly one member, wherever the call
+// comes from; a call from either reaches it and its typed reply comes back;
+// domain errors keep their kind across members; a member with another
+// secret cannot drive a task.
+func TestTaskGrainsAcrossMembers(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	pg := pgtest.Start(t)
+	dsn := pg.NewDatabase(t)
+	secret := []byte("a secret of this test cluster")
+	a, st := member(t, dsn, etcd.Endpoint, secret)
+	b, _ := member(t, dsn, etcd.Endpoint, secret)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(a.Members()) != 2 || len(b.Members()) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("members: a sees %v, b sees %v", a.Members(), b.Members())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	ctx := context.Background()
+	var ids []string
+	now := time.Now().UTC()
+	for i := 0; i < 16; i++ {
+		id := task.NewID(now.Add(time.Duration(i) * 70 * time.Second))
+		tk := &store.Task{ID: id, Status: task.Blocked, Branch: "lazy/" + task.ShortID(id), Parent: "main", CreatedAt: now, UpdatedAt: now, LastActivity: now}
+		if err := st.CreateTask(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for i, id := range ids {
+		from := []*Supervisor{a, b}[i%2]
+		c, err := Ask[*review.ReviewComment](from, id, &actors.PostReviewComment{Comment: review.ReviewComment{Intent: review.Comment,
+			Body: "from member " + fmt.Sprint(i%2), File: "a.go", Line: 1, Side: review.New}})
+		if err != nil || c.TaskID != id || c.DeliveryState != review.PendingDelivery {
+			t.Fatalf("comment on %s: %+v %v", id, c, err)
+		}
+		other := []*Supervisor{b, a}[i%2]
+		if _, err := Ask[*actors.Done](other, id, &actors.Rename{Title: "renamed " + fmt.Sprint(i)}); err != nil {
+			t.Fatalf("rename %s: %v", id, err)
+		}
+		tk, _ := st.GetTask(ctx, id)
+		if tk.Title != "renamed "+fmt.Sprint(i) {
+			t.Fatalf("title of %s: %q", id, tk.Title)
+		}
+	}
+	hosted := map[string]string{}
+	for name, s := range map[string]*Supervisor{"a": a, "b": b} {
+		for _, h := range s.Health() {
+			if h.Kind != "task" {
+				continue
+			}
+			if prev, ok := hosted[h.TaskID]; ok {
+				t.Fatalf("task %s is hosted by %s and %s", h.TaskID, prev, name)
+			}
+			hosted[h.TaskID] = name
+		}
+	}
+	count := map[string]int{}
+	for _, id := range ids {
+		count[hosted[id]]++
+	}
+	if len(hosted) != len(ids) || count["a"] == 0 || count["b"] == 0 {
+		t.Fatalf("hosts: %v (every task once, on both members)", count)
+	}
+
+	// a domain error crosses with its kind: the task has ended
+	if _, err := Ask[*actors.Done](a, ids[0], &actors.CancelTask{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Ask[*actors.Done](b, ids[0], &actors.Rename{Title: "late"})
+	if !errors.Is(err, actors.ErrEnded) || !strings.Contains(err.Error(), "start a new task") {
+		t.Fatalf("rename of an ended task from the other member: %v", err)
+	}
+	if h, err := Ask[api.ActorHealth](b, ids[1], &actors.GetHealth{}); err != nil || h.TaskID != ids[1] {
+		t.Fatalf("health: %+v %v", h, err)
+	}
+
+	// a process that reaches a member's port but is not one of them (it
+	// lacks the secret) drives nothing: its forged call is refused
+	outsider := actor.NewActorSystem()
+	rem := remote.NewRemote(outsider, remote.Configure("127.0.0.1", 0))
+	rem.Start()
+	defer rem.Shutdown(false)
+	pid := a.cluster.Get(ids[1], grain.Kind)
+	if pid == nil {
+		t.Fatal("no grain for the task")
+	}
+	forged, _ := grain.Encode(&actors.Rename{Title: "hijacked"}, 5*time.Second, []byte("a secret it guessed wrong!"))
+	res, err := outsider.Root.RequestFuture(pid, forged, 10*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, ok := res.(*grainpb.Reply)
+	if !ok {
+		t.Fatalf("reply %T", res)
+	}
+	if _, err := grain.DecodeReply(reply); err == nil || !strings.Contains(err.Error(), "not signed") {
+		t.Errorf("a forged call: %v", err)
+	}
+	if tk, _ := st.GetTask(ctx, ids[1]); tk.Title == "hijacked" {
+		t.Error("the forged call renamed the task")
+	}
+}
