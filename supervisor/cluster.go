@@ -38,26 +38,68 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 	if len(o.Secret) < 16 {
 		return errors.New("cluster: the secret is missing or short")
 	}
-	prov, err := etcd.NewWithConfig("/lazy/"+o.Name, clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second})
-	if err != nil {
-		return fmt.Errorf("cluster: reach etcd at %v: %w (check cluster.etcd)", o.Etcd, err)
-	}
+	prov := &etcdProvider{base: "/lazy/" + o.Name, cfg: clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second}}
 	s.secret = o.Secret
 	kind := cluster.NewKind(grain.Kind, actor.PropsFromProducer(func() actor.Actor { return &taskGrain{s: s} }))
 	cfg := cluster.Configure(o.Name, prov, disthash.New(), remote.Configure(o.Host, o.Port),
 		cluster.WithKinds(kind), cluster.WithRequestTimeout(s.timeout))
 	s.cluster = cluster.New(s.sys, cfg)
-	started := make(chan struct{})
+	started := make(chan error, 1)
 	go func() {
-		defer close(started)
+		// protoactor panics when it cannot listen or reach etcd: that is an
+		// error to report, not a crash
+		defer func() {
+			if r := recover(); r != nil {
+				started <- fmt.Errorf("%v", r)
+			}
+		}()
 		s.cluster.StartMember()
+		started <- nil
 	}()
 	select {
-	case <-started:
+	case err := <-started:
+		if err != nil {
+			return fmt.Errorf("cluster: join %q (listening on %s:%d, etcd at %v): %w (check cluster.advertise and cluster.etcd, and that etcd runs)", o.Name, o.Host, o.Port, o.Etcd, err)
+		}
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("cluster: joining %q through etcd at %v took over 30 s (is etcd running?)", o.Name, o.Etcd)
 	}
 	return nil
+}
+
+// etcdProvider makes protoactor's etcd provider when the member starts,
+// after the member's remote is up: the remote sets gRPC's process-wide
+// logger as it starts, and an etcd client made before would be reading it
+// from its own goroutines meanwhile (a data race in the libraries).
+type etcdProvider struct {
+	base string
+	cfg  clientv3.Config
+	p    *etcd.Provider
+}
+
+func (e *etcdProvider) StartMember(c *cluster.Cluster) error {
+	p, err := etcd.NewWithConfig(e.base, e.cfg)
+	if err != nil {
+		return err
+	}
+	e.p = p
+	return p.StartMember(c)
+}
+
+func (e *etcdProvider) StartClient(c *cluster.Cluster) error {
+	p, err := etcd.NewWithConfig(e.base, e.cfg)
+	if err != nil {
+		return err
+	}
+	e.p = p
+	return p.StartClient(c)
+}
+
+func (e *etcdProvider) Shutdown(graceful bool) error {
+	if e.p == nil {
+		return nil
+	}
+	return e.p.Shutdown(graceful)
 }
 
 // askGrain sends msg to the grain of task id, wherever the cluster places
