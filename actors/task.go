@@ -46,6 +46,12 @@ type TaskDeps struct {
 	CheckPassphrase func(taskID, pass string) error
 	// AskTimeout is reported in the reason of an ask that timed out.
 	AskTimeout time.Duration
+	// Remote, in a cluster, is the git remote task branches travel
+	// through: a job first brings its branch and parent from it (making the
+	// worktree under WorktreeDir when this member has none) and sends what
+	// it changed back.
+	Remote      string
+	WorktreeDir string
 
 	// protect replaces Protect once SetProtect is called (a config reload)
 	protect atomic.Pointer[[]string]
@@ -295,6 +301,10 @@ func (a *TaskActor) reload() {
 	if t.Status.Ended() {
 		return
 	}
+	if a.deps.Remote != "" {
+		// this member's own worktree of the task (made by the first job)
+		t.Worktree = filepath.Join(a.deps.WorktreeDir, t.Ref())
+	}
 	turns, err := a.deps.Store.ListTurns(a.bg(), a.id)
 	if err != nil {
 		a.log.Error("load turns", "err", err)
@@ -405,9 +415,15 @@ func (a *TaskActor) start(ctx actor.Context, j *job) {
 	epoch, resCh := a.epoch, a.resCh
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	lockPath, lockWhat := a.lockPath(), j.label
+	travel := a.trip(j)
 	go func() {
 		var r jobResult
 		lock, err := gitx.TryLock(lockPath, lockWhat)
+		if err == nil && travel != nil {
+			if err = travel.arrive(jctx); err != nil {
+				lock.Unlock()
+			}
+		}
 		if err != nil {
 			r.err = err
 		} else {
@@ -425,6 +441,9 @@ func (a *TaskActor) start(ctx actor.Context, j *job) {
 				return "", fmt.Errorf("renderUnblock: the actor replied %T, not the prompt", res)
 			}
 			r = run(jctx, func(int) { root.Send(self, &launched{epoch: epoch}) }, render)
+			if travel != nil {
+				travel.depart(jctx, r)
+			}
 			// release before reporting: the next job takes the lock as soon
 			// as the actor hears of this one's end
 			lock.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -146,6 +147,15 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 			}
 		}
 	}
+	if deps.Remote != "" {
+		// the remote's parent moves first, and only as a fast-forward: when
+		// it moved on meanwhile, the accept is refused and nothing changed
+		if err := gitx.Publish(ctx, root, deps.Remote, t.Branch, t.Parent); err != nil {
+			r := review.Refuse(review.ReasonBehindParent, t.Ref(), t.Parent, args.Reason, nil)
+			r.Message = fmt.Sprintf("%s moved on the cluster's git remote meanwhile (%v): sync the task with it, then accept again", t.Parent, err)
+			return jobResult{err: r}
+		}
+	}
 	if err := gitx.FastForward(ctx, root, t.Parent, t.Branch); err != nil {
 		return jobResult{err: err}
 	}
@@ -237,4 +247,41 @@ func isRefusal(err error) bool {
 	var ref *review.Refusal
 	var rule *review.RuleError
 	return errors.As(err, &ref) || errors.As(err, &rule)
+}
+
+// travel is a job's trip through the cluster's git remote: what it needs
+// before it runs and what it sends after.
+type travel struct {
+	log                            *slog.Logger
+	root, remote, worktree, branch string
+	parent                         string
+	kind                           string
+}
+
+// trip is the job's travel; nil outside a cluster.
+func (a *TaskActor) trip(j *job) *travel {
+	if a.deps.Remote == "" || a.task == nil {
+		return nil
+	}
+	t := a.task
+	return &travel{log: a.log, root: a.deps.Root, remote: a.deps.Remote, worktree: t.Worktree, branch: t.Branch, parent: t.Parent, kind: j.kind}
+}
+
+func (tr *travel) arrive(ctx context.Context) error {
+	if err := gitx.Arrive(ctx, tr.root, tr.remote, tr.worktree, tr.branch, tr.parent); err != nil {
+		return fmt.Errorf("bring the task from the cluster's git remote: %w", err)
+	}
+	return nil
+}
+
+// depart sends the branch after a job that may have changed it; an accept
+// has published the parent itself. A failed push is logged: the next job's
+// arrival finds the branch where it is.
+func (tr *travel) depart(ctx context.Context, r jobResult) {
+	switch tr.kind {
+	case jobWork, jobSync, jobDecide:
+		if err := gitx.Depart(ctx, tr.root, tr.remote, tr.branch); err != nil {
+			tr.log.Error("send the task branch to the cluster's git remote", "err", err)
+		}
+	}
 }

@@ -128,7 +128,8 @@ var (
 	CmdComment     = Cmd[CommentArgs, *CommentResult]{"comment"}
 	CmdUnblock     = Cmd[UnblockArgs, *Turn]{"unblock"}
 
-	CmdActors      = Cmd[None, []ActorHealth]{"actors"}
+	CmdActors        = Cmd[None, []ActorHealth]{"actors"}
+	CmdClusterStatus = Cmd[None, *ClusterStatus]{"clusterStatus"}
 	CmdInjectPanic = Cmd[InjectPanicArgs, OK]{"injectPanic"}
 	CmdWatch       = Stream[WatchArgs, Event]{"watch"}
 

@@ -18,7 +18,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,7 +41,24 @@ type Config struct {
 	Models      Models      `koanf:"models"`
 	Protect     Protect     `koanf:"protect"`
 	Storage     Storage     `koanf:"storage"`
+	Cluster     Cluster     `koanf:"cluster"`
 }
+
+// Cluster makes several daemons one: a shared PostgreSQL store, membership
+// through etcd, task actors as cluster grains (CONTRACT §11). Empty name: a
+// single daemon.
+type Cluster struct {
+	Name string   `koanf:"name"`
+	Etcd []string `koanf:"etcd"`
+	// Advertise is HOST:PORT other members reach this one at (port 0: any
+	// free port, fine when every member is on this machine)
+	Advertise string `koanf:"advertise"`
+	// Remote is the git remote task branches travel through
+	Remote string `koanf:"remote"`
+}
+
+// Enabled reports a cluster member.
+func (c Cluster) Enabled() bool { return c.Name != "" }
 
 // Daemon holds where the daemon listens.
 type Daemon struct {
@@ -175,6 +194,7 @@ func Defaults() Config {
 		Credentials: Credentials{Provider: ProviderCredential{Kind: KindAPIKey}},
 		Proxy:       Proxy{Upstream: "https://api.anthropic.com", Credential: CredentialNone, EditorUpstream: "https://api2.cursor.sh", NoGrant: NoGrantPassthrough},
 		Storage:     Storage{Backend: "sql", Sync: "full"},
+		Cluster:     Cluster{Etcd: []string{"127.0.0.1:2379"}, Advertise: "127.0.0.1:0", Remote: "origin"},
 		Protect:     Protect{Paths: []string{".lazy/config.toml"}},
 	}
 }
@@ -220,7 +240,7 @@ func Load(root string, environ []string) (*Config, error) {
 	unused := dc.Metadata.Unused
 	if len(unused) > 0 {
 		sort.Strings(unused)
-		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage)", unused[0], path)
+		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster)", unused[0], path)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -268,6 +288,7 @@ func (p structProvider) Read() (map[string]any, error) {
 		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream, "no_grant": c.Proxy.NoGrant},
 		"storage":     map[string]any{"backend": c.Storage.Backend, "sync": c.Storage.Sync, "dsn": c.Storage.DSN},
 		"protect":     map[string]any{"paths": toAny(c.Protect.Paths)},
+		"cluster":     map[string]any{"name": c.Cluster.Name, "etcd": toAny(c.Cluster.Etcd), "advertise": c.Cluster.Advertise, "remote": c.Cluster.Remote},
 	}, nil
 }
 
@@ -281,9 +302,6 @@ func toAny(s []string) []any {
 
 // Validate checks every value and names the key that is wrong.
 func (c *Config) Validate() error {
-	bad := func(key, format string, a ...any) error {
-		return fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, a...))
-	}
 	if len(c.Daemon.PortWindow) != 2 || c.Daemon.PortWindow[0] < 1 || c.Daemon.PortWindow[1] > 65535 || c.Daemon.PortWindow[0] > c.Daemon.PortWindow[1] {
 		return bad("daemon.port_window", "want two ports [low, high] with 1 <= low <= high <= 65535, got %v", c.Daemon.PortWindow)
 	}
@@ -373,6 +391,9 @@ func (c *Config) Validate() error {
 	default:
 		return bad("storage.backend", "%q is not a backend; use sql, file or postgres", c.Storage.Backend)
 	}
+	if err := c.Cluster.validate(c.Storage.Backend); err != nil {
+		return err
+	}
 	switch c.Storage.Sync {
 	case "full", "normal":
 	default:
@@ -396,6 +417,44 @@ func checkUpstream(key, raw, cred, credKey string) error {
 	}
 	return nil
 }
+
+func (cl Cluster) validate(backend string) error {
+	if !cl.Enabled() {
+		return nil
+	}
+	if !clusterName.MatchString(cl.Name) {
+		return bad("cluster.name", "%q: use letters, digits, '-' and '_' (up to 64)", cl.Name)
+	}
+	if backend != "postgres" {
+		return bad("cluster.name", "a cluster shares one store: set storage.backend = \"postgres\" and storage.dsn on every member")
+	}
+	if len(cl.Etcd) == 0 {
+		return bad("cluster.etcd", "is empty: list the etcd endpoints, e.g. [\"127.0.0.1:2379\"]")
+	}
+	for _, e := range cl.Etcd {
+		if _, _, err := net.SplitHostPort(e); err != nil {
+			return bad("cluster.etcd", "%q is not HOST:PORT", e)
+		}
+	}
+	host, port, err := net.SplitHostPort(cl.Advertise)
+	if err != nil || host == "" {
+		return bad("cluster.advertise", "%q is not HOST:PORT (the address other members reach this one at)", cl.Advertise)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return bad("cluster.advertise", "port %q is not a port", port)
+	}
+	if strings.TrimSpace(cl.Remote) == "" {
+		return bad("cluster.remote", "is empty: name the git remote task branches travel through (default origin)")
+	}
+	return nil
+}
+
+// bad is a refused setting: the key, then what is wrong and what to do.
+func bad(key, format string, a ...any) error {
+	return fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, a...))
+}
+
+var clusterName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // CheckLoopback refuses a HOST:PORT that is not on the loopback interface.
 func CheckLoopback(hostport string) error { return loopbackAddr(hostport) }
@@ -608,7 +667,7 @@ func Changed(a, b *Config) []string {
 // slot count) take a restart.
 func LiveKey(key string) bool {
 	switch {
-	case strings.HasPrefix(key, "daemon."), strings.HasPrefix(key, "storage."), key == "agent.max_concurrent":
+	case strings.HasPrefix(key, "daemon."), strings.HasPrefix(key, "storage."), strings.HasPrefix(key, "cluster."), key == "agent.max_concurrent":
 		return false
 	}
 	return true

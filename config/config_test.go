@@ -91,6 +91,10 @@ func TestLoadRefusals(t *testing.T) {
 		{"dsn without postgres", "[storage]\ndsn = \"postgres://lazy@db/lazy\"\n", nil, "storage.dsn"},
 		{"bad dsn", "", []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=postgres://lazy:s3cret@db:notaport/lazy"}, "storage.dsn"},
 		{"bad backend", "[storage]\nbackend = \"mongo\"\n", nil, "sql, file or postgres"},
+		{"cluster without postgres", "[cluster]\nname = \"c1\"\n", nil, "storage.backend = \"postgres\""},
+		{"cluster bad name", "[cluster]\nname = \"a b\"\n", nil, "cluster.name"},
+		{"cluster bad etcd", "[storage]\nbackend = \"postgres\"\ndsn = \"postgres://x@h/d\"\n[cluster]\nname = \"c\"\netcd = [\"nohostport\"]\n", nil, "cluster.etcd"},
+		{"cluster bad advertise", "", []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=postgres://x@h/d", "LAZY_CLUSTER__NAME=c", "LAZY_CLUSTER__ADVERTISE=:1"}, "cluster.advertise"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -54,6 +54,12 @@ paths = [".lazy/config.toml"]   # changes here need the approval passphrase
 [storage]
 backend = "sql"                 # sql | file | postgres (several daemons, one database)
 # dsn = "postgres://lazy@127.0.0.1:5432/lazy"   # postgres only; the password in ~/.pgpass or LAZY_STORAGE__DSN
+
+# [cluster]                     # several daemons, one project (docs/SCALE-OUT.md)
+# name = "lazy-myproject"       # the same on every member; needs storage.backend = "postgres"
+# etcd = ["127.0.0.1:2379"]
+# advertise = "127.0.0.1:26500" # where the other members reach this one
+# remote = "origin"             # the git remote task branches travel through
 sync = "full"                   # full: a 201 is on disk first | normal: no fsync per write
 `
 

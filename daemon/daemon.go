@@ -115,7 +115,14 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.st = st
-	if err := d.reconcile(ctx); err != nil {
+	if cfg.Cluster.Enabled() {
+		// the other members' turns are theirs: a task's own actor settles a
+		// turn cut off by a dead member when it is placed anew
+		err = d.reconcileRecovery(ctx)
+	} else {
+		err = d.reconcile(ctx)
+	}
+	if err != nil {
 		return nil, err
 	}
 
@@ -158,12 +165,19 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	guesses := &approval.Limiter{}
 	modelErrs := &trouble{}
 	d.launcher.cur.Store(launcher)
-	d.taskDeps = &actors.TaskDeps{Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
+	d.taskDeps = &actors.TaskDeps{Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
 		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(),
 		CheckPassphrase: func(taskID, pass string) error {
 			return guesses.Check(taskID, func() error { return approval.Check(paths.Passphrase, pass) })
 		}}
-	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log, Task: d.taskDeps})
+	clusterOpts, err := clusterOptions(ctx, cfg, st)
+	if err != nil {
+		return nil, err
+	}
+	if clusterOpts != nil {
+		clusterOpts.Describe = d.describe
+	}
+	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log, Task: d.taskDeps, Cluster: clusterOpts})
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +187,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	modelErrs.publish = sup.Publish
 	book := newUsageBook(st, o.Log)
-	d.svc = &Service{usage: book, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
+	d.svc = &Service{remote: clusterRemote(cfg), log: o.Log, usage: book, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
 	d.review = &Review{svc: d.svc, deps: d.taskDeps}
 
 	d.info = api.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
@@ -655,4 +669,25 @@ func (d *Daemon) cleanup() {
 		_ = d.lock.Close()
 		d.lock = nil
 	}
+}
+
+// clusterOptions are the supervisor's cluster settings (nil: one daemon).
+// The secret that signs calls between members is the shared store's.
+func clusterOptions(ctx context.Context, cfg *config.Config, st store.Store) (*supervisor.ClusterOptions, error) {
+	if !cfg.Cluster.Enabled() {
+		return nil, nil
+	}
+	sq, ok := st.(interface {
+		ClusterSecret(ctx context.Context, name string) ([]byte, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("cluster.name needs storage.backend = \"postgres\" (the store is %s)", cfg.Storage.Backend)
+	}
+	secret, err := sq.ClusterSecret(ctx, cfg.Cluster.Name)
+	if err != nil {
+		return nil, err
+	}
+	host, portStr, _ := net.SplitHostPort(cfg.Cluster.Advertise) // checked by config
+	port, _ := strconv.Atoi(portStr)
+	return &supervisor.ClusterOptions{Name: cfg.Cluster.Name, Etcd: cfg.Cluster.Etcd, Host: host, Port: port, Secret: secret}, nil
 }

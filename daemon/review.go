@@ -48,6 +48,7 @@ const maxCommentBody = 64 << 10
 // diff returns the task's diff against its parent, recomputed when the task
 // changed (a turn ended, a sync, a revert) or the cache is old.
 func (r *Review) diff(ctx context.Context, t *store.Task) (*gitx.Diff, error) {
+	r.svc.follow(ctx, t)
 	// a commit made by hand on either branch changes no task row: the
 	// heads are part of the key
 	// (one git run for both)

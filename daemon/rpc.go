@@ -42,6 +42,7 @@ func (d *Daemon) commands(stop func()) httpapi.Commands {
 			return s.Unblock(ctx, a.Task, a.Message)
 		}),
 
+		httpapi.Handle(api.CmdClusterStatus, func(ctx context.Context, _ api.None) (*api.ClusterStatus, error) { return s.ClusterStatus(ctx) }),
 		httpapi.Handle(api.CmdActors, func(ctx context.Context, _ api.None) ([]api.ActorHealth, error) { return s.Actors(ctx) }),
 		httpapi.Handle(api.CmdInjectPanic, func(ctx context.Context, a api.InjectPanicArgs) (api.OK, error) {
 			return ok("sent", s.InjectPanic(ctx, a.Target))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,12 @@ type Service struct {
 	createMu sync.Mutex
 	// usage counts each task's model calls and holds its budget
 	usage *usageBook
+	// remote is the cluster's git remote ("" for a single daemon); fetched
+	// is when this member last fetched from it
+	remote  string
+	log     *slog.Logger
+	fetchMu sync.Mutex
+	fetched time.Time
 }
 
 var _ httpapi.Tasks = (*Service)(nil)
@@ -191,6 +198,15 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 	if err := gitx.AddWorktree(ctx, s.paths.Root, t.Worktree, t.Branch, parent); err != nil {
 		return nil, err
 	}
+	if s.remote != "" {
+		// the member that hosts the task may be another: the branch goes
+		// to the cluster's remote before the task exists
+		if err := gitx.Depart(ctx, s.paths.Root, s.remote, t.Branch); err != nil {
+			_ = gitx.RemoveWorktree(ctx, s.paths.Root, t.Worktree)
+			_, _ = gitx.Run(ctx, s.paths.Root, "branch", "-D", t.Branch)
+			return nil, fmt.Errorf("%w; nothing was created", err)
+		}
+	}
 	if err := s.st.CreateTask(ctx, t); err != nil {
 		_ = gitx.RemoveWorktree(ctx, s.paths.Root, t.Worktree)
 		_, _ = gitx.Run(ctx, s.paths.Root, "branch", "-D", t.Branch)
@@ -247,6 +263,7 @@ func (s *Service) TaskCommits(ctx context.Context, ref string) ([]api.CommitInfo
 }
 
 func (s *Service) commits(ctx context.Context, t *store.Task) ([]api.CommitInfo, error) {
+	s.follow(ctx, t)
 	out := []api.CommitInfo{}
 	commits, err := gitx.Log(ctx, s.paths.Root, t.Parent, t.Branch)
 	if err != nil {

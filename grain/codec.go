@@ -269,3 +269,26 @@ func decodeError(e *grainpb.Error) error {
 	}
 	return errors.New(e.GetMessage())
 }
+
+// EncodeEvent wraps a task or traffic event for the other members, signed.
+func EncodeEvent(e api.Event, secret []byte) (*grainpb.Event, error) {
+	body, err := json.Marshal(e)
+	if err != nil {
+		return nil, err
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return &grainpb.Event{Body: body, Mac: m.Sum(nil)}, nil
+}
+
+// DecodeEvent checks an event's signature and unwraps it.
+func DecodeEvent(ev *grainpb.Event, secret []byte) (api.Event, error) {
+	var e api.Event
+	m := hmac.New(sha256.New, secret)
+	m.Write(ev.GetBody())
+	if !hmac.Equal(ev.GetMac(), m.Sum(nil)) {
+		return e, errors.New("event refused: it is not signed with this cluster's secret")
+	}
+	err := json.Unmarshal(ev.GetBody(), &e)
+	return e, err
+}

@@ -132,6 +132,13 @@ var migrations = []migration{
 	{19, "review_comments.start_line: comments on a range of lines", []string{
 		`ALTER TABLE review_comments ADD COLUMN start_line INTEGER NOT NULL DEFAULT 0`,
 	}},
+	{20, "cluster_secrets: what signs the calls between the members of a cluster", []string{
+		`CREATE TABLE cluster_secrets (
+			name TEXT PRIMARY KEY,
+			secret TEXT NOT NULL,
+			created_at DATETIME NOT NULL
+		)`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

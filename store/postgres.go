@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -118,4 +120,37 @@ func RedactDSN(dsn string) string {
 		}
 	}
 	return strings.Join(fields, " ")
+}
+
+// ClusterSecret returns the secret that signs calls between the members of
+// cluster name, making it on first use: the first member to ask writes a
+// random one, and every member reads that one.
+func (s *SQL) ClusterSecret(ctx context.Context, name string) ([]byte, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	err := s.w.do(ctx, func(tx *gorm.DB) error {
+		return tx.Exec(`INSERT INTO cluster_secrets(name, secret, created_at) VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING`,
+			name, hex.EncodeToString(b[:]), time.Now().UTC()).Error
+	})
+	if err != nil {
+		return nil, mapErr("make the cluster secret", err)
+	}
+	var secret string
+	if err := s.read(ctx, func(db *gorm.DB) error {
+		return db.Raw(`SELECT secret FROM cluster_secrets WHERE name = ?`, name).Scan(&secret).Error
+	}); err != nil || secret == "" {
+		return nil, mapErr("read the cluster secret", errors.Join(err, errors.New("no secret stored")))
+	}
+	return hex.DecodeString(secret)
+}
+
+// Ping checks that the database answers.
+func (s *SQL) Ping(ctx context.Context) error {
+	db, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return db.PingContext(ctx)
 }

@@ -133,3 +133,32 @@ func TestPostgresUnreachable(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestClusterSecret: the first member to ask makes the secret, every member
+// then reads the same one; another cluster name has its own.
+func TestClusterSecret(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn := srv.NewDatabase(t)
+	ctx := context.Background()
+	var got [][]byte
+	for i := 0; i < 2; i++ {
+		s, err := OpenPostgres(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sec, err := s.ClusterSecret(ctx, "c1")
+		_ = s.Close()
+		if err != nil || len(sec) != 32 {
+			t.Fatalf("secret: %x %v", sec, err)
+		}
+		got = append(got, sec)
+	}
+	if string(got[0]) != string(got[1]) {
+		t.Fatal("two members read different secrets")
+	}
+	s, _ := OpenPostgres(dsn)
+	defer s.Close()
+	if other, _ := s.ClusterSecret(ctx, "c2"); string(other) == string(got[0]) {
+		t.Fatal("another cluster has the same secret")
+	}
+}

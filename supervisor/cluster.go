@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -14,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"lazy/actors"
+	"lazy/api"
 	"lazy/grain"
 	"lazy/grain/grainpb"
 )
@@ -28,6 +30,9 @@ type ClusterOptions struct {
 	Port int      // 0: any free port
 	// Secret signs every call to a grain (the shared store keeps it).
 	Secret []byte
+	// Describe fills what the daemon knows of itself into this member's
+	// info (base URL, pid, version); the supervisor adds its tasks.
+	Describe func(*grainpb.MemberInfo)
 }
 
 // startCluster joins the cluster. The member's own tree stays as it is: a
@@ -40,6 +45,10 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 	}
 	prov := &etcdProvider{base: "/lazy/" + o.Name, cfg: clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second}}
 	s.secret = o.Secret
+	s.describe = o.Describe
+	if _, err := s.root.SpawnNamed(actor.PropsFromFunc(s.memberInfo), memberActor); err != nil {
+		return fmt.Errorf("cluster: spawn the member info actor: %w", err)
+	}
 	kind := cluster.NewKind(grain.Kind, actor.PropsFromProducer(func() actor.Actor { return &taskGrain{s: s} }))
 	cfg := cluster.Configure(o.Name, prov, disthash.New(), remote.Configure(o.Host, o.Port),
 		cluster.WithKinds(kind), cluster.WithRequestTimeout(s.timeout))
@@ -152,6 +161,79 @@ func (s *Supervisor) Members() []Member {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
 	return out
+}
+
+// memberActor answers MemberInfoRequest on every member.
+const memberActor = "lazy-member"
+
+func (s *Supervisor) memberInfo(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *grainpb.MemberInfoRequest:
+		ctx.Respond(s.localInfo())
+	case *grainpb.Event:
+		e, err := grain.DecodeEvent(m, s.secret)
+		if err != nil {
+			s.log.Warn("refused an event from another member", "err", err)
+			return
+		}
+		s.root.Send(s.traffic, &actors.Publish{Event: e}) // here only: no echo
+	}
+}
+
+// broadcast sends an event to the other members' watchers.
+func (s *Supervisor) broadcast(e api.Event) {
+	msg, err := grain.EncodeEvent(e, s.secret)
+	if err != nil {
+		s.log.Error("encode an event for the other members", "err", err)
+		return
+	}
+	for _, m := range s.cluster.MemberList.Members().Members() {
+		if m.Id != s.sys.ID {
+			s.root.Send(actor.NewPID(m.Address(), memberActor), msg)
+		}
+	}
+}
+
+func (s *Supervisor) localInfo() *grainpb.MemberInfo {
+	info := &grainpb.MemberInfo{Address: s.sys.Address()}
+	if s.describe != nil {
+		s.describe(info)
+	}
+	for _, h := range s.Health() {
+		if h.Kind == "task" {
+			info.Tasks = append(info.Tasks, h.TaskID)
+			if h.Running != "" && strings.HasPrefix(h.Running, "work turn") {
+				info.RunningTurns++
+			}
+		}
+	}
+	info.Grains = int32(len(info.Tasks))
+	return info
+}
+
+// MemberInfos asks every member about itself; a member that does not
+// answer in 3 s is listed with its address and an error.
+func (s *Supervisor) MemberInfos() []MemberStatus {
+	var out []MemberStatus
+	for _, m := range s.Members() {
+		st := MemberStatus{Member: m}
+		if m.Self {
+			st.Info = s.localInfo()
+		} else if info, err := requestAs[*grainpb.MemberInfo](s, actor.NewPID(m.Address, memberActor), &grainpb.MemberInfoRequest{}, 3*time.Second); err != nil {
+			st.Error = err.Error()
+		} else {
+			st.Info = info
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// MemberStatus is one member and what it said of itself.
+type MemberStatus struct {
+	Member
+	Info  *grainpb.MemberInfo
+	Error string
 }
 
 // Clustered reports whether this supervisor is a cluster member.

@@ -131,6 +131,27 @@ func TestTaskGrainsAcrossMembers(t *testing.T) {
 		t.Fatalf("health: %+v %v", h, err)
 	}
 
+	// an event published on one member reaches the other's watchers once
+	ch, cancel, err := b.Subscribe(actors.Filter{Tasks: true}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	a.Publish(api.Event{Kind: "status", TaskID: ids[2], TaskRef: "x", Status: "blocked", Detail: "from a"})
+	select {
+	case e := <-ch:
+		if e.Detail != "from a" || e.TaskID != ids[2] {
+			t.Fatalf("event on b: %+v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an event published on a did not reach b's watcher")
+	}
+	select {
+	case e := <-ch:
+		t.Fatalf("a second event on b: %+v", e)
+	case <-time.After(300 * time.Millisecond):
+	}
+
 	// a process that reaches a member's port but is not one of them (it
 	// lacks the secret) drives nothing: its forged call is refused
 	outsider := actor.NewActorSystem()
@@ -155,5 +176,13 @@ func TestTaskGrainsAcrossMembers(t *testing.T) {
 	}
 	if tk, _ := st.GetTask(ctx, ids[1]); tk.Title == "hijacked" {
 		t.Error("the forged call renamed the task")
+	}
+	// and its forged event reaches no watcher
+	fake, _ := grain.EncodeEvent(api.Event{Kind: "status", Detail: "forged"}, []byte("a secret it guessed wrong!"))
+	outsider.Root.Send(actor.NewPID(b.sys.Address(), memberActor), fake)
+	select {
+	case e := <-ch:
+		t.Fatalf("a forged event reached a watcher: %+v", e)
+	case <-time.After(500 * time.Millisecond):
 	}
 }

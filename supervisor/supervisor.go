@@ -21,6 +21,7 @@ import (
 
 	"lazy/actors"
 	"lazy/api"
+	"lazy/grain/grainpb"
 	"lazy/proxy"
 	"lazy/task"
 )
@@ -64,8 +65,9 @@ type Supervisor struct {
 	// spawn and clears it on termination.
 	pids sync.Map
 
-	cluster *cluster.Cluster // nil: a single daemon
-	secret  []byte
+	cluster  *cluster.Cluster // nil: a single daemon
+	secret   []byte
+	describe func(*grainpb.MemberInfo)
 }
 
 // ErrUnresponsive is an actor that did not answer in time.
@@ -327,7 +329,14 @@ func (s *Supervisor) Send(id string, msg any) error {
 }
 
 // Publish hands an event to the traffic hub.
-func (s *Supervisor) Publish(e api.Event) { s.root.Send(s.traffic, &actors.Publish{Event: e}) }
+// In a cluster the event goes to every other member's watchers too: a task
+// hosted here is watched from any member.
+func (s *Supervisor) Publish(e api.Event) {
+	s.root.Send(s.traffic, &actors.Publish{Event: e})
+	if s.cluster != nil {
+		s.broadcast(e)
+	}
+}
 
 // Subscribe registers a watcher and returns its channel and a cancel func.
 func (s *Supervisor) Subscribe(f actors.Filter, buffer int) (<-chan api.Event, func(), error) {

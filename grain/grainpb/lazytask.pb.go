@@ -240,6 +240,7 @@ func (x *Error) GetRetryAfterMs() int64 {
 type Event struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Body          []byte                 `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
+	Mac           []byte                 `protobuf:"bytes,2,opt,name=mac,proto3" json:"mac,omitempty"` // HMAC-SHA256 of body with the cluster's secret
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -277,6 +278,13 @@ func (*Event) Descriptor() ([]byte, []int) {
 func (x *Event) GetBody() []byte {
 	if x != nil {
 		return x.Body
+	}
+	return nil
+}
+
+func (x *Event) GetMac() []byte {
+	if x != nil {
+		return x.Mac
 	}
 	return nil
 }
@@ -432,9 +440,10 @@ const file_lazytask_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
 	"\x06remedy\x18\x03 \x01(\fR\x06remedy\x12\x14\n" +
 	"\x05cause\x18\x04 \x01(\tR\x05cause\x12$\n" +
-	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\"\x1b\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\"-\n" +
 	"\x05Event\x12\x12\n" +
-	"\x04body\x18\x01 \x01(\fR\x04body\"\x13\n" +
+	"\x04body\x18\x01 \x01(\fR\x04body\x12\x10\n" +
+	"\x03mac\x18\x02 \x01(\fR\x03mac\"\x13\n" +
 	"\x11MemberInfoRequest\"\xc0\x01\n" +
 	"\n" +
 	"MemberInfo\x12\x18\n" +

@@ -1,0 +1,32 @@
+package api
+
+// ClusterStatus is `lazy cluster status`: the members as this member sees
+// them, what each hosts, and the health of what they share.
+type ClusterStatus struct {
+	Name    string          `json:"name"`
+	Members []ClusterMember `json:"members"`
+	Etcd    []Health        `json:"etcd"`
+	Store   Health          `json:"store"`
+}
+
+// ClusterMember is one member and what it said of itself.
+type ClusterMember struct {
+	ID           string   `json:"id"`
+	Address      string   `json:"address"`
+	Self         bool     `json:"self"`
+	BaseURL      string   `json:"base_url,omitempty"`
+	PID          int      `json:"pid,omitempty"`
+	Version      string   `json:"version,omitempty"`
+	Grains       int      `json:"grains"` // task actors it hosts now
+	Tasks        []string `json:"tasks"`
+	RunningTurns int      `json:"running_turns"`
+	// Error is why the member did not answer (it is listed all the same)
+	Error string `json:"error,omitempty"`
+}
+
+// Health is one shared service's state.
+type Health struct {
+	Endpoint string `json:"endpoint,omitempty"`
+	OK       bool   `json:"ok"`
+	Error    string `json:"error,omitempty"`
+}

@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"time"
+
+	"lazy/api"
+	"lazy/config"
+	"lazy/gitx"
+	"lazy/grain/grainpb"
+	"lazy/store"
+)
+
+// ClusterStatus is what this member sees of its cluster: every member and
+// what it hosts, and whether etcd and the shared store answer.
+func (s *Service) ClusterStatus(ctx context.Context) (*api.ClusterStatus, error) {
+	cfg := s.live.Get()
+	if !cfg.Cluster.Enabled() || !s.sup.Clustered() {
+		return nil, usage("this daemon is not in a cluster: set [cluster] name, etcd and advertise, and storage.backend = \"postgres\" (docs/SCALE-OUT.md), then restart it")
+	}
+	out := &api.ClusterStatus{Name: cfg.Cluster.Name, Members: []api.ClusterMember{}}
+	for _, m := range s.sup.MemberInfos() {
+		cm := api.ClusterMember{ID: m.ID, Address: m.Address, Self: m.Self, Error: m.Error, Tasks: []string{}}
+		if i := m.Info; i != nil {
+			cm.BaseURL, cm.PID, cm.Version = i.GetBaseUrl(), int(i.GetPid()), i.GetVersion()
+			cm.Grains, cm.RunningTurns = int(i.GetGrains()), int(i.GetRunningTurns())
+			cm.Tasks = append(cm.Tasks, i.GetTasks()...)
+			sort.Strings(cm.Tasks)
+		}
+		out.Members = append(out.Members, cm)
+	}
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for _, ep := range cfg.Cluster.Etcd {
+		h := api.Health{Endpoint: ep}
+		resp, err := hc.Get("http://" + ep + "/health")
+		switch {
+		case err != nil:
+			h.Error = err.Error()
+		case resp.StatusCode != http.StatusOK:
+			h.Error = resp.Status
+		default:
+			h.OK = true
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		out.Etcd = append(out.Etcd, h)
+	}
+	out.Store = api.Health{OK: true}
+	if p, ok := s.st.(interface{ Ping(context.Context) error }); ok {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if err := p.Ping(pctx); err != nil {
+			out.Store = api.Health{Error: err.Error()}
+		}
+	}
+	return out, nil
+}
+
+// describe is this member's part of its cluster info.
+func (d *Daemon) describe(i *grainpb.MemberInfo) {
+	i.BaseUrl, i.Pid, i.Version = d.info.BaseURL, int32(d.info.PID), d.info.Version
+}
+
+// clusterRemote is the git remote task branches travel through ("" when
+// not in a cluster).
+func clusterRemote(cfg *config.Config) string {
+	if !cfg.Cluster.Enabled() {
+		return ""
+	}
+	return cfg.Cluster.Remote
+}
+
+// followEvery bounds how often a member fetches from the cluster's remote
+// for its pages and commands: a review page render fetches at most this
+// often.
+const followEvery = time.Second
+
+// follow brings a task's branch and parent from the cluster's git remote
+// before this member reads them (another member may host the task). Outside
+// a cluster it does nothing; a fetch that fails is logged and the member
+// shows what it has.
+func (s *Service) follow(ctx context.Context, t *store.Task) {
+	if s.remote == "" {
+		return
+	}
+	s.fetchMu.Lock()
+	if time.Since(s.fetched) > followEvery {
+		if err := gitx.Fetch(ctx, s.paths.Root, s.remote); err != nil {
+			s.log.Warn("fetch from the cluster's git remote", "err", err)
+		}
+		s.fetched = time.Now()
+	}
+	s.fetchMu.Unlock()
+	for _, b := range []string{t.Parent, t.Branch} {
+		if err := gitx.Follow(ctx, s.paths.Root, s.remote, b); err != nil {
+			s.log.Warn("follow the cluster's git remote", "branch", b, "err", err)
+		}
+	}
+}

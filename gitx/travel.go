@@ -1,0 +1,107 @@
+package gitx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// In a cluster each daemon keeps its own clone; a task's branch travels
+// between them through one git remote: the member that runs a job brings the
+// branch and its parent first (Arrive) and sends what the job changed
+// (Depart, Publish).
+
+// remoteConfig lets fetch and push reach an ssh remote with the system's
+// ssh (no prompt): set on the command line, it wins over any config file,
+// so a planted core.sshCommand still runs nothing.
+var remoteConfig = []string{"-c", "core.sshCommand=ssh -o BatchMode=yes"}
+
+// runRemote is Run for a command that talks to a remote.
+func runRemote(ctx context.Context, dir string, args ...string) (string, error) {
+	return Run(ctx, dir, append(append([]string{}, remoteConfig...), args...)...)
+}
+
+// Fetch brings every branch of remote into refs/remotes/<remote>/.
+func Fetch(ctx context.Context, root, remote string) error {
+	if _, err := runRemote(ctx, root, "fetch", "--quiet", "--no-tags", remote); err != nil {
+		return fmt.Errorf("fetch from %s: %w (check that the remote is reachable: git fetch %s)", remote, err, remote)
+	}
+	return nil
+}
+
+// Arrive makes this clone ready for a job of a task: fetches remote,
+// fast-forwards the local parent and task branch to the remote's, and makes
+// the task's worktree at worktree when this clone has none (a task created
+// or last run on another member).
+func Arrive(ctx context.Context, root, remote, worktree, branch, parent string) error {
+	if err := Fetch(ctx, root, remote); err != nil {
+		return err
+	}
+	if err := Follow(ctx, root, remote, parent); err != nil {
+		return err
+	}
+	if _, err := os.Stat(worktree); errors.Is(err, os.ErrNotExist) {
+		_, _ = Run(ctx, root, "worktree", "prune")
+		if err := os.MkdirAll(filepath.Dir(worktree), 0o700); err != nil {
+			return fmt.Errorf("create worktree dir: %w", err)
+		}
+		if !BranchExists(ctx, root, branch) {
+			if _, err := Run(ctx, root, "worktree", "add", "-q", "-b", branch, worktree, remote+"/"+branch); err != nil {
+				return fmt.Errorf("make the worktree of %s from %s: %w", branch, remote, err)
+			}
+			return nil
+		}
+		if err := Follow(ctx, root, remote, branch); err != nil {
+			return err
+		}
+		if _, err := Run(ctx, root, "worktree", "add", "-q", worktree, branch); err != nil {
+			return fmt.Errorf("make the worktree of %s: %w", branch, err)
+		}
+		return nil
+	}
+	return Follow(ctx, root, remote, branch)
+}
+
+// Follow fast-forwards the local branch to remote's when remote's is ahead.
+// A local branch with commits remote lacks is left as it is (they go out
+// with the next Depart); branches that have parted are an error.
+func Follow(ctx context.Context, root, remote, branch string) error {
+	theirs, err := RevParse(ctx, root, "refs/remotes/"+remote+"/"+branch)
+	if err != nil {
+		return nil // the remote does not have it (yet): nothing to follow
+	}
+	ours, err := RevParse(ctx, root, "refs/heads/"+branch)
+	if err != nil {
+		_, err := Run(ctx, root, "branch", "--no-track", branch, theirs)
+		return err
+	}
+	if ours == theirs {
+		return nil
+	}
+	if _, err := Run(ctx, root, "merge-base", "--is-ancestor", ours, theirs); err != nil {
+		if _, err2 := Run(ctx, root, "merge-base", "--is-ancestor", theirs, ours); err2 == nil {
+			return nil // ours is ahead
+		}
+		return fmt.Errorf("branch %s here and on %s have parted: %s has commits this clone lacks and the reverse; reconcile them by hand (git log %s...%s/%s)", branch, remote, remote, branch, remote, branch)
+	}
+	return FastForward(ctx, root, branch, theirs)
+}
+
+// Depart sends branch to remote (a fast-forward push).
+func Depart(ctx context.Context, root, remote, branch string) error {
+	if _, err := runRemote(ctx, root, "push", "--quiet", remote, "refs/heads/"+branch+":refs/heads/"+branch); err != nil {
+		return fmt.Errorf("push %s to %s: %w", branch, remote, err)
+	}
+	return nil
+}
+
+// Publish moves parent on remote to branch's head, only as a fast-forward:
+// when the remote's parent has moved on, it is refused and nothing changes.
+func Publish(ctx context.Context, root, remote, branch, parent string) error {
+	if _, err := runRemote(ctx, root, "push", "--quiet", remote, "refs/heads/"+branch+":refs/heads/"+parent); err != nil {
+		return fmt.Errorf("move %s on %s to %s: %w", parent, remote, branch, err)
+	}
+	return nil
+}
