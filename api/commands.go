@@ -130,8 +130,8 @@ var (
 
 	CmdActors        = Cmd[None, []ActorHealth]{"actors"}
 	CmdClusterStatus = Cmd[None, *ClusterStatus]{"clusterStatus"}
-	CmdInjectPanic = Cmd[InjectPanicArgs, OK]{"injectPanic"}
-	CmdWatch       = Stream[WatchArgs, Event]{"watch"}
+	CmdInjectPanic   = Cmd[InjectPanicArgs, OK]{"injectPanic"}
+	CmdWatch         = Stream[WatchArgs, Event]{"watch"}
 
 	CmdReviewQueue             = Cmd[None, []QueueItem]{"reviewQueue"}
 	CmdReviewDiff              = Cmd[ReviewDiffArgs, *DiffResult]{"reviewDiff"}
