@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // In a cluster each daemon keeps its own clone; a task's branch travels
@@ -23,8 +24,25 @@ func runRemote(ctx context.Context, dir string, args ...string) (string, error) 
 	return Run(ctx, dir, append(append([]string{}, remoteConfig...), args...)...)
 }
 
+// travelLocks serialises the travel of one clone: a job's arrival and a
+// page's follow both move refs and the checked-out branch of the same
+// clone, and git allows one index writer at a time.
+var travelLocks sync.Map // root → *sync.Mutex
+
+func lockClone(root string) func() {
+	m, _ := travelLocks.LoadOrStore(root, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
 // Fetch brings every branch of remote into refs/remotes/<remote>/.
 func Fetch(ctx context.Context, root, remote string) error {
+	defer lockClone(root)()
+	return fetch(ctx, root, remote)
+}
+
+func fetch(ctx context.Context, root, remote string) error {
 	if _, err := runRemote(ctx, root, "fetch", "--quiet", "--no-tags", remote); err != nil {
 		return fmt.Errorf("fetch from %s: %w (check that the remote is reachable: git fetch %s)", remote, err, remote)
 	}
@@ -36,10 +54,11 @@ func Fetch(ctx context.Context, root, remote string) error {
 // the task's worktree at worktree when this clone has none (a task created
 // or last run on another member).
 func Arrive(ctx context.Context, root, remote, worktree, branch, parent string) error {
-	if err := Fetch(ctx, root, remote); err != nil {
+	defer lockClone(root)()
+	if err := fetch(ctx, root, remote); err != nil {
 		return err
 	}
-	if err := Follow(ctx, root, remote, parent); err != nil {
+	if err := follow(ctx, root, remote, parent); err != nil {
 		return err
 	}
 	if _, err := os.Stat(worktree); errors.Is(err, os.ErrNotExist) {
@@ -53,7 +72,7 @@ func Arrive(ctx context.Context, root, remote, worktree, branch, parent string) 
 			}
 			return nil
 		}
-		if err := Follow(ctx, root, remote, branch); err != nil {
+		if err := follow(ctx, root, remote, branch); err != nil {
 			return err
 		}
 		if _, err := Run(ctx, root, "worktree", "add", "-q", worktree, branch); err != nil {
@@ -61,13 +80,18 @@ func Arrive(ctx context.Context, root, remote, worktree, branch, parent string) 
 		}
 		return nil
 	}
-	return Follow(ctx, root, remote, branch)
+	return follow(ctx, root, remote, branch)
 }
 
 // Follow fast-forwards the local branch to remote's when remote's is ahead.
 // A local branch with commits remote lacks is left as it is (they go out
 // with the next Depart); branches that have parted are an error.
 func Follow(ctx context.Context, root, remote, branch string) error {
+	defer lockClone(root)()
+	return follow(ctx, root, remote, branch)
+}
+
+func follow(ctx context.Context, root, remote, branch string) error {
 	theirs, err := RevParse(ctx, root, "refs/remotes/"+remote+"/"+branch)
 	if err != nil {
 		return nil // the remote does not have it (yet): nothing to follow
@@ -91,6 +115,7 @@ func Follow(ctx context.Context, root, remote, branch string) error {
 
 // Depart sends branch to remote (a fast-forward push).
 func Depart(ctx context.Context, root, remote, branch string) error {
+	defer lockClone(root)()
 	if _, err := runRemote(ctx, root, "push", "--quiet", remote, "refs/heads/"+branch+":refs/heads/"+branch); err != nil {
 		return fmt.Errorf("push %s to %s: %w", branch, remote, err)
 	}
@@ -100,6 +125,7 @@ func Depart(ctx context.Context, root, remote, branch string) error {
 // Publish moves parent on remote to branch's head, only as a fast-forward:
 // when the remote's parent has moved on, it is refused and nothing changes.
 func Publish(ctx context.Context, root, remote, branch, parent string) error {
+	defer lockClone(root)()
 	if _, err := runRemote(ctx, root, "push", "--quiet", remote, "refs/heads/"+branch+":refs/heads/"+parent); err != nil {
 		return fmt.Errorf("move %s on %s to %s: %w", parent, remote, branch, err)
 	}

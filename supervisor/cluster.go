@@ -157,7 +157,7 @@ func (s *Supervisor) Members() []Member {
 	}
 	var out []Member
 	for _, m := range s.cluster.MemberList.Members().Members() {
-		out = append(out, Member{ID: m.Id, Address: m.Address(), Self: m.Id == s.sys.ID})
+		out = append(out, Member{ID: m.Id, Address: m.Address(), Self: m.Address() == s.sys.Address()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
 	return out
@@ -188,7 +188,7 @@ func (s *Supervisor) broadcast(e api.Event) {
 		return
 	}
 	for _, m := range s.cluster.MemberList.Members().Members() {
-		if m.Id != s.sys.ID {
+		if m.Address() != s.sys.Address() {
 			s.root.Send(actor.NewPID(m.Address(), memberActor), msg)
 		}
 	}

@@ -88,10 +88,16 @@ func (p *project) keep(name, body string) {
 
 func newProject(t testing.TB, runner string) *project {
 	t.Helper()
+	return newProjectIn(t, runner, gitxtest.NewRepoIn(t, artifactDir(t, "root"), map[string]string{"README.md": "# p\n", "main.go": "package main\n"}))
+}
+
+// newProjectIn is newProject on an existing git repository at root (a
+// clone, for a second member of a cluster).
+func newProjectIn(t testing.TB, runner, root string) *project {
+	t.Helper()
 	stub := stubmodel.New()
 	srv := httptest.NewServer(stub)
 	t.Cleanup(srv.Close)
-	root := gitxtest.NewRepoIn(t, artifactDir(t, "root"), map[string]string{"README.md": "# p\n", "main.go": "package main\n"})
 	home := artifactDir(t, "home")
 	real := "sk-ant-api03-REALSECRET" + strings.Repeat("x", 20)
 	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"lazy/api"
+	"lazy/gitx/gitxtest"
+	"lazy/grain/etcdtest"
+	"lazy/review"
+	"lazy/store/pgtest"
+)
+
+// cluster is two members of one project: separate homes, state dirs and
+// clones of one bare remote, one PostgreSQL database, one etcd.
+type cluster struct {
+	a, b   *project
+	remote string
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	etcd := etcdtest.Start(t)
+	pg := pgtest.Start(t)
+	dsn := pg.NewDatabase(t)
+	a := newProject(t, "process")
+	remote := filepath.Join(artifactDir(t, "remote"), "project.git")
+	gitxtest.Git(t, a.root, "clone", "-q", "--bare", a.root, remote)
+	gitxtest.Git(t, a.root, "remote", "add", "origin", remote)
+	gitxtest.Git(t, a.root, "fetch", "-q", "origin")
+	broot := filepath.Join(artifactDir(t, "root"), "b")
+	gitxtest.Git(t, a.root, "clone", "-q", remote, broot)
+	gitxtest.Git(t, broot, "config", "user.email", "b@example.com")
+	gitxtest.Git(t, broot, "config", "user.name", "member b")
+	b := newProjectIn(t, "process", broot)
+	env := []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=" + dsn, "LAZY_CLUSTER__NAME=lazy-e2e",
+		"LAZY_CLUSTER__ETCD=" + etcd.Endpoint, "LAZY_CLUSTER__ADVERTISE=127.0.0.1:0", "LAZY_CLUSTER__REMOTE=origin"}
+	for _, p := range []*project{a, b} {
+		p.env = append(p.env, env...)
+		p.lazy(0, "daemon", "start")
+	}
+	c := &cluster{a: a, b: b, remote: remote}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if st := c.status(a); len(st.Members) == 2 {
+			if st := c.status(b); len(st.Members) == 2 {
+				return c
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the members do not see each other:\n%s", a.lazy(0, "cluster", "status"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (c *cluster) status(p *project) api.ClusterStatus {
+	p.t.Helper()
+	var st api.ClusterStatus
+	if err := json.Unmarshal([]byte(p.lazy(0, "cluster", "status", "--json")), &st); err != nil {
+		p.t.Fatal(err)
+	}
+	return st
+}
+
+// hosts maps each task a member hosts now to the member's name.
+func (c *cluster) hosts() map[string]string {
+	out := map[string]string{}
+	for name, p := range map[string]*project{"a": c.a, "b": c.b} {
+		for _, m := range c.status(p).Members {
+			if m.Self {
+				for _, id := range m.Tasks {
+					out[id] = name
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestClusterTwoMembers: tasks created through member a are hosted by
+// either member; each one's agent turns run on its host, in that member's
+// own worktree; member b's RPC, CLI and dashboard ask, comment, unblock and
+// accept every one of them; b's watcher sees the events of tasks a hosts;
+// the accepted work reaches the shared git remote.
+func TestClusterTwoMembers(t *testing.T) {
+	c := newCluster(t)
+	a, b := c.a, c.b
+	if out := a.lazy(0, "cluster", "status"); !strings.Contains(out, "2 members") || !strings.Contains(out, "store: ok") || !strings.Contains(out, ": ok") {
+		t.Fatalf("cluster status:\n%s", out)
+	}
+
+	// tasks until both members host one (placement is by the id's hash)
+	var refs []string
+	var hosts map[string]string
+	for i := 0; i < 10; i++ {
+		ref := fmt.Sprintf("t%d", i)
+		// each task its own file: equal commits made in the same second would be one commit
+		a.lazy(0, "task", "new", "--code", ref, "-m", fmt.Sprintf("add a file\n@write %s.txt hello\\n\n@commit add %s\n@answer done", ref, ref))
+		a.waitStatus(ref, "blocked")
+		refs = append(refs, ref)
+		hosts = c.hosts()
+		seen := map[string]bool{}
+		for _, h := range hosts {
+			seen[h] = true
+		}
+		if len(refs) >= 2 && seen["a"] && seen["b"] {
+			break
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lines := b.watch(ctx)
+
+	for _, ref := range refs {
+		ti := b.show(ref) // b reads the shared store
+		host := hosts[ti.ID]
+		if host == "" {
+			t.Fatalf("task %s (%s) is hosted by no member: %v\n%s\n%s", ref, ti.ID, hosts, a.lazy(0, "cluster", "status", "--json"), a.lazy(0, "actors"))
+		}
+		hp := map[string]*project{"a": a, "b": b}[host]
+		// the agent ran on the host, in its own worktree of the task
+		file := ref + ".txt"
+		if _, err := os.Stat(filepath.Join(hp.paths.Worktrees, ref, file)); err != nil {
+			t.Errorf("task %s hosted by %s: no %s in that member's worktree: %v", ref, host, file, err)
+		}
+		// b's RPC sees the diff a task's host made
+		var diff api.DiffResult
+		if err := b.rpc().Call(ctx, "reviewDiff", map[string]string{"task": ref}, &diff); err != nil || len(diff.Files) != 1 || diff.Files[0].NewPath != file {
+			t.Fatalf("reviewDiff of %s through b: %+v %v", ref, diff.Files, err)
+		}
+		if page := b.page("/review/" + ti.ID); !strings.Contains(page, file) {
+			t.Errorf("b's review page of %s lacks the change", ref)
+		}
+		ask := b.post(ref, api.PostCommentArgs{Body: "why hello?", File: file, Line: 1, Side: "new", Intent: "ask"})
+		cm := b.post(ref, api.PostCommentArgs{Body: "say hi", File: file, Line: 1, Side: "new", Intent: "comment"})
+		b.waitThreads(ref, "the ask answered", func(pl review.Payload) bool { return answered(pl, ask.ID) })
+		b.lazy(0, "unblock", ref, "-m", fmt.Sprintf("@write %s hi\\n\n@commit say hi in %s\n@answer done", file, ref))
+		b.waitStatus(ref, "blocked")
+		if got := delivery(b.threads(ref), cm.ID); got != review.Delivered {
+			t.Fatalf("%s: the comment is %q after the unblock through b", ref, got)
+		}
+		// the tasks before it moved main: sync with it (on the host), then accept
+		b.lazy(0, "sync", ref)
+		b.lazy(0, "accept", ref, "--reason", "fine")
+		if st := a.show(ref).Status; st != "accepted" {
+			t.Fatalf("%s after an accept through b: %s", ref, st)
+		}
+	}
+	// the accepted work is on the shared remote's main
+	log := gitxtest.Git(t, a.root, "--git-dir", c.remote, "log", "--oneline", "main")
+	if n := strings.Count(log, "say hi in"); n != len(refs) {
+		t.Errorf("the remote's main has %d of the %d accepted tasks:\n%s", n, len(refs), log)
+	}
+	got := strings.Join(collect(lines, time.Second), "\n")
+	for _, ref := range refs {
+		if !strings.Contains(got, ref+" status blocked") && !strings.Contains(got, ref+" status accepted") {
+			t.Errorf("b's watch missed the events of %s:\n%s", ref, got)
+		}
+	}
+}
