@@ -52,6 +52,11 @@ type TaskDeps struct {
 	// it changed back.
 	Remote      string
 	WorktreeDir string
+	// Homes keeps each task's agent home (its sessions) in the shared
+	// store, so the member a task moves to resumes the same conversation;
+	// HomeFor is where this member keeps a task's agent home.
+	Homes   HomeStore
+	HomeFor func(ref string) string
 
 	// protect replaces Protect once SetProtect is called (a config reload)
 	protect atomic.Pointer[[]string]
@@ -317,6 +322,11 @@ func (a *TaskActor) reload() {
 			a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: fmt.Sprintf("work turn %d", tu.Number), queuedAt: tu.QueuedAt})
 		case store.TurnRunning:
 			a.endTurn(tu, agent.Outcome{}, "", store.TurnInterrupted, "the task actor restarted during the turn")
+			if a.deps.Remote != "" && tu.Kind == store.TurnWork && t.Status == task.Running {
+				// placed anew after its member died: the turn's work since
+				// its last push is gone, and the reviewer decides what next
+				a.setStatus(task.Failed, fmt.Sprintf("work turn %d was cut off: the cluster member running it stopped; its work since the turn began is lost. Unblock the task to run it again", tu.Number))
+			}
 		}
 	}
 	cs, err := a.deps.Store.ListReviewComments(a.bg(), a.id)

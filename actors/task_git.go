@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"lazy/agent"
 	"lazy/gitx"
 	"lazy/review"
 	"lazy/store"
@@ -249,13 +252,21 @@ func isRefusal(err error) bool {
 	return errors.As(err, &ref) || errors.As(err, &rule)
 }
 
-// travel is a job's trip through the cluster's git remote: what it needs
-// before it runs and what it sends after.
+// travel is a job's trip through the cluster: the git remote carries the
+// task's branch, the shared store its agent home (the sessions the next
+// turn resumes). What a job needs comes before it runs; what it changed
+// goes after.
 type travel struct {
 	log                            *slog.Logger
 	root, remote, worktree, branch string
-	parent                         string
-	kind                           string
+	parent, kind, taskID, home     string
+	homes                          HomeStore
+}
+
+// HomeStore keeps tasks' agent homes (store.SQL does).
+type HomeStore interface {
+	SaveAgentHome(ctx context.Context, taskID string, archive []byte, at time.Time) error
+	AgentHome(ctx context.Context, taskID string) ([]byte, time.Time, error)
 }
 
 // trip is the job's travel; nil outside a cluster.
@@ -264,24 +275,75 @@ func (a *TaskActor) trip(j *job) *travel {
 		return nil
 	}
 	t := a.task
-	return &travel{log: a.log, root: a.deps.Root, remote: a.deps.Remote, worktree: t.Worktree, branch: t.Branch, parent: t.Parent, kind: j.kind}
+	tr := &travel{log: a.log, root: a.deps.Root, remote: a.deps.Remote, worktree: t.Worktree, branch: t.Branch, parent: t.Parent,
+		kind: j.kind, taskID: t.ID, homes: a.deps.Homes}
+	if a.deps.HomeFor != nil {
+		tr.home = a.deps.HomeFor(t.Ref())
+	}
+	return tr
 }
 
 func (tr *travel) arrive(ctx context.Context) error {
 	if err := gitx.Arrive(ctx, tr.root, tr.remote, tr.worktree, tr.branch, tr.parent); err != nil {
 		return fmt.Errorf("bring the task from the cluster's git remote: %w", err)
 	}
+	if tr.agentTurn() {
+		return tr.bringHome(ctx)
+	}
 	return nil
 }
 
-// depart sends the branch after a job that may have changed it; an accept
-// has published the parent itself. A failed push is logged: the next job's
-// arrival finds the branch where it is.
+func (tr *travel) agentTurn() bool {
+	return tr.homes != nil && tr.home != "" && (tr.kind == jobWork || tr.kind == jobAsk)
+}
+
+// homeMark records, in the home, which archive it is.
+const homeMark = ".lazy-home-at"
+
+// bringHome replaces this member's copy of the agent home by the store's
+// when the store's is newer (the task last ran elsewhere).
+func (tr *travel) bringHome(ctx context.Context) error {
+	archive, at, err := tr.homes.AgentHome(ctx, tr.taskID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // no turn has kept one yet
+	}
+	if err != nil {
+		return fmt.Errorf("bring the agent home from the store: %w", err)
+	}
+	mark := at.UTC().Format(time.RFC3339Nano)
+	if b, err := os.ReadFile(filepath.Join(tr.home, homeMark)); err == nil && string(b) == mark {
+		return nil // this member made it, or brought it already
+	}
+	if err := agent.RestoreHome(tr.home, archive); err != nil {
+		return fmt.Errorf("bring the agent home from the store: %w", err)
+	}
+	return os.WriteFile(filepath.Join(tr.home, homeMark), []byte(mark), 0o600)
+}
+
+// depart sends the branch after a job that may have changed it (an accept
+// has published the parent itself) and, after an agent turn, the agent
+// home. A failure is logged: the next job's arrival finds things where they
+// are.
 func (tr *travel) depart(ctx context.Context, r jobResult) {
 	switch tr.kind {
 	case jobWork, jobSync, jobDecide:
 		if err := gitx.Depart(ctx, tr.root, tr.remote, tr.branch); err != nil {
 			tr.log.Error("send the task branch to the cluster's git remote", "err", err)
 		}
+	}
+	if !tr.agentTurn() {
+		return
+	}
+	if _, err := os.Stat(tr.home); err != nil {
+		return // the agent never started
+	}
+	at := time.Now().UTC().Truncate(time.Microsecond) // what the store keeps
+	_ = os.WriteFile(filepath.Join(tr.home, homeMark), []byte(at.Format(time.RFC3339Nano)), 0o600)
+	archive, err := agent.ArchiveHome(tr.home)
+	if err == nil {
+		err = tr.homes.SaveAgentHome(ctx, tr.taskID, archive, at)
+	}
+	if err != nil {
+		tr.log.Error("keep the agent home in the store", "err", err)
 	}
 }

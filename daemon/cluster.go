@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"lazy/actors"
 	"lazy/api"
 	"lazy/config"
 	"lazy/gitx"
@@ -74,8 +75,7 @@ func clusterRemote(cfg *config.Config) string {
 }
 
 // followEvery bounds how often a member fetches from the cluster's remote
-// for its pages and commands: a review page render fetches at most this
-// often.
+// for its pages and commands, unless the task changed since.
 const followEvery = time.Second
 
 // follow brings a task's branch and parent from the cluster's git remote
@@ -87,7 +87,9 @@ func (s *Service) follow(ctx context.Context, t *store.Task) {
 		return
 	}
 	s.fetchMu.Lock()
-	if time.Since(s.fetched) > followEvery {
+	// the host pushes before it records the job's end: a task row newer
+	// than the last fetch means the remote has news
+	if time.Since(s.fetched) > followEvery || t.UpdatedAt.After(s.fetched) {
 		if err := gitx.Fetch(ctx, s.paths.Root, s.remote); err != nil {
 			s.log.Warn("fetch from the cluster's git remote", "err", err)
 		}
@@ -99,4 +101,13 @@ func (s *Service) follow(ctx context.Context, t *store.Task) {
 			s.log.Warn("follow the cluster's git remote", "branch", b, "err", err)
 		}
 	}
+}
+
+// agentHomes is where a cluster keeps its tasks' agent homes (nil for a
+// single daemon).
+func agentHomes(cfg *config.Config, st store.Store) actors.HomeStore {
+	if h, ok := st.(actors.HomeStore); ok && cfg.Cluster.Enabled() {
+		return h
+	}
+	return nil
 }

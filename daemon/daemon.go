@@ -165,7 +165,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	guesses := &approval.Limiter{}
 	modelErrs := &trouble{}
 	d.launcher.cur.Store(launcher)
-	d.taskDeps = &actors.TaskDeps{Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
+	d.taskDeps = &actors.TaskDeps{Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: launcher.HomeFor, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
 		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(),
 		CheckPassphrase: func(taskID, pass string) error {
 			return guesses.Check(taskID, func() error { return approval.Check(paths.Passphrase, pass) })
@@ -176,6 +176,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	if clusterOpts != nil {
 		clusterOpts.Describe = d.describe
+		clusterOpts.MembersLeft = func([]string) {
+			if err := d.wake(context.Background()); err != nil {
+				d.log.Error("wake the tasks of members that left", "err", err)
+			}
+		}
 	}
 	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log, Task: d.taskDeps, Cluster: clusterOpts})
 	if err != nil {
@@ -589,6 +594,13 @@ func (d *Daemon) wake(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("find queued turns: %w", err)
 	}
+	// a turn still running is one a dead cluster member was running (a
+	// single daemon has settled its own by now): its task is placed anew
+	running, err := d.st.TurnsInState(ctx, store.TurnRunning)
+	if err != nil {
+		return fmt.Errorf("find running turns: %w", err)
+	}
+	queued = append(queued, running...)
 	asks, err := d.st.AsksInState(ctx, review.AskPending)
 	if err != nil {
 		return fmt.Errorf("find pending asks: %w", err)

@@ -139,6 +139,13 @@ var migrations = []migration{
 			created_at DATETIME NOT NULL
 		)`,
 	}},
+	{21, "agent_homes: a task's agent home (its sessions), for the member it moves to", []string{
+		`CREATE TABLE agent_homes (
+			task_id TEXT PRIMARY KEY REFERENCES tasks(id),
+			archive BLOB NOT NULL,
+			updated_at DATETIME NOT NULL
+		)`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

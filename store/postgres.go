@@ -87,7 +87,7 @@ func (txWriter) close() {}
 // timestamps with their zone, and 64-bit integers (SQLite's INTEGER is
 // 64-bit already; token counts and budgets need it).
 func postgresDialect(stmt string) string {
-	return strings.NewReplacer("DATETIME", "TIMESTAMPTZ", "INTEGER", "BIGINT").Replace(stmt)
+	return strings.NewReplacer("DATETIME", "TIMESTAMPTZ", "INTEGER", "BIGINT", "BLOB", "BYTEA").Replace(stmt)
 }
 
 // isUniqueViolation reports PostgreSQL's unique_violation.
@@ -153,4 +153,32 @@ func (s *SQL) Ping(ctx context.Context) error {
 		return err
 	}
 	return db.PingContext(ctx)
+}
+
+// SaveAgentHome keeps the archive of a task's agent home (replacing the
+// one before), for the member the task moves to next.
+func (s *SQL) SaveAgentHome(ctx context.Context, taskID string, archive []byte, at time.Time) error {
+	return mapErr("save the agent home of "+taskID, s.w.do(ctx, func(tx *gorm.DB) error {
+		return tx.Exec(`INSERT INTO agent_homes(task_id, archive, updated_at) VALUES (?, ?, ?)
+			ON CONFLICT (task_id) DO UPDATE SET archive = excluded.archive, updated_at = excluded.updated_at`, taskID, archive, at.UTC()).Error
+	}))
+}
+
+// AgentHome is the last archive of a task's agent home (ErrNotFound when
+// none was kept).
+func (s *SQL) AgentHome(ctx context.Context, taskID string) ([]byte, time.Time, error) {
+	var row struct {
+		Archive   []byte
+		UpdatedAt time.Time
+	}
+	err := s.read(ctx, func(db *gorm.DB) error {
+		return db.Raw(`SELECT archive, updated_at FROM agent_homes WHERE task_id = ?`, taskID).Scan(&row).Error
+	})
+	if err != nil {
+		return nil, time.Time{}, mapErr("read the agent home of "+taskID, err)
+	}
+	if row.Archive == nil {
+		return nil, time.Time{}, fmt.Errorf("agent home of %s: %w", taskID, ErrNotFound)
+	}
+	return row.Archive, row.UpdatedAt, nil
 }

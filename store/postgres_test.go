@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -160,5 +162,38 @@ func TestClusterSecret(t *testing.T) {
 	defer s.Close()
 	if other, _ := s.ClusterSecret(ctx, "c2"); string(other) == string(got[0]) {
 		t.Fatal("another cluster has the same secret")
+	}
+}
+
+// TestAgentHomes: a task's agent home archive is kept, replaced and read
+// back whole (bytes past 32 bits of length are not needed; a few MiB are).
+func TestAgentHomes(t *testing.T) {
+	srv := pgtest.Start(t)
+	s, err := OpenPostgres(srv.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	tk := newTask("")
+	if err := s.CreateTask(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.AgentHome(ctx, tk.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("no home yet: %v", err)
+	}
+	big := make([]byte, 3<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	for i, a := range [][]byte{[]byte("first"), big} {
+		if err := s.SaveAgentHome(ctx, tk.ID, a, now.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, at, err := s.AgentHome(ctx, tk.ID)
+	if err != nil || !bytes.Equal(got, big) || !at.Equal(now.Add(time.Second)) {
+		t.Fatalf("home: %d bytes at %v, %v", len(got), at, err)
 	}
 }

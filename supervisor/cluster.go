@@ -33,6 +33,10 @@ type ClusterOptions struct {
 	// Describe fills what the daemon knows of itself into this member's
 	// info (base URL, pid, version); the supervisor adds its tasks.
 	Describe func(*grainpb.MemberInfo)
+	// MembersLeft is called when members have left the cluster (stopped or
+	// died): their tasks are placed anew on the next message, and the daemon
+	// sends one to every task with work waiting.
+	MembersLeft func(addresses []string)
 }
 
 // startCluster joins the cluster. The member's own tree stays as it is: a
@@ -53,6 +57,18 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 	cfg := cluster.Configure(o.Name, prov, disthash.New(), remote.Configure(o.Host, o.Port),
 		cluster.WithKinds(kind), cluster.WithRequestTimeout(s.timeout))
 	s.cluster = cluster.New(s.sys, cfg)
+	if o.MembersLeft != nil {
+		s.sys.EventStream.Subscribe(func(evt any) {
+			if top, ok := evt.(*cluster.ClusterTopology); ok && len(top.Left) > 0 {
+				var left []string
+				for _, m := range top.Left {
+					left = append(left, m.Address())
+				}
+				s.log.Warn("cluster members left; their tasks move to the members left", "left", left)
+				go o.MembersLeft(left)
+			}
+		})
+	}
 	started := make(chan error, 1)
 	go func() {
 		// protoactor panics when it cannot listen or reach etcd: that is an
@@ -118,7 +134,21 @@ func (s *Supervisor) askGrain(id string, msg any, timeout time.Duration) (any, e
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.cluster.Request(id, grain.Kind, call, cluster.WithTimeout(timeout))
+	// a member that died is still in the topology for a few seconds (until
+	// its etcd lease runs out): calls to its tasks fail fast as dead letters
+	// and are tried again until the task is placed on a member alive, or
+	// the time is up
+	deadline := time.Now().Add(timeout)
+	var res any
+	for {
+		left := time.Until(deadline)
+		res, err = s.cluster.Request(id, grain.Kind, call, cluster.WithTimeout(left))
+		if err == nil || time.Until(deadline) < time.Second {
+			break
+		}
+		s.log.Warn("task grain unreachable; trying again", "task", id, "err", err)
+		time.Sleep(500 * time.Millisecond)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w (%v)", id, ErrUnresponsive, err)
 	}

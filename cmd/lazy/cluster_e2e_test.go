@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -163,5 +165,109 @@ func TestClusterTwoMembers(t *testing.T) {
 		if !strings.Contains(got, ref+" status blocked") && !strings.Contains(got, ref+" status accepted") {
 			t.Errorf("b's watch missed the events of %s:\n%s", ref, got)
 		}
+	}
+}
+
+// TestClusterFailover: kill -9 of the member hosting a task while an ask
+// runs there and a comment, a second ask, another comment and an unblock
+// wait behind it. The task is placed anew on the member left; each ask is
+// answered once, both comments reach the agent once, in the one work turn
+// of the unblock, and the task ends blocked.
+func TestClusterFailover(t *testing.T) {
+	c := newCluster(t)
+	a, b := c.a, c.b
+	var ref, id string
+	for i := 0; i < 12 && ref == ""; i++ {
+		r := fmt.Sprintf("f%d", i)
+		b.lazy(0, "task", "new", "--code", r, "-m", fmt.Sprintf("add a file\n@write %s.txt hello\\n\n@commit add %s\n@answer done", r, r))
+		ti := b.waitStatus(r, "blocked")
+		if c.hosts()[ti.ID] == "a" {
+			ref, id = r, ti.ID
+		}
+	}
+	if ref == "" {
+		t.Fatal("none of 12 tasks was placed on member a")
+	}
+	file := ref + ".txt"
+	ask1 := b.post(ref, api.PostCommentArgs{Body: "@sleep 6s\nwhy hello?", File: file, Line: 1, Side: "new", Intent: "ask"})
+	waitTurn(t, b, ref, func(tu api.Turn) bool { return tu.Kind == "ask" && tu.Status == "running" })
+	c1 := b.post(ref, api.PostCommentArgs{Body: "first change", File: file, Line: 1, Side: "new", Intent: "comment"})
+	ask2 := b.post(ref, api.PostCommentArgs{Body: "and this line?", File: file, Line: 1, Side: "new", Intent: "ask"})
+	c2 := b.post(ref, api.PostCommentArgs{Body: "second change", File: file, Line: 1, Side: "new", Intent: "comment"})
+	b.lazy(0, "unblock", ref, "-m", fmt.Sprintf("@write %s hi\\n\n@commit say hi in %s\n@answer done", file, ref))
+
+	if err := syscall.Kill(a.info().PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	pl := b.waitThreads(ref, "both asks answered and both comments delivered after the kill", func(pl review.Payload) bool {
+		return answered(pl, ask1.ID) && answered(pl, ask2.ID) && delivery(pl, c1.ID) == review.Delivered && delivery(pl, c2.ID) == review.Delivered
+	})
+	ti := b.waitStatus(ref, "blocked")
+	onB := false
+	for _, m := range c.status(b).Members {
+		onB = onB || (m.Self && slices.Contains(m.Tasks, id))
+	}
+	if !onB {
+		t.Errorf("after the kill the task is not hosted by b: %+v", c.status(b).Members)
+	}
+	// each ask answered once; both comments in one work turn
+	replies := map[string]int{}
+	var turnOf []int
+	for _, th := range pl.Threads {
+		for _, m := range th.Messages {
+			if m.Actor == review.Agent {
+				replies[th.ID]++
+			}
+			if m.ID == c1.ID || m.ID == c2.ID {
+				turnOf = append(turnOf, m.DeliveredTurn)
+			}
+		}
+	}
+	if replies[ask1.ThreadID] != 1 || replies[ask2.ThreadID] != 1 {
+		t.Errorf("answers per ask: %v (want one each)", replies)
+	}
+	if len(turnOf) != 2 || turnOf[0] != turnOf[1] || turnOf[0] == 0 {
+		t.Errorf("the comments were delivered with turns %v, want one work turn for both", turnOf)
+	}
+	var d api.TaskDetail
+	if err := b.rpc().Call(context.Background(), "taskShow", map[string]string{"task": ref}, &d); err != nil {
+		t.Fatal(err)
+	}
+	work, interrupted := 0, 0
+	for _, tu := range d.Turns {
+		if tu.Kind == "work" && tu.Trigger == "unblock" {
+			work++
+		}
+		if tu.Status == "interrupted" {
+			interrupted++
+		}
+	}
+	if work != 1 || interrupted != 1 {
+		t.Errorf("turns after the kill: %d unblock work turns (want 1), %d interrupted (want 1, the ask cut off)", work, interrupted)
+	}
+	if n := len(c.status(b).Members); n != 1 {
+		t.Errorf("b still sees %d members", n)
+	}
+	_ = ti
+}
+
+// waitTurn waits until one of the task's turns satisfies cond.
+func waitTurn(t *testing.T, p *project, ref string, cond func(api.Turn) bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var d api.TaskDetail
+		if err := p.rpc().Call(context.Background(), "taskShow", map[string]string{"task": ref}, &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, tu := range d.Turns {
+			if cond(tu) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no turn of %s as awaited: %+v", ref, d.Turns)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

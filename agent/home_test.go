@@ -1,0 +1,64 @@
+package agent
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHomeTravels: a task's agent home packed on one member unpacks whole
+// on another, replacing what was there.
+func TestHomeTravels(t *testing.T) {
+	from := filepath.Join(t.TempDir(), "home")
+	for name, body := range map[string]string{".claude/projects/-wt-a/s1.jsonl": "{\"turn\":1}\n", ".script-agent/sessions/s1.json": "{}", "top": "x"} {
+		p := filepath.Join(from, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := ArchiveHome(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(t.TempDir(), "agents", "t1", "home")
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(to, "stale"), []byte("old"), 0o600)
+	if err := RestoreHome(to, a); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(to, ".claude/projects/-wt-a/s1.jsonl")); err != nil || string(b) != "{\"turn\":1}\n" {
+		t.Fatalf("session: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(to, "stale")); !os.IsNotExist(err) {
+		t.Fatal("the old home's files stayed")
+	}
+}
+
+// TestRestoreRefusesEscapes: an archive whose entry climbs out of the home
+// changes nothing.
+func TestRestoreRefusesEscapes(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	_ = tw.WriteHeader(&tar.Header{Name: "../../evil", Mode: 0o600, Size: 1, Typeflag: tar.TypeReg})
+	_, _ = tw.Write([]byte("x"))
+	_ = tw.Close()
+	_ = zw.Close()
+	base := t.TempDir()
+	to := filepath.Join(base, "a", "home")
+	if err := RestoreHome(to, buf.Bytes()); err == nil || !strings.Contains(err.Error(), "leaves the home") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "evil")); !os.IsNotExist(err) {
+		t.Fatal("the entry was written outside the home")
+	}
+}
