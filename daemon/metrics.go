@@ -27,6 +27,7 @@ type metrics struct {
 	mailbox  *prometheus.Desc
 	actors   *prometheus.Desc
 	dropped  *prometheus.Desc
+	members  *prometheus.Desc
 }
 
 func newMetrics(st store.Store, sup *supervisor.Supervisor, usage *usageBook) prometheus.Gatherer {
@@ -41,12 +42,13 @@ func newMetrics(st store.Store, sup *supervisor.Supervisor, usage *usageBook) pr
 		mailbox:  prometheus.NewDesc("lazy_actor_mailbox_depth", "Messages waiting in an actor's mailbox.", []string{"actor"}, nil),
 		actors:   prometheus.NewDesc("lazy_actors", "Live actors by kind.", []string{"kind"}, nil),
 		dropped:  prometheus.NewDesc("lazy_watch_events_dropped_total", "Events lost to slow watchers.", nil, nil),
+		members:  prometheus.NewDesc("lazy_cluster_members", "Members of the cluster this daemon sees (itself included; absent for a single daemon).", nil, nil),
 	})
 	return reg
 }
 
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.tasks, m.turns, m.restarts, m.mailbox, m.actors, m.dropped, m.calls, m.tokens} {
+	for _, d := range []*prometheus.Desc{m.tasks, m.turns, m.restarts, m.mailbox, m.actors, m.dropped, m.calls, m.tokens, m.members} {
 		ch <- d
 	}
 }
@@ -92,5 +94,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for k, n := range kinds {
 		ch <- prometheus.MustNewConstMetric(m.actors, prometheus.GaugeValue, float64(n), k)
+	}
+	if m.sup.Clustered() {
+		ch <- prometheus.MustNewConstMetric(m.members, prometheus.GaugeValue, float64(len(m.sup.Members())))
 	}
 }

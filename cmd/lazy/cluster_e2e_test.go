@@ -97,6 +97,11 @@ func TestClusterTwoMembers(t *testing.T) {
 	if out := a.lazy(0, "cluster", "status"); !strings.Contains(out, "2 members") || !strings.Contains(out, "store: ok") || !strings.Contains(out, ": ok") {
 		t.Fatalf("cluster status:\n%s", out)
 	}
+	for _, p := range []*project{a, b} {
+		if m := p.page("/metrics"); !strings.Contains(m, "lazy_cluster_members 2") {
+			t.Errorf("/metrics of a member lacks lazy_cluster_members 2")
+		}
+	}
 
 	// tasks until both members host one (placement is by the id's hash)
 	var refs []string
