@@ -282,6 +282,15 @@ func (g *taskGrain) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *cluster.ClusterInit:
 		g.id = m.Identity.GetIdentity()
+	case *actor.Stopping:
+		// the cluster moved the task to another member (one joined) or this
+		// member is stopping: the task actor here stops with its grain, so
+		// a task is never hosted twice; a job it was running is recorded
+		// interrupted and the new host takes the queue from the store
+		if pid, ok := g.s.pids.Load(g.id); ok && g.id != "" {
+			g.s.log.Info("task moves to another member", "task", g.id)
+			_ = g.s.root.StopFuture(pid.(*actor.PID)).Wait()
+		}
 	case *grainpb.Call:
 		msg, err := grain.Decode(m, g.s.secret)
 		if err != nil {
