@@ -47,11 +47,13 @@ func newCluster(t *testing.T) *cluster {
 		p.env = append(p.env, env...)
 		p.lazy(0, "daemon", "start")
 	}
+	started := time.Now()
 	c := &cluster{a: a, b: b, remote: remote}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if st := c.status(a); len(st.Members) == 2 {
 			if st := c.status(b); len(st.Members) == 2 {
+				t.Logf("figure: both members see each other %v after the second daemon start returned", time.Since(started).Round(time.Millisecond))
 				return c
 			}
 		}
@@ -106,6 +108,7 @@ func TestClusterTwoMembers(t *testing.T) {
 	// tasks until both members host one (placement is by the id's hash)
 	var refs []string
 	var hosts map[string]string
+	began := time.Now()
 	for i := 0; i < 10; i++ {
 		ref := fmt.Sprintf("t%d", i)
 		// each task its own file: equal commits made in the same second would be one commit
@@ -165,6 +168,7 @@ func TestClusterTwoMembers(t *testing.T) {
 	if n := strings.Count(log, "say hi in"); n != len(refs) {
 		t.Errorf("the remote's main has %d of the %d accepted tasks:\n%s", n, len(refs), log)
 	}
+	t.Logf("figure: %d tasks made through a, each asked, commented, unblocked, synced and accepted through b: %v", len(refs), time.Since(began).Round(time.Millisecond))
 	got := strings.Join(collect(lines, time.Second), "\n")
 	for _, ref := range refs {
 		if !strings.Contains(got, ref+" status blocked") && !strings.Contains(got, ref+" status accepted") {
@@ -204,10 +208,14 @@ func TestClusterFailover(t *testing.T) {
 	if err := syscall.Kill(a.info().PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now()
+	b.waitThreads(ref, "the first ask answered after the kill", func(pl review.Payload) bool { return answered(pl, ask1.ID) })
+	t.Logf("figure: kill -9 of the host to its running ask answered on the survivor: %v (the ask's agent sleeps 6 s)", time.Since(killed).Round(time.Millisecond))
 	pl := b.waitThreads(ref, "both asks answered and both comments delivered after the kill", func(pl review.Payload) bool {
 		return answered(pl, ask1.ID) && answered(pl, ask2.ID) && delivery(pl, c1.ID) == review.Delivered && delivery(pl, c2.ID) == review.Delivered
 	})
 	ti := b.waitStatus(ref, "blocked")
+	t.Logf("figure: kill -9 of the host to the task blocked again on the survivor, both asks answered and the unblock turn done: %v", time.Since(killed).Round(time.Millisecond))
 	onB := false
 	for _, m := range c.status(b).Members {
 		onB = onB || (m.Self && slices.Contains(m.Tasks, id))
