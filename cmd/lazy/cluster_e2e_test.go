@@ -26,7 +26,7 @@ type cluster struct {
 	remote string
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	etcd := etcdtest.Start(t)
 	pg := pgtest.Start(t)

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"lazy/api"
+	"lazy/client"
+	"lazy/grain/etcdtest"
+	"lazy/store/pgtest"
+)
+
+// BenchmarkClusterTasks: b.N tasks, each made, asked about, commented on and
+// unblocked (the scripted agent answers), on one daemon with its SQLite
+// store, on one cluster member with PostgreSQL, and on two members. It
+// reports per task the wall time and the daemons' own CPU (agents not
+// counted), and the latency of a comment POST (a durable store write
+// through the task's actor, on whichever member hosts it) and of a task
+// read. Run: go test ./cmd/lazy -run '^$' -bench ClusterTasks -benchtime 100x
+func BenchmarkClusterTasks(b *testing.B) {
+	for _, mode := range []string{"single", "members=1", "members=2"} {
+		b.Run(mode, func(b *testing.B) { benchTasks(b, mode) })
+	}
+}
+
+func benchTasks(b *testing.B, mode string) {
+	var ps []*project
+	switch mode {
+	case "single":
+		p := newProject(b, "process")
+		p.lazy(0, "daemon", "start")
+		ps = []*project{p}
+	case "members=1":
+		etcd, pg := etcdtest.Start(b), pgtest.Start(b)
+		p := newProject(b, "process")
+		remote := filepath.Join(artifactDir(b, "remote"), "project.git")
+		runGit(b, p.root, "clone", "-q", "--bare", p.root, remote)
+		runGit(b, p.root, "remote", "add", "origin", remote)
+		p.env = append(p.env, "LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN="+pg.NewDatabase(b), "LAZY_CLUSTER__NAME=lazy-bench",
+			"LAZY_CLUSTER__ETCD="+etcd.Endpoint, "LAZY_CLUSTER__ADVERTISE=127.0.0.1:0")
+		p.lazy(0, "daemon", "start")
+		ps = []*project{p}
+	case "members=2":
+		c := newCluster(b)
+		ps = []*project{c.a, c.b}
+	}
+	cls := make([]*client.Client, len(ps))
+	for i, p := range ps {
+		cls[i] = p.rpc()
+	}
+	ctx := context.Background()
+	cpu0 := daemonCPU(b, ps)
+	b.ResetTimer()
+	began := time.Now()
+	ids := make([]string, b.N)
+	for i := range ids {
+		ref := fmt.Sprintf("b%d", i)
+		res, err := client.Do(ctx, cls[i%len(cls)], api.CmdTaskNew, api.NewTaskArgs{Code: ref,
+			Prompt: fmt.Sprintf("add a file\n@write %s.txt hello %d\\n\n@commit add %s\n@answer done", ref, i, ref)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = res.Task.ID
+	}
+	waitAll(b, cls[0], ids, 1)
+	var writes, reads []time.Duration
+	asks := make([]string, b.N)
+	for i, id := range ids {
+		cl := cls[(i+1)%len(cls)] // through the other member, where there is one
+		file := fmt.Sprintf("b%d.txt", i)
+		t0 := time.Now()
+		ask, err := client.Do(ctx, cl, api.CmdReviewPostComment, api.ReviewCommentArgs{Task: id,
+			PostCommentArgs: api.PostCommentArgs{Body: "why?", File: file, Line: 1, Side: "new", Intent: "ask"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		writes = append(writes, time.Since(t0))
+		asks[i] = ask.ID
+		t0 = time.Now()
+		if _, err := client.Do(ctx, cl, api.CmdReviewPostComment, api.ReviewCommentArgs{Task: id,
+			PostCommentArgs: api.PostCommentArgs{Body: "change it", File: file, Line: 1, Side: "new", Intent: "comment"}}); err != nil {
+			b.Fatal(err)
+		}
+		writes = append(writes, time.Since(t0))
+		t0 = time.Now()
+		if _, err := client.Do(ctx, cl, api.CmdTaskShow, api.TaskRef{Task: id}); err != nil {
+			b.Fatal(err)
+		}
+		reads = append(reads, time.Since(t0))
+		if _, err := client.Do(ctx, cl, api.CmdReviewUnblock, api.ReviewUnblockArgs{Task: id, Feedback: "@answer done again"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitAll(b, cls[0], ids, 3)
+	for i, id := range ids {
+		pl, err := client.Do(ctx, cls[0], api.CmdReviewComments, api.TaskRef{Task: id})
+		if err != nil || !answered(*pl, asks[i]) {
+			b.Fatalf("task %s: the ask is not answered (%v)", id, err)
+		}
+	}
+	wall := time.Since(began)
+	b.StopTimer()
+	cpu := daemonCPU(b, ps) - cpu0
+	n := float64(b.N)
+	b.ReportMetric(float64(wall.Milliseconds())/n, "ms/task")
+	b.ReportMetric(float64(cpu.Milliseconds())/n, "daemon-cpu-ms/task")
+	b.ReportMetric(ms(pct(writes, 50)), "post-p50-ms")
+	b.ReportMetric(ms(pct(writes, 95)), "post-p95-ms")
+	b.ReportMetric(ms(pct(reads, 50)), "read-p50-ms")
+	b.ReportMetric(ms(pct(reads, 95)), "read-p95-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+// waitAll polls until every task of ids is blocked with turns turns done
+// (work and ask turns) and none queued or running.
+func waitAll(b *testing.B, cl *client.Client, ids []string, turns int) {
+	b.Helper()
+	deadline := time.Now().Add(time.Duration(len(ids))*2*time.Second + time.Minute)
+	pending := append([]string(nil), ids...)
+	for len(pending) > 0 {
+		var still []string
+		for _, id := range pending {
+			d, err := client.Do(context.Background(), cl, api.CmdTaskShow, api.TaskRef{Task: id})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if d.Task.Status == "failed" {
+				b.Fatalf("task %s failed: %s", d.Task.Ref, d.Task.FailReason)
+			}
+			done := 0
+			for _, tu := range d.Turns {
+				if tu.Status == "done" {
+					done++
+				}
+			}
+			if d.Task.Status != "blocked" || done < turns {
+				still = append(still, id)
+			}
+		}
+		pending = still
+		if len(pending) > 0 {
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d tasks not ready after the deadline", len(pending), len(ids))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// daemonCPU is the CPU time the projects' daemon processes have used (their
+// own, not their agents').
+func daemonCPU(b *testing.B, ps []*project) time.Duration {
+	b.Helper()
+	var total time.Duration
+	for _, p := range ps {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.info().PID))
+		if err != nil {
+			b.Fatal(err)
+		}
+		// the fields after the command name, which is in parentheses
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ = 100
+	}
+	return total
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[(len(s)-1)*p/100]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
