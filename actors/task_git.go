@@ -297,8 +297,12 @@ func (tr *travel) agentTurn() bool {
 	return tr.homes != nil && tr.home != "" && (tr.kind == jobWork || tr.kind == jobAsk)
 }
 
-// homeMark records, in the home, which archive it is.
-const homeMark = ".lazy-home-at"
+// homeMark records, in the home, which archive it is; homeCwd the worktree
+// its agent ran in (claude keys its sessions by it).
+const (
+	homeMark = ".lazy-home-at"
+	homeCwd  = ".lazy-home-cwd"
+)
 
 // bringHome replaces this member's copy of the agent home by the store's
 // when the store's is newer (the task last ran elsewhere).
@@ -316,6 +320,11 @@ func (tr *travel) bringHome(ctx context.Context) error {
 	}
 	if err := agent.RestoreHome(tr.home, archive); err != nil {
 		return fmt.Errorf("bring the agent home from the store: %w", err)
+	}
+	if old, err := os.ReadFile(filepath.Join(tr.home, homeCwd)); err == nil {
+		if err := agent.MoveSessions(tr.home, string(old), tr.worktree); err != nil {
+			return fmt.Errorf("re-key the agent's sessions to this member's worktree: %w", err)
+		}
 	}
 	return os.WriteFile(filepath.Join(tr.home, homeMark), []byte(mark), 0o600)
 }
@@ -339,6 +348,7 @@ func (tr *travel) depart(ctx context.Context, r jobResult) {
 	}
 	at := time.Now().UTC().Truncate(time.Microsecond) // what the store keeps
 	_ = os.WriteFile(filepath.Join(tr.home, homeMark), []byte(at.Format(time.RFC3339Nano)), 0o600)
+	_ = os.WriteFile(filepath.Join(tr.home, homeCwd), []byte(tr.worktree), 0o600)
 	archive, err := agent.ArchiveHome(tr.home)
 	if err == nil {
 		err = tr.homes.SaveAgentHome(ctx, tr.taskID, archive, at)

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // MaxHomeArchive bounds a task's agent home as it travels between the
@@ -142,4 +143,35 @@ func RestoreHome(dir string, archive []byte) error {
 		return err
 	}
 	return nil
+}
+
+// MoveSessions re-keys the claude CLI's sessions in home from the directory
+// the agent ran in on one member (oldCwd) to the one it runs in here
+// (newCwd): claude keeps a project's sessions under .claude/projects/<cwd
+// with every character but letters and digits as '-'>, and --resume looks
+// there. Nothing to move is not an error.
+func MoveSessions(home, oldCwd, newCwd string) error {
+	if oldCwd == "" || oldCwd == newCwd {
+		return nil
+	}
+	from := filepath.Join(home, ".claude", "projects", claudeProjectKey(oldCwd))
+	to := filepath.Join(home, ".claude", "projects", claudeProjectKey(newCwd))
+	if _, err := os.Stat(from); err != nil {
+		return nil
+	}
+	if err := os.RemoveAll(to); err != nil {
+		return err
+	}
+	return os.Rename(from, to)
+}
+
+// claudeProjectKey is claude's name for a project directory (paths up to 200
+// characters; longer ones it shortens with a hash of its own).
+func claudeProjectKey(cwd string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return r
+		}
+		return '-'
+	}, cwd)
 }

@@ -62,3 +62,23 @@ func TestRestoreRefusesEscapes(t *testing.T) {
 		t.Fatal("the entry was written outside the home")
 	}
 }
+
+// TestMoveSessions: a claude session kept under the old worktree's key is
+// found under the new one's.
+func TestMoveSessions(t *testing.T) {
+	home := t.TempDir()
+	old := filepath.Join(home, ".claude", "projects", "-state-a-worktrees-t1-x")
+	if err := os.MkdirAll(old, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(old, "s1.jsonl"), []byte("{}"), 0o600)
+	if err := MoveSessions(home, "/state/a/worktrees/t1.x", "/state/b/worktrees/t1.x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".claude", "projects", "-state-b-worktrees-t1-x", "s1.jsonl")); err != nil {
+		t.Fatalf("the session did not move: %v", err)
+	}
+	if err := MoveSessions(home, "/nowhere", "/else"); err != nil {
+		t.Fatalf("nothing to move: %v", err)
+	}
+}

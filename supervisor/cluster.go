@@ -322,10 +322,5 @@ func (g *taskGrain) Receive(ctx actor.Context) {
 			}
 			ctx.Respond(grain.EncodeReply(res, err))
 		})
-	case *actors.Wake:
-		// a member-local nudge (tests): relay as it is
-		if pid, err := g.s.Task(g.id); err == nil {
-			ctx.Send(pid, m)
-		}
 	}
 }
