@@ -114,6 +114,9 @@ func RevParse(ctx context.Context, dir, rev string) (string, error) {
 
 // AddWorktree creates branch from parent and checks it out at path.
 func AddWorktree(ctx context.Context, root, path, branch, parent string) error {
+	// a worktree half made has a HEAD that is no object yet: a fetch in the
+	// same clone (a cluster member's travel) must not see it
+	defer lockClone(root)()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create worktree dir: %w", err)
 	}
@@ -125,6 +128,7 @@ func AddWorktree(ctx context.Context, root, path, branch, parent string) error {
 
 // RemoveWorktree removes the worktree at path (the branch stays).
 func RemoveWorktree(ctx context.Context, root, path string) error {
+	defer lockClone(root)()
 	if _, err := Run(ctx, root, "worktree", "remove", "--force", path); err != nil {
 		return fmt.Errorf("remove worktree %s: %w", path, err)
 	}

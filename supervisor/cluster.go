@@ -103,21 +103,20 @@ type etcdProvider struct {
 }
 
 func (e *etcdProvider) StartMember(c *cluster.Cluster) error {
-	p, err := etcd.NewWithConfig(e.base, e.cfg)
-	if err != nil {
-		return err
-	}
-	e.p = p
-	return p.StartMember(c)
+	return e.start(func(p *etcd.Provider) error { return p.StartMember(c) })
 }
 
 func (e *etcdProvider) StartClient(c *cluster.Cluster) error {
+	return e.start(func(p *etcd.Provider) error { return p.StartClient(c) })
+}
+
+func (e *etcdProvider) start(join func(*etcd.Provider) error) error {
 	p, err := etcd.NewWithConfig(e.base, e.cfg)
 	if err != nil {
 		return err
 	}
 	e.p = p
-	return p.StartClient(c)
+	return join(p)
 }
 
 func (e *etcdProvider) Shutdown(graceful bool) error {

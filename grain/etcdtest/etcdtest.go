@@ -5,14 +5,13 @@ package etcdtest
 
 import (
 	"fmt"
-	"net"
+	"lazy/internal/testsvc"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 )
 
 // Server is one running etcd.
@@ -32,7 +31,7 @@ func Start(t testing.TB) *Server {
 		t.Skip("etcd is not installed: apt-get install etcd-server (make test does)")
 	}
 	dir := t.TempDir()
-	client, peer := freePort(t), freePort(t)
+	client, peer := testsvc.FreePort(t), testsvc.FreePort(t)
 	s := &Server{Endpoint: fmt.Sprintf("127.0.0.1:%d", client)}
 	s.cmd = exec.Command(bin,
 		"--name", "lazy-test", "--data-dir", filepath.Join(dir, "data"),
@@ -41,54 +40,19 @@ func Start(t testing.TB) *Server {
 		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peer),
 		"--initial-cluster", fmt.Sprintf("lazy-test=http://127.0.0.1:%d", peer),
 		"--logger", "zap", "--log-level", "warn")
-	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start etcd: %v", err)
-	}
-	t.Cleanup(s.Stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testsvc.Start(t, s.cmd, dir, "etcd", syscall.SIGTERM, func() error {
 		resp, err := http.Get("http://" + s.Endpoint + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return s
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "etcd.log"))
-			t.Fatalf("etcd did not answer in 30 s: %v\n%s", err, log)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("health: %s", resp.Status)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return s
 }
 
 // Stop ends the server (a test may stop it early to see lazy without it).
-func (s *Server) Stop() {
-	if s.cmd == nil || s.cmd.Process == nil || s.cmd.ProcessState != nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func (s *Server) Stop() { testsvc.Stop(s.cmd, syscall.SIGTERM) }

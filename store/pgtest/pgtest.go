@@ -8,7 +8,7 @@ package pgtest
 import (
 	"context"
 	"fmt"
-	"net"
+	"lazy/internal/testsvc"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,7 +77,7 @@ func Start(t testing.TB) *Server {
 			}
 		}
 	}
-	s := &Server{dir: dir, port: freePort(t)}
+	s := &Server{dir: dir, port: testsvc.FreePort(t)}
 	initdb := s.command(filepath.Join(bin, "initdb"), "-D", data, "-U", "lazy", "--auth=trust", "-E", "UTF8", "--no-instructions")
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
@@ -85,30 +85,16 @@ func Start(t testing.TB) *Server {
 	// fsync off: the tests check what lazy does, not the server's disk
 	s.cmd = s.command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(s.port), "-k", sock,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200")
-	logf, err := os.Create(filepath.Join(dir, "server.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start postgres: %v", err)
-	}
-	t.Cleanup(s.stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testsvc.Start(t, s.cmd, dir, "postgres", syscall.SIGINT, func() error { // SIGINT: fast shutdown
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		c, err := pgx.Connect(ctx, s.DSN("postgres"))
-		cancel()
-		if err == nil {
-			_ = c.Close(context.Background())
-			return s
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-			t.Fatalf("postgres did not answer in 30 s: %v\n%s", err, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return c.Close(context.Background())
+	})
+	return s
 }
 
 // command runs name as the server's user.
@@ -117,21 +103,6 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 		return exec.Command(name, args...)
 	}
 	return exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", name}, args...)...)
-}
-
-func (s *Server) stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
 }
 
 // DSN is the URL of database db on this server.
@@ -157,14 +128,4 @@ func (s *Server) NewDatabase(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return s.DSN(name)
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
