@@ -182,14 +182,20 @@ func (a *TaskActor) finishAsk(j *job, r jobResult) {
 	now := a.now()
 	reply := review.ReviewComment{ID: task.NewID(now), TaskID: a.id, ThreadID: c.ThreadID, File: c.File, Line: c.Line, Side: c.Side,
 		LineText: c.LineText, Intent: review.Ask, Body: r.result.Text, Actor: review.Agent, CreatedAt: now}
-	if err := a.deps.Store.AddReviewComment(a.bg(), &reply); err != nil {
+	// the reply and the answered state in one write: a crash between them
+	// would have the ask asked (and answered) again on the next host
+	if err := a.deps.Store.AnswerAsk(a.bg(), c.ID, &reply); errors.Is(err, store.ErrConflict) {
+		// answered meanwhile (withdrawn, or by the member that hosted the
+		// task before): this answer is dropped, the turn still ends
+		a.log.Warn("the ask is no longer pending; this answer is dropped", "ask", c.ID)
+	} else if err != nil {
+		if j.turn != nil {
+			a.endTurn(j.turn, r.outcome, r.result.Text, store.TurnFailed, err.Error())
+		}
 		a.failAsk(c, "the answer could not be saved: "+err.Error())
 		return
 	}
 	c.AskState, c.AskError = review.AskAnswered, ""
-	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
-		a.log.Error("mark ask answered", "err", err)
-	}
 	if r.result.SessionID != "" {
 		a.task.SessionID = r.result.SessionID
 	}

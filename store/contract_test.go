@@ -123,6 +123,9 @@ func (r readsRemote) AddReviewComment(ctx context.Context, c *review.ReviewComme
 func (r readsRemote) SaveReviewComment(ctx context.Context, c *review.ReviewComment) error {
 	return r.w.SaveReviewComment(ctx, c)
 }
+func (r readsRemote) AnswerAsk(ctx context.Context, id string, c *review.ReviewComment) error {
+	return r.w.AnswerAsk(ctx, id, c)
+}
 func (r readsRemote) AddApproval(ctx context.Context, a *store.Approval) error {
 	return r.w.AddApproval(ctx, a)
 }
@@ -159,7 +162,7 @@ func TestRemoteRefusesWrites(t *testing.T) {
 		"saveTurn": {Turn: &store.Turn{ID: "t", TaskID: tk.ID}}, "markLaunched": {ID: "t", At: time.Now()},
 		"addComment": {Comment: &store.Comment{ID: "m", TaskID: tk.ID, Body: "x"}}, "addReviewComment": {Review: rc},
 		"saveReviewComment": {Review: rc}, "addApproval": {Approval: &store.Approval{TaskID: tk.ID, Path: ".github/x", Kind: "protected"}},
-		"addUsage": {TaskID: tk.ID},
+		"addUsage": {TaskID: tk.ID}, "answerAsk": {ID: "c1", Review: rc},
 	}
 	for op, args := range calls {
 		err := c.Call(ctx, "storage."+op, args, nil)

@@ -39,6 +39,12 @@ type fileTask struct {
 }
 
 // launchRecord is MarkLaunched as one record, so it lands whole or not at all.
+// answerRecord is an ask's reply and its answered state, one record.
+type answerRecord struct {
+	AskID string               `json:"ask_id"`
+	Reply review.ReviewComment `json:"reply"`
+}
+
 type launchRecord struct {
 	TurnID    string    `json:"turn_id"`
 	At        time.Time `json:"at"`
@@ -143,6 +149,15 @@ func (ft *fileTask) apply(r record) error {
 			}
 		}
 		ft.reviews = append(ft.reviews, c)
+	case "answer":
+		var a answerRecord
+		if err := json.Unmarshal(r.V, &a); err != nil {
+			return err
+		}
+		if c := ft.review(a.AskID); c != nil {
+			c.AskState, c.AskError = review.AskAnswered, ""
+		}
+		ft.reviews = append(ft.reviews, a.Reply)
 	case "launch":
 		var l launchRecord
 		if err := json.Unmarshal(r.V, &l); err != nil {
@@ -409,6 +424,21 @@ func (f *File) AddReviewComment(_ context.Context, c *review.ReviewComment) erro
 		}
 	}
 	return f.write(c.TaskID, "review", c, ft)
+}
+
+// AnswerAsk appends the reply and the answered state as one record.
+func (f *File) AnswerAsk(_ context.Context, askID string, reply *review.ReviewComment) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ft := range f.t {
+		if ask := ft.review(askID); ask != nil {
+			if ask.AskState != review.AskPending {
+				return fmt.Errorf("ask %s is not pending: %w", askID, ErrConflict)
+			}
+			return f.write(ask.TaskID, "answer", answerRecord{AskID: askID, Reply: *reply}, ft)
+		}
+	}
+	return fmt.Errorf("ask %s: %w", askID, ErrNotFound)
 }
 
 // SaveReviewComment writes the state fields onto the stored words.

@@ -107,6 +107,11 @@ func (r *Remote) SaveReviewComment(ctx context.Context, c *review.ReviewComment)
 	return readOnly("saveReviewComment")
 }
 
+// AnswerAsk is refused: the storage RPC is read-only.
+func (r *Remote) AnswerAsk(ctx context.Context, askID string, reply *review.ReviewComment) error {
+	return readOnly("answerAsk")
+}
+
 func (r *Remote) GetReviewComment(ctx context.Context, id string) (*review.ReviewComment, error) {
 	var c review.ReviewComment
 	return &c, r.call(ctx, "getReviewComment", StorageArgs{ID: id}, &c)
@@ -180,7 +185,7 @@ func Serve(ctx context.Context, st Store, op string, raw []byte) (any, error) {
 	case "listUsage":
 		return nonNil(st.ListUsage(ctx, a.TaskID))
 	case "createTask", "saveTask", "createTurn", "saveTurn", "markLaunched", "addComment",
-		"addReviewComment", "saveReviewComment", "addApproval", "addUsage":
+		"addReviewComment", "saveReviewComment", "answerAsk", "addApproval", "addUsage":
 		return nil, readOnly(op)
 	}
 	return nil, fmt.Errorf("%w: unknown storage op %q", ErrBadStorageCall, op)

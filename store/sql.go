@@ -259,6 +259,21 @@ func (s *SQL) SaveReviewComment(ctx context.Context, c *review.ReviewComment) er
 	}))
 }
 
+// AnswerAsk saves an ask's reply and marks it answered in one transaction.
+func (s *SQL) AnswerAsk(ctx context.Context, askID string, reply *review.ReviewComment) error {
+	return mapErr("answer ask "+askID, s.w.do(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&reviewRow{}).Where("id = ? AND ask_state = ?", askID, review.AskPending).
+			Updates(map[string]any{"ask_state": review.AskAnswered, "ask_error": ""})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("ask %s is not pending: %w", askID, ErrConflict)
+		}
+		return tx.Create((*reviewRow)(reply)).Error
+	}))
+}
+
 // ListReviewComments lists a task's review comments, oldest first.
 func (s *SQL) ListReviewComments(ctx context.Context, taskID string) ([]review.ReviewComment, error) {
 	var rows []reviewRow

@@ -158,6 +158,11 @@ type Store interface {
 	// SaveReviewComment writes a comment's state fields only (ask_state,
 	// ask_error, delivery_state, delivered_turn, withdrawn_at): words never change.
 	SaveReviewComment(ctx context.Context, c *review.ReviewComment) error
+	// AnswerAsk saves the agent's reply to a pending ask and marks the ask
+	// answered, in one write: a crash leaves both or neither, and an ask
+	// that is not pending any more (answered by another member meanwhile)
+	// is ErrConflict, so an ask is answered once.
+	AnswerAsk(ctx context.Context, askID string, reply *review.ReviewComment) error
 	GetReviewComment(ctx context.Context, id string) (*review.ReviewComment, error)
 	ListReviewComments(ctx context.Context, taskID string) ([]review.ReviewComment, error)
 	// AsksInState lists reviewer asks in one ask state across tasks, oldest first.

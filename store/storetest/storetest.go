@@ -49,6 +49,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Approvals", func(t *testing.T) { testApprovals(t, open) })
 	t.Run("Usage", func(t *testing.T) { testUsage(t, open) })
 	t.Run("MarkLaunched", func(t *testing.T) { testMarkLaunched(t, open) })
+	t.Run("AnswerAsk", func(t *testing.T) { testAnswerAsk(t, open) })
 	t.Run("Durable", func(t *testing.T) { testDurable(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
 }
@@ -279,5 +280,36 @@ func testMarkLaunched(t *testing.T, open Opener) {
 	}
 	if err := s.MarkLaunched(ctx, "nope", at, nil); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown turn: %v", err)
+	}
+}
+
+// testAnswerAsk: an ask's reply and its answered state land in one write,
+// once; a second answer is a conflict and changes nothing; both survive a
+// reopen.
+func testAnswerAsk(t *testing.T, open Opener) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	a := NewTask("")
+	must(t, s.CreateTask(ctx, a))
+	base := time.Now()
+	ask := newComment(a.ID, "t1", review.Ask, base)
+	must(t, s.AddReviewComment(ctx, ask))
+	reply := &review.ReviewComment{ID: task.NewID(base.Add(time.Second)), TaskID: a.ID, ThreadID: "t1", File: "a.go", Line: 3, Side: review.New,
+		Intent: review.Ask, Body: "because", Actor: review.Agent, CreatedAt: base.Add(time.Second).UTC().Truncate(time.Millisecond)}
+	must(t, s.AnswerAsk(ctx, ask.ID, reply))
+	again := *reply
+	again.ID, again.Body = task.NewID(base.Add(2*time.Second)), "a second answer"
+	if err := s.AnswerAsk(ctx, ask.ID, &again); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a second answer: got %v, want ErrConflict", err)
+	}
+	if err := s.AnswerAsk(ctx, "nope", &again); err == nil {
+		t.Error("answering an unknown ask: no error")
+	}
+	must(t, s.Close())
+	s = open(t, dir)
+	cs, err := s.ListReviewComments(ctx, a.ID)
+	must(t, err)
+	if len(cs) != 2 || cs[0].AskState != review.AskAnswered || cs[1].Body != "because" || cs[1].Actor != review.Agent {
+		t.Fatalf("after answering: %+v", cs)
 	}
 }
