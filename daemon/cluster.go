@@ -74,8 +74,9 @@ func clusterRemote(cfg *config.Config) string {
 	return cfg.Cluster.Remote
 }
 
-// followEvery bounds how often a member fetches from the cluster's remote
-// for its pages and commands, unless the task changed since.
+// followEvery bounds how often a member fetches a task's branches from the
+// cluster's remote for its pages and commands, unless the task changed
+// since.
 const followEvery = time.Second
 
 // follow brings a task's branch and parent from the cluster's git remote
@@ -87,15 +88,22 @@ func (s *Service) follow(ctx context.Context, t *store.Task) {
 		return
 	}
 	s.fetchMu.Lock()
+	last := s.fetched[t.ID]
 	// the host pushes before it records the job's end: a task row newer
 	// than the last fetch means the remote has news
-	if time.Since(s.fetched) > followEvery || t.UpdatedAt.After(s.fetched) {
-		if err := gitx.Fetch(ctx, s.paths.Root, s.remote); err != nil {
-			s.log.Warn("fetch from the cluster's git remote", "err", err)
+	due := time.Since(last) > followEvery || t.UpdatedAt.After(last)
+	if due {
+		if s.fetched == nil {
+			s.fetched = map[string]time.Time{}
 		}
-		s.fetched = time.Now()
+		s.fetched[t.ID] = time.Now()
 	}
 	s.fetchMu.Unlock()
+	if due {
+		if err := gitx.Fetch(ctx, s.paths.Root, s.remote, t.Parent, t.Branch); err != nil {
+			s.log.Warn("fetch from the cluster's git remote", "err", err)
+		}
+	}
 	for _, b := range []string{t.Parent, t.Branch} {
 		if err := gitx.Follow(ctx, s.paths.Root, s.remote, b); err != nil {
 			s.log.Warn("follow the cluster's git remote", "branch", b, "err", err)

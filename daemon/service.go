@@ -48,7 +48,7 @@ type Service struct {
 	remote  string
 	log     *slog.Logger
 	fetchMu sync.Mutex
-	fetched time.Time
+	fetched map[string]time.Time // by task
 }
 
 var _ httpapi.Tasks = (*Service)(nil)

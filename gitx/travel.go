@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -36,17 +37,41 @@ func lockClone(root string) func() {
 	return mu.Unlock
 }
 
-// Fetch brings every branch of remote into refs/remotes/<remote>/.
-func Fetch(ctx context.Context, root, remote string) error {
+// Fetch brings branches of remote into refs/remotes/<remote>/: only those
+// named, so a fetch costs the same with ten tasks or a thousand. A branch
+// the remote does not have is skipped.
+func Fetch(ctx context.Context, root, remote string, branches ...string) error {
 	defer lockClone(root)()
-	return fetch(ctx, root, remote)
+	return fetch(ctx, root, remote, branches...)
 }
 
-func fetch(ctx context.Context, root, remote string) error {
-	if _, err := runRemote(ctx, root, "fetch", "--quiet", "--no-tags", remote); err != nil {
+func fetch(ctx context.Context, root, remote string, branches ...string) error {
+	specs := make([]string, 0, len(branches))
+	for _, b := range branches {
+		specs = append(specs, "+refs/heads/"+b+":refs/remotes/"+remote+"/"+b)
+	}
+	args := append([]string{"fetch", "--quiet", "--no-tags", remote}, specs...)
+	_, err := runRemote(ctx, root, args...)
+	if err != nil && len(specs) > 1 {
+		// one of them is missing there (a branch not pushed yet): each alone
+		err = nil
+		for _, s := range specs {
+			if _, e := runRemote(ctx, root, "fetch", "--quiet", "--no-tags", remote, s); e != nil && !isMissingRef(e) {
+				err = e
+			}
+		}
+	} else if isMissingRef(err) {
+		err = nil
+	}
+	if err != nil {
 		return fmt.Errorf("fetch from %s: %w (check that the remote is reachable: git fetch %s)", remote, err, remote)
 	}
 	return nil
+}
+
+func isMissingRef(err error) bool {
+	var ge *Error
+	return errors.As(err, &ge) && strings.Contains(ge.Stderr, "couldn't find remote ref")
 }
 
 // Arrive makes this clone ready for a job of a task: fetches remote,
@@ -55,7 +80,7 @@ func fetch(ctx context.Context, root, remote string) error {
 // or last run on another member).
 func Arrive(ctx context.Context, root, remote, worktree, branch, parent string) error {
 	defer lockClone(root)()
-	if err := fetch(ctx, root, remote); err != nil {
+	if err := fetch(ctx, root, remote, parent, branch); err != nil {
 		return err
 	}
 	if err := follow(ctx, root, remote, parent); err != nil {
