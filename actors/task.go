@@ -452,7 +452,7 @@ func (a *TaskActor) start(ctx actor.Context, j *job) {
 			}
 			r = run(jctx, func(int) { root.Send(self, &launched{epoch: epoch}) }, render)
 			if travel != nil {
-				travel.depart(jctx, r)
+				travel.depart(jctx)
 			}
 			// release before reporting: the next job takes the lock as soon
 			// as the actor hears of this one's end

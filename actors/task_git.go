@@ -333,7 +333,7 @@ func (tr *travel) bringHome(ctx context.Context) error {
 // has published the parent itself) and, after an agent turn, the agent
 // home. A failure is logged: the next job's arrival finds things where they
 // are.
-func (tr *travel) depart(ctx context.Context, r jobResult) {
+func (tr *travel) depart(ctx context.Context) {
 	switch tr.kind {
 	case jobWork, jobSync, jobDecide:
 		if err := gitx.Depart(ctx, tr.root, tr.remote, tr.branch); err != nil {

@@ -99,10 +99,11 @@ func (s *Service) follow(ctx context.Context, t *store.Task) {
 		s.fetched[t.ID] = time.Now()
 	}
 	s.fetchMu.Unlock()
-	if due {
-		if err := gitx.Fetch(ctx, s.paths.Root, s.remote, t.Parent, t.Branch); err != nil {
-			s.log.Warn("fetch from the cluster's git remote", "err", err)
-		}
+	if !due {
+		return // followed since the remote last had news
+	}
+	if err := gitx.Fetch(ctx, s.paths.Root, s.remote, t.Parent, t.Branch); err != nil {
+		s.log.Warn("fetch from the cluster's git remote", "err", err)
 	}
 	for _, b := range []string{t.Parent, t.Branch} {
 		if err := gitx.Follow(ctx, s.paths.Root, s.remote, b); err != nil {

@@ -24,7 +24,6 @@ import (
 
 // Server is one running PostgreSQL server.
 type Server struct {
-	dir  string
 	port int
 	cmd  *exec.Cmd
 	n    atomic.Int64
@@ -77,7 +76,7 @@ func Start(t testing.TB) *Server {
 			}
 		}
 	}
-	s := &Server{dir: dir, port: testsvc.FreePort(t)}
+	s := &Server{port: testsvc.FreePort(t)}
 	initdb := s.command(filepath.Join(bin, "initdb"), "-D", data, "-U", "lazy", "--auth=trust", "-E", "UTF8", "--no-instructions")
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
@@ -109,9 +108,6 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 func (s *Server) DSN(db string) string {
 	return fmt.Sprintf("postgres://lazy@127.0.0.1:%d/%s?sslmode=disable", s.port, db)
 }
-
-// Port is the server's TCP port on 127.0.0.1.
-func (s *Server) Port() int { return s.port }
 
 // NewDatabase creates an empty database and returns its DSN.
 func (s *Server) NewDatabase(t testing.TB) string {
