@@ -46,27 +46,93 @@ func Fetch(ctx context.Context, root, remote string, branches ...string) error {
 }
 
 func fetch(ctx context.Context, root, remote string, branches ...string) error {
-	specs := make([]string, 0, len(branches))
-	for _, b := range branches {
-		specs = append(specs, "+refs/heads/"+b+":refs/remotes/"+remote+"/"+b)
+	// Ask first what the remote has (only its heads, no pack, no walk of
+	// this clone's refs) and fetch only what moved: a fetch checks its
+	// result against every ref of the clone, which grows with the tasks.
+	theirs, err := remoteHeads(ctx, root, remote, branches...)
+	if err != nil {
+		return fmt.Errorf("ask %s for its branches: %w (check that the remote is reachable: git ls-remote %s)", remote, err, remote)
 	}
-	args := append([]string{"fetch", "--quiet", "--no-tags", remote}, specs...)
-	_, err := runRemote(ctx, root, args...)
-	if err != nil && len(specs) > 1 {
-		// one of them is missing there (a branch not pushed yet): each alone
-		err = nil
-		for _, s := range specs {
-			if _, e := runRemote(ctx, root, "fetch", "--quiet", "--no-tags", remote, s); e != nil && !isMissingRef(e) {
-				err = e
+	tracking := make([]string, len(branches))
+	for i, b := range branches {
+		tracking[i] = "refs/remotes/" + remote + "/" + b
+	}
+	ours, err := refs(ctx, root, tracking...)
+	if err != nil {
+		return err
+	}
+	var specs []string
+	for i, b := range branches {
+		id, there := theirs[b]
+		_, known := ours[tracking[i]]
+		switch {
+		case there && ours[tracking[i]] != id:
+			specs = append(specs, "+refs/heads/"+b+":"+tracking[i])
+		case !there && known:
+			// deleted there: forget it, so the next Depart sends it again
+			if _, err := Run(ctx, root, "update-ref", "-d", tracking[i]); err != nil {
+				return err
 			}
 		}
-	} else if isMissingRef(err) {
-		err = nil
+	}
+	if len(specs) == 0 {
+		return nil // the remote has nothing this clone lacks
+	}
+	args := append([]string{"fetch", "--quiet", "--no-tags", remote}, specs...)
+	_, err = runRemote(ctx, root, args...)
+	if isMissingRef(err) {
+		err = nil // deleted there since it answered
 	}
 	if err != nil {
 		return fmt.Errorf("fetch from %s: %w (check that the remote is reachable: git fetch %s)", remote, err, remote)
 	}
 	return nil
+}
+
+// remoteHeads is remote's commit of each of branches it has.
+func remoteHeads(ctx context.Context, root, remote string, branches ...string) (map[string]string, error) {
+	args := []string{"ls-remote", "--heads", remote}
+	for _, b := range branches {
+		args = append(args, "refs/heads/"+b)
+	}
+	out, err := runRemote(ctx, root, args...)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, b := range branches {
+		want[b] = true
+	}
+	heads := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		id, name, ok := strings.Cut(line, "\t")
+		b := strings.TrimPrefix(name, "refs/heads/")
+		if ok && want[b] { // a pattern matches a name's tail: keep exact names
+			heads[b] = id
+		}
+	}
+	return heads, nil
+}
+
+// refs is the commit of each of names (full ref names) this clone has, in
+// one git run.
+func refs(ctx context.Context, root string, names ...string) (map[string]string, error) {
+	out, err := Run(ctx, root, append([]string{"for-each-ref", "--format=%(objectname) %(refname)"}, names...)...)
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		id, name, ok := strings.Cut(line, " ")
+		if ok && want[name] { // a pattern matches whole components below it too
+			got[name] = id
+		}
+	}
+	return got, nil
 }
 
 func isMissingRef(err error) bool {
@@ -138,11 +204,28 @@ func follow(ctx context.Context, root, remote, branch string) error {
 	return FastForward(ctx, root, branch, theirs)
 }
 
-// Depart sends branch to remote (a fast-forward push).
+// Depart sends branch to remote (a fast-forward push), unless the remote
+// had it already when this clone last looked.
 func Depart(ctx context.Context, root, remote, branch string) error {
 	defer lockClone(root)()
-	if _, err := runRemote(ctx, root, "push", "--quiet", remote, "refs/heads/"+branch+":refs/heads/"+branch); err != nil {
+	local, tracking := "refs/heads/"+branch, "refs/remotes/"+remote+"/"+branch
+	at, err := refs(ctx, root, local, tracking)
+	if err != nil {
+		return err
+	}
+	head, ok := at[local]
+	if !ok {
+		return fmt.Errorf("push %s to %s: this clone has no branch %s", branch, remote, branch)
+	}
+	if at[tracking] == head {
+		return nil // sent before, or fetched from there: nothing new
+	}
+	if _, err := runRemote(ctx, root, "push", "--quiet", remote, head+":refs/heads/"+branch); err != nil {
 		return fmt.Errorf("push %s to %s: %w", branch, remote, err)
+	}
+	// what this clone knows the remote has, so the next look is exact
+	if _, err := Run(ctx, root, "update-ref", tracking, head); err != nil {
+		return fmt.Errorf("record the push of %s: %w", branch, err)
 	}
 	return nil
 }

@@ -2,7 +2,11 @@ package gitx
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"lazy/gitx/gitxtest"
@@ -49,5 +53,81 @@ func TestTravel(t *testing.T) {
 	mine, _ := RevParse(ctx, wt, "HEAD")
 	if theirs != mine {
 		t.Errorf("a sees %s of lazy/t, b made %s", theirs, mine)
+	}
+}
+
+// TestTravelRunsLittleGit: a Fetch of what the clone has already runs no
+// git fetch, and a Depart of what the remote has runs no push, so the cost
+// of a job's travel does not grow with the clone's refs; a branch deleted
+// on the remote is sent again.
+func TestTravelRunsLittleGit(t *testing.T) {
+	ctx := context.Background()
+	a := gitxtest.NewRepo(t, map[string]string{"a.go": "package a\n"})
+	remote := filepath.Join(t.TempDir(), "r.git")
+	gitxtest.Git(t, a, "clone", "-q", "--bare", a, remote)
+	gitxtest.Git(t, a, "remote", "add", "origin", remote)
+	wt := filepath.Join(t.TempDir(), "wa")
+	if err := AddWorktree(ctx, a, wt, "lazy/t", "main"); err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(t.TempDir(), "trace")
+	t.Setenv("GIT_TRACE2_EVENT", trace)
+	runs := func(sub string) int {
+		raw, _ := os.ReadFile(trace)
+		_ = os.Remove(trace)
+		n := 0
+		for _, line := range strings.Split(string(raw), "\n") {
+			var e struct {
+				Event string   `json:"event"`
+				Argv  []string `json:"argv"`
+			}
+			if json.Unmarshal([]byte(line), &e) == nil && e.Event == "start" && slices.Contains(e.Argv, sub) && !slices.Contains(e.Argv, "ls-remote") {
+				n++
+			}
+		}
+		return n
+	}
+	if err := Depart(ctx, a, "origin", "lazy/t"); err != nil {
+		t.Fatal(err)
+	}
+	if n := runs("push"); n != 1 {
+		t.Fatalf("the first Depart ran %d pushes, want 1", n)
+	}
+	if err := Depart(ctx, a, "origin", "lazy/t"); err != nil {
+		t.Fatal(err)
+	}
+	if n := runs("push"); n != 0 {
+		t.Errorf("a Depart with nothing new ran %d pushes", n)
+	}
+	if err := Arrive(ctx, a, "origin", wt, "lazy/t", "main"); err != nil {
+		t.Fatal(err)
+	}
+	if n := runs("fetch"); n != 1 {
+		t.Errorf("the first Arrive ran %d fetches, want 1 (main was never fetched)", n)
+	}
+	if err := Arrive(ctx, a, "origin", wt, "lazy/t", "main"); err != nil {
+		t.Fatal(err)
+	}
+	if n := runs("fetch"); n != 0 {
+		t.Errorf("an Arrive with nothing new on the remote ran %d fetches", n)
+	}
+	gitxtest.Commit(t, wt, "more", map[string]string{"m.txt": "m\n"})
+	if err := Depart(ctx, a, "origin", "lazy/t"); err != nil {
+		t.Fatal(err)
+	}
+	if n := runs("push"); n != 1 {
+		t.Errorf("a Depart of a new commit ran %d pushes, want 1", n)
+	}
+	// deleted on the remote: the next look forgets it, the next Depart sends it
+	gitxtest.Git(t, remote, "update-ref", "-d", "refs/heads/lazy/t")
+	if err := Fetch(ctx, a, "origin", "lazy/t", "main"); err != nil {
+		t.Fatal(err)
+	}
+	if err := Depart(ctx, a, "origin", "lazy/t"); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := RevParse(ctx, wt, "HEAD")
+	if got := strings.TrimSpace(gitxtest.Git(t, remote, "rev-parse", "refs/heads/lazy/t")); got != head {
+		t.Errorf("the remote has %s of lazy/t, want %s", got, head)
 	}
 }
