@@ -57,10 +57,7 @@ func fetch(ctx context.Context, root, remote string, branches ...string) error {
 	for i, b := range branches {
 		tracking[i] = "refs/remotes/" + remote + "/" + b
 	}
-	ours, err := refs(ctx, root, tracking...)
-	if err != nil {
-		return err
-	}
+	ours := refs(ctx, root, tracking...)
 	var specs []string
 	for i, b := range branches {
 		id, there := theirs[b]
@@ -114,25 +111,17 @@ func remoteHeads(ctx context.Context, root, remote string, branches ...string) (
 	return heads, nil
 }
 
-// refs is the commit of each of names (full ref names) this clone has, in
-// one git run.
-func refs(ctx context.Context, root string, names ...string) (map[string]string, error) {
-	out, err := Run(ctx, root, append([]string{"for-each-ref", "--format=%(objectname) %(refname)"}, names...)...)
-	if err != nil {
-		return nil, err
-	}
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
-	}
+// refs is the commit of each of names (full ref names) this clone has. One
+// lookup each: a for-each-ref would read every ref beside them, and a
+// clone has thousands of task branches.
+func refs(ctx context.Context, root string, names ...string) map[string]string {
 	got := map[string]string{}
-	for _, line := range strings.Split(out, "\n") {
-		id, name, ok := strings.Cut(line, " ")
-		if ok && want[name] { // a pattern matches whole components below it too
-			got[name] = id
+	for _, n := range names {
+		if id, err := RevParse(ctx, root, n); err == nil {
+			got[n] = id
 		}
 	}
-	return got, nil
+	return got
 }
 
 func isMissingRef(err error) bool {
@@ -209,10 +198,7 @@ func follow(ctx context.Context, root, remote, branch string) error {
 func Depart(ctx context.Context, root, remote, branch string) error {
 	defer lockClone(root)()
 	local, tracking := "refs/heads/"+branch, "refs/remotes/"+remote+"/"+branch
-	at, err := refs(ctx, root, local, tracking)
-	if err != nil {
-		return err
-	}
+	at := refs(ctx, root, local, tracking)
 	head, ok := at[local]
 	if !ok {
 		return fmt.Errorf("push %s to %s: this clone has no branch %s", branch, remote, branch)

@@ -24,20 +24,7 @@ import (
 // recovery file exactly for each unblock whose launch did not complete, and
 // no task, turn or ask in an impossible state.
 func TestChaosKill9(t *testing.T) {
-	kills := 50
-	if v := os.Getenv("LAZY_CHAOS_KILLS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatalf("LAZY_CHAOS_KILLS=%q", v)
-		}
-		kills = n
-	}
-	if testing.Short() {
-		kills = 5
-	}
-	seed := time.Now().UnixNano()
-	t.Logf("chaos seed %d", seed)
-	rng := rand.New(rand.NewSource(seed))
+	kills, rng := chaosSetup(t)
 	p := newProject(t, "process")
 	p.lazy(0, "daemon", "start")
 	acked := map[string]review.ReviewComment{} // comment id -> as acknowledged
@@ -113,9 +100,31 @@ func TestChaosKill9(t *testing.T) {
 		}
 		p.lazy(0, "daemon", "start")
 		p.settle(t)
-		p.checkInvariants(t, k, op, acked)
+		checkInvariants(t, k, op, acked, []*project{p}, func(ti api.TaskInfo) bool {
+			head := strings.TrimSpace(runGit(t, p.root, "rev-parse", ti.Branch))
+			return runGitOK(p.root, "merge-base", "--is-ancestor", head, "main") == nil
+		})
 	}
 	t.Logf("chaos: %d kills (%v), %d acknowledged comments, all invariants held", kills, counts, len(acked))
+}
+
+// chaosSetup is how many kills a chaos test makes (LAZY_CHAOS_KILLS, 50
+// unless set; 5 with -short) and its random source, whose seed it logs.
+func chaosSetup(t *testing.T) (int, *rand.Rand) {
+	kills := 50
+	if v := os.Getenv("LAZY_CHAOS_KILLS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("LAZY_CHAOS_KILLS=%q", v)
+		}
+		kills = n
+	}
+	if testing.Short() {
+		kills = 5
+	}
+	seed := time.Now().UnixNano()
+	t.Logf("chaos seed %d", seed)
+	return kills, rand.New(rand.NewSource(seed))
 }
 
 func filepathOf(ref string) string { return "f" + strings.TrimPrefix(ref, "c") + ".txt" }
@@ -155,8 +164,12 @@ func (p *project) settle(t *testing.T) {
 	}
 }
 
-func (p *project) checkInvariants(t *testing.T, k int, op string, acked map[string]review.ReviewComment) {
+// checkInvariants checks what must hold after a kill and a settle, over the
+// daemons of one project (one, or a cluster's members; the first answers
+// the RPC). inMain says whether an accepted task's work is in its parent.
+func checkInvariants(t *testing.T, k int, op string, acked map[string]review.ReviewComment, ps []*project, inMain func(api.TaskInfo) bool) {
 	t.Helper()
+	p := ps[0]
 	fail := func(format string, a ...any) { t.Fatalf("after kill %d (%s): "+format, append([]any{k, op}, a...)...) }
 	var ts []api.TaskInfo
 	if err := p.rpc().Call(context.Background(), "taskList", nil, &ts); err != nil {
@@ -165,6 +178,7 @@ func (p *project) checkInvariants(t *testing.T, k int, op string, acked map[stri
 	stored := map[string]review.ReviewComment{}
 	launched := map[string]bool{}
 	turnsOf := map[string]map[int]bool{}
+	details := map[string]api.TaskDetail{}
 	for _, ti := range ts {
 		switch ti.Status {
 		case "blocked", "failed", "conflict", "accepted", "cancelled":
@@ -175,6 +189,7 @@ func (p *project) checkInvariants(t *testing.T, k int, op string, acked map[stri
 		if err := p.rpc().Call(context.Background(), "taskShow", map[string]any{"task": ti.ID}, &d); err != nil {
 			fail("%v", err)
 		}
+		details[ti.ID] = d
 		turnsOf[ti.ID] = map[int]bool{}
 		for _, tu := range d.Turns {
 			if tu.StartedAt != nil {
@@ -185,10 +200,8 @@ func (p *project) checkInvariants(t *testing.T, k int, op string, acked map[stri
 				fail("turn %d of %s is done but never launched", tu.Number, ti.Ref)
 			}
 		}
-		if ti.Status == "accepted" {
-			if head := strings.TrimSpace(runGit(t, p.root, "rev-parse", ti.Branch)); runGitOK(p.root, "merge-base", "--is-ancestor", head, "main") != nil {
-				fail("accepted task %s is not in main", ti.Ref)
-			}
+		if ti.Status == "accepted" && !inMain(ti) {
+			fail("accepted task %s is not in main", ti.Ref)
 		}
 		for _, th := range p.threads(ti.ID).Threads {
 			for _, m := range th.Messages {
@@ -211,18 +224,25 @@ func (p *project) checkInvariants(t *testing.T, k int, op string, acked map[stri
 			fail("ask %s is still pending after settling", id)
 		}
 	}
-	// a comment is in at most one completed work turn the agent saw
-	homes, _ := filepath.Glob(filepath.Join(p.paths.Agents, "*", "home"))
+	// a comment is in at most one completed work turn the agent saw, on
+	// whichever member it ran (a home that travelled holds the turns before
+	// it too: a turn is counted once)
 	seen := map[string]int{}
-	for _, h := range homes {
-		turns, _ := scriptagent.ReadTurns(h)
-		for _, tr := range turns {
-			if tr.Mode == "plan" {
-				continue
-			}
-			for _, c := range acked {
-				if c.Intent == review.Comment && strings.Contains(tr.Prompt, c.Body) {
-					seen[c.ID]++
+	counted := map[string]bool{}
+	for _, m := range ps {
+		homes, _ := filepath.Glob(filepath.Join(m.paths.Agents, "*", "home"))
+		for _, h := range homes {
+			turns, _ := scriptagent.ReadTurns(h)
+			for _, tr := range turns {
+				key := tr.Session + "\x00" + tr.At.String() + "\x00" + tr.Prompt
+				if tr.Mode == "plan" || counted[key] {
+					continue
+				}
+				counted[key] = true
+				for _, c := range acked {
+					if c.Intent == review.Comment && strings.Contains(tr.Prompt, c.Body) {
+						seen[c.ID]++
+					}
 				}
 			}
 		}
@@ -232,23 +252,31 @@ func (p *project) checkInvariants(t *testing.T, k int, op string, acked map[stri
 			fail("comment %q was delivered in %d completed work turns", acked[id].Body, n)
 		}
 	}
-	// a recovery file exactly for each unblock whose launch did not complete
-	files, _ := filepath.Glob(filepath.Join(p.paths.Recovery, "unblock-*.txt"))
-	for _, f := range files {
-		id := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "unblock-"), ".txt")
-		if launched[id] {
-			fail("recovery file %s remains for a launched turn", filepath.Base(f))
+	// a recovery file remains only for an unblock whose launch did not
+	// complete, and one of a single daemon's is there for each such unblock
+	// (in a cluster the turn's message is in the shared store, which the
+	// turn's row shows; the file stays on the member that queued it)
+	for _, m := range ps {
+		files, _ := filepath.Glob(filepath.Join(m.paths.Recovery, "unblock-*.txt"))
+		for _, f := range files {
+			id := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "unblock-"), ".txt")
+			if launched[id] && len(ps) == 1 {
+				fail("recovery file %s remains for a launched turn", filepath.Base(f))
+			}
 		}
 	}
 	for _, ti := range ts {
-		var d api.TaskDetail
-		_ = p.rpc().Call(context.Background(), "taskShow", map[string]any{"task": ti.ID}, &d)
-		for _, tu := range d.Turns {
-			if tu.Trigger != "unblock" {
+		for _, tu := range details[ti.ID].Turns {
+			if tu.Trigger != "unblock" || tu.StartedAt != nil {
 				continue
 			}
-			_, err := os.Stat(filepath.Join(p.paths.Recovery, "unblock-"+tu.ID+".txt"))
-			if tu.StartedAt == nil && err != nil {
+			if len(ps) > 1 {
+				if strings.TrimSpace(tu.Prompt) == "" {
+					fail("unblock turn %d of %s never launched and its message is not in the store", tu.Number, ti.Ref)
+				}
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(p.paths.Recovery, "unblock-"+tu.ID+".txt")); err != nil {
 				fail("unblock turn %d of %s never launched but its recovery file is gone", tu.Number, ti.Ref)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lazy/api"
+	"lazy/client"
 	"lazy/gitx/gitxtest"
 	"lazy/grain/etcdtest"
 	"lazy/review"
@@ -26,12 +27,16 @@ type cluster struct {
 	remote string
 }
 
-func newCluster(t testing.TB) *cluster {
+func newCluster(t testing.TB) *cluster { return newClusterOf(t, "process", nil) }
+
+// newClusterOf is a cluster whose members run agents with runner, each
+// project passed to setup (when given) before its daemon starts.
+func newClusterOf(t testing.TB, runner string, setup func(*project)) *cluster {
 	t.Helper()
 	etcd := etcdtest.Start(t)
 	pg := pgtest.Start(t)
 	dsn := pg.NewDatabase(t)
-	a := newProject(t, "process")
+	a := newProject(t, runner)
 	remote := filepath.Join(artifactDir(t, "remote"), "project.git")
 	gitxtest.Git(t, a.root, "clone", "-q", "--bare", a.root, remote)
 	gitxtest.Git(t, a.root, "remote", "add", "origin", remote)
@@ -40,11 +45,14 @@ func newCluster(t testing.TB) *cluster {
 	gitxtest.Git(t, a.root, "clone", "-q", remote, broot)
 	gitxtest.Git(t, broot, "config", "user.email", "b@example.com")
 	gitxtest.Git(t, broot, "config", "user.name", "member b")
-	b := newProjectIn(t, "process", broot)
+	b := newProjectIn(t, runner, broot)
 	env := []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=" + dsn, "LAZY_CLUSTER__NAME=lazy-e2e",
 		"LAZY_CLUSTER__ETCD=" + etcd.Endpoint, "LAZY_CLUSTER__ADVERTISE=127.0.0.1:0", "LAZY_CLUSTER__REMOTE=origin"}
 	for _, p := range []*project{a, b} {
 		p.env = append(p.env, env...)
+		if setup != nil {
+			setup(p)
+		}
 		p.lazy(0, "daemon", "start")
 	}
 	started := time.Now()
@@ -282,4 +290,169 @@ func waitTurn(t *testing.T, p *project, ref string, cond func(api.Turn) bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestClusterClaudeResume: the real claude CLI's session travels with its
+// task. The first turn runs on the task's host; that member stops; an
+// unblock through the other member runs the next turn there, in its own
+// worktree, and the model sees the first turn's conversation: the agent
+// home came from the shared store and its sessions were re-keyed.
+func TestClusterClaudeResume(t *testing.T) {
+	claude := claudePath(t)
+	c := newClusterOf(t, "", func(p *project) { p.useClaude(t, claude, "api_key") })
+	c.a.lazy(0, "task", "new", "--code", "cr", "-m", "remember the word PINEAPPLE")
+	ti := c.a.waitStatus("cr", "blocked")
+	from, to := c.a, c.b
+	if c.hosts()[ti.ID] == "b" {
+		from, to = c.b, c.a
+	}
+	if n := len(from.stub.Requests()); n == 0 {
+		t.Fatal("the first turn made no model call on its host")
+	}
+	from.lazy(0, "daemon", "stop")
+	for deadline := time.Now().Add(60 * time.Second); len(c.status(to).Members) != 1; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stopped member is still in the cluster:\n%s", to.lazy(0, "cluster", "status"))
+		}
+	}
+	to.stub.Reset()
+	to.lazy(0, "unblock", "cr", "-m", "What word did I ask you to remember?")
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if got := to.show("cr"); got.Status == "blocked" && got.Turns == 2 {
+			break
+		} else if got.Status == "failed" || time.Now().After(deadline) {
+			t.Fatalf("the second turn on the other member: %s %q after %d turns", got.Status, got.FailReason, got.Turns)
+		}
+	}
+	resumed := false
+	for _, r := range to.stub.Requests() {
+		if r.Path == "/v1/messages" && strings.Contains(string(r.Body), "PINEAPPLE") && strings.Contains(string(r.Body), "What word did I ask you") {
+			resumed = true
+		}
+	}
+	if !resumed {
+		t.Fatalf("the turn on the other member did not carry the first turn's conversation (%d model calls there): the session did not travel", len(to.stub.Requests()))
+	}
+	// claude keys sessions by the directory it runs in: this member's worktree
+	key := strings.Map(func(r rune) rune {
+		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return r
+		}
+		return '-'
+	}, filepath.Join(to.paths.Worktrees, "cr"))
+	if s, _ := filepath.Glob(filepath.Join(to.paths.Agents, "cr", "home", ".claude", "projects", key, "*.jsonl")); len(s) == 0 {
+		t.Errorf("no session of this member's worktree (%s) in its agent home", key)
+	}
+	if out := to.lazy(0, "task", "show", "cr"); !strings.Contains(out, "stub answer to: What word") {
+		t.Errorf("task show on the other member:\n%s", out)
+	}
+}
+
+// TestClusterChaosKill9 is the chaos suite across members: LAZY_CHAOS_KILLS
+// times (50 unless set; 5 with -short) a comment, an ask, an unblock, an
+// accept or a sync goes through a random member while one member, most
+// often the task's host, is killed with SIGKILL at a random moment. The
+// dead member restarts and rejoins, the cluster settles, and the single
+// daemon's checks hold over both: no acknowledged comment lost, no comment
+// in two completed work turns (on whichever member they ran), every ask
+// answered, nothing in an impossible state, accepted work on the remote's
+// main.
+func TestClusterChaosKill9(t *testing.T) {
+	kills, rng := chaosSetup(t)
+	c := newCluster(t)
+	members := []*project{c.a, c.b}
+	// the parent moves on the remote, as another member's accept or a push would move it
+	mover := filepath.Join(t.TempDir(), "mover")
+	gitxtest.Git(t, c.a.root, "clone", "-q", c.remote, mover)
+	acked := map[string]review.ReviewComment{}
+	taskN := 0
+	newTask := func() string {
+		taskN++
+		code := fmt.Sprintf("c%d", taskN)
+		members[rng.Intn(2)].lazy(0, "task", "new", "--code", code, "-m", fmt.Sprintf("@write f%d.txt a\\nb\\nc\\n\n@commit c%d", taskN, taskN))
+		c.a.waitStatus(code, "blocked")
+		return code
+	}
+	pool := []string{newTask(), newTask(), newTask()}
+	ops := []string{"comment", "ask", "unblock", "accept", "sync"}
+	counts := map[string]int{}
+	hostKills := 0
+	for k := 0; k < kills; k++ {
+		op := ops[rng.Intn(len(ops))]
+		counts[op]++
+		var ref, id string
+		for _, r := range pool {
+			if ti := c.a.show(r); ti.Status == "blocked" || ti.Status == "conflict" {
+				ref, id = r, ti.ID
+				break
+			}
+		}
+		if ref == "" {
+			ref = newTask()
+			pool = append(pool, ref)
+			id = c.a.show(ref).ID
+		}
+		via := members[rng.Intn(2)]
+		victim := members[rng.Intn(2)]
+		host := map[string]*project{"a": c.a, "b": c.b}[c.hosts()[id]]
+		if host != nil && rng.Intn(4) > 0 { // mostly the host
+			victim = host
+		}
+		if victim == host {
+			hostKills++
+		}
+		if op == "sync" {
+			gitxtest.Commit(t, mover, "parent moves", map[string]string{"parent.txt": fmt.Sprintf("M%d\n", k)})
+			gitxtest.Git(t, mover, "push", "-q", "origin", "HEAD:main")
+		}
+		cl := via.rpc()
+		marker := func() string { return fmt.Sprintf("M%d-%d", k, rng.Intn(1_000_000)) }
+		post := func(intent, body string) {
+			args := api.ReviewCommentArgs{Task: id, PostCommentArgs: api.PostCommentArgs{Body: body, File: filepathOf(ref), Line: 1 + rng.Intn(3), Side: "new", Intent: intent}}
+			if cm, err := client.Do(context.Background(), cl, api.CmdReviewPostComment, args); err == nil {
+				acked[cm.ID] = *cm
+			}
+		}
+		pid := victim.info().PID
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			ctx := context.Background()
+			switch op {
+			case "comment":
+				for i := 0; i < 1+rng.Intn(3); i++ {
+					post("comment", "comment "+marker())
+				}
+			case "ask":
+				post("ask", "ask "+marker()+"\n@sleep 200ms\n@answer ok")
+			case "unblock":
+				post("comment", "carry "+marker())
+				_, _ = client.Do(ctx, cl, api.CmdReviewUnblock, api.ReviewUnblockArgs{Task: id, Feedback: "go " + marker() + "\n@sleep 150ms"})
+			case "accept":
+				_, _ = client.Do(ctx, cl, api.CmdReviewAccept, api.ReviewAcceptArgs{Task: id})
+			case "sync":
+				_, _ = client.Do(ctx, cl, api.CmdSync, api.SyncArgs{Task: id, Wait: true})
+			}
+		}()
+		time.Sleep(time.Duration(rng.Intn(400)) * time.Millisecond)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %d: %v", pid, err)
+		}
+		<-done
+		for syscallAlive(pid) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		victim.lazy(0, "daemon", "start")
+		for deadline := time.Now().Add(60 * time.Second); len(c.status(c.a).Members) != 2 || len(c.status(c.b).Members) != 2; time.Sleep(200 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after kill %d the members do not see each other:\n%s", k, c.a.lazy(0, "cluster", "status"))
+			}
+		}
+		c.a.settle(t)
+		checkInvariants(t, k, op, acked, members, func(ti api.TaskInfo) bool {
+			head := strings.TrimSpace(runGit(t, c.remote, "rev-parse", "refs/heads/"+ti.Branch))
+			return runGitOK(c.remote, "merge-base", "--is-ancestor", head, "refs/heads/main") == nil
+		})
+	}
+	t.Logf("cluster chaos: %d kills (%v), %d of the task's host, %d acknowledged comments, all invariants held", kills, counts, hostKills, len(acked))
 }
