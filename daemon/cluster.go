@@ -62,6 +62,8 @@ func (s *Service) ClusterStatus(ctx context.Context) (*api.ClusterStatus, error)
 
 // describe is this member's part of its cluster info.
 func (d *Daemon) describe(i *grainpb.MemberInfo) {
+	d.infoMu.Lock()
+	defer d.infoMu.Unlock()
 	i.BaseUrl, i.Pid, i.Version = d.info.BaseURL, int32(d.info.PID), d.info.Version
 }
 

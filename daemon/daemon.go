@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -60,6 +61,7 @@ type Daemon struct {
 	log      *slog.Logger
 	st       store.Store
 	sup      *supervisor.Supervisor
+	supSet   atomic.Bool // sup is set: the cluster's callbacks may use it
 	svc      *Service
 	review   *Review
 	dash     *http.Server
@@ -177,6 +179,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if clusterOpts != nil {
 		clusterOpts.Describe = d.describe
 		clusterOpts.MembersLeft = func([]string) {
+			if !d.supSet.Load() {
+				return // still starting: the start's own wake comes after
+			}
 			if err := d.wake(context.Background()); err != nil {
 				d.log.Error("wake the tasks of members that left", "err", err)
 			}
@@ -187,6 +192,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.sup = sup
+	d.supSet.Store(true)
 	launcher.Placeholders = func(ctx context.Context, taskID, ref, role string) (map[string]string, error) {
 		return d.mint(creds, taskID, ref, role)
 	}
@@ -195,9 +201,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.svc = &Service{remote: clusterRemote(cfg), log: o.Log, usage: book, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
 	d.review = &Review{svc: d.svc, deps: d.taskDeps}
 
+	d.infoMu.Lock() // a member asking about this one reads it already
 	d.info = api.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
 		BaseURL: "http://127.0.0.1:" + strconv.Itoa(dashPort), ProxyURL: proxyURL, StartedAt: time.Now().UTC(), Version: version.String(),
 		Runner: launcher.Runner.Name(), Warnings: warnings}
+	d.infoMu.Unlock()
 
 	runCtx, cancel := context.WithCancel(ctx)
 	d.stopFn = cancel
@@ -251,7 +259,17 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	go d.serve(d.prx, proxyLn, "proxy")
 	go d.serve(d.prx, sockLn, "proxy socket")
 
-	if err := d.wake(ctx); err != nil {
+	if d.sup.Clustered() {
+		// a task placed on this member's own last life (killed, its etcd
+		// lease not yet run out) cannot be reached for a few seconds: the
+		// start does not wait for it, and those tasks are woken again when
+		// that life leaves the cluster (MembersLeft)
+		go func() {
+			if err := d.wake(context.Background()); err != nil {
+				d.log.Warn("wake tasks with work waiting; they are woken again when the members that hold them leave", "err", err)
+			}
+		}()
+	} else if err := d.wake(ctx); err != nil {
 		return nil, err
 	}
 	b, _ := json.MarshalIndent(d.info, "", "  ")
@@ -612,6 +630,8 @@ func (d *Daemon) wake(ctx context.Context) error {
 	for _, c := range asks {
 		ids = append(ids, c.TaskID)
 	}
+	// one task that cannot be reached does not strand the others
+	var errs []error
 	seen := map[string]bool{}
 	for _, id := range ids {
 		if seen[id] {
@@ -619,10 +639,10 @@ func (d *Daemon) wake(ctx context.Context) error {
 		}
 		seen[id] = true
 		if err := d.sup.Send(id, &actors.Wake{}); err != nil {
-			return err
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // mint returns the placeholder env of a task's role.

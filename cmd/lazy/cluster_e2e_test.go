@@ -393,14 +393,6 @@ func TestClusterChaosKill9(t *testing.T) {
 			id = c.a.show(ref).ID
 		}
 		via := members[rng.Intn(2)]
-		victim := members[rng.Intn(2)]
-		host := map[string]*project{"a": c.a, "b": c.b}[c.hosts()[id]]
-		if host != nil && rng.Intn(4) > 0 { // mostly the host
-			victim = host
-		}
-		if victim == host {
-			hostKills++
-		}
 		if op == "sync" {
 			gitxtest.Commit(t, mover, "parent moves", map[string]string{"parent.txt": fmt.Sprintf("M%d\n", k)})
 			gitxtest.Git(t, mover, "push", "-q", "origin", "HEAD:main")
@@ -413,7 +405,6 @@ func TestClusterChaosKill9(t *testing.T) {
 				acked[cm.ID] = *cm
 			}
 		}
-		pid := victim.info().PID
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -435,6 +426,14 @@ func TestClusterChaosKill9(t *testing.T) {
 			}
 		}()
 		time.Sleep(time.Duration(rng.Intn(400)) * time.Millisecond)
+		// the op has reached the task by now, mostly: its host is the
+		// victim three times in four
+		victim := members[rng.Intn(2)]
+		if host := map[string]*project{"a": c.a, "b": c.b}[c.hosts()[id]]; host != nil && rng.Intn(4) > 0 {
+			victim = host
+			hostKills++
+		}
+		pid := victim.info().PID
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill %d: %v", pid, err)
 		}
