@@ -4,6 +4,7 @@ package api
 // them, what each hosts, and the health of what they share.
 type ClusterStatus struct {
 	Name    string          `json:"name"`
+	Links   string          `json:"links"` // "mutual TLS" | "plaintext"
 	Members []ClusterMember `json:"members"`
 	Etcd    []Health        `json:"etcd"`
 	Store   Health          `json:"store"`

@@ -55,7 +55,15 @@ type Cluster struct {
 	Advertise string `koanf:"advertise"`
 	// Remote is the git remote task branches travel through
 	Remote string `koanf:"remote"`
+	// TLSCert, TLSKey and TLSCA (PEM files) make the links between members
+	// mutual TLS: all three, or none (plaintext links)
+	TLSCert string `koanf:"tls_cert"`
+	TLSKey  string `koanf:"tls_key"`
+	TLSCA   string `koanf:"tls_ca"`
 }
+
+// TLS reports whether the member links are mutual TLS.
+func (c Cluster) TLS() bool { return c.TLSCert != "" }
 
 // Enabled reports a cluster member.
 func (c Cluster) Enabled() bool { return c.Name != "" }
@@ -288,7 +296,8 @@ func (p structProvider) Read() (map[string]any, error) {
 		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream, "no_grant": c.Proxy.NoGrant},
 		"storage":     map[string]any{"backend": c.Storage.Backend, "sync": c.Storage.Sync, "dsn": c.Storage.DSN},
 		"protect":     map[string]any{"paths": toAny(c.Protect.Paths)},
-		"cluster":     map[string]any{"name": c.Cluster.Name, "etcd": toAny(c.Cluster.Etcd), "advertise": c.Cluster.Advertise, "remote": c.Cluster.Remote},
+		"cluster":     map[string]any{"name": c.Cluster.Name, "etcd": toAny(c.Cluster.Etcd), "advertise": c.Cluster.Advertise, "remote": c.Cluster.Remote,
+			"tls_cert": c.Cluster.TLSCert, "tls_key": c.Cluster.TLSKey, "tls_ca": c.Cluster.TLSCA},
 	}, nil
 }
 
@@ -445,6 +454,26 @@ func (cl Cluster) validate(backend string) error {
 	}
 	if strings.TrimSpace(cl.Remote) == "" {
 		return bad("cluster.remote", "is empty: name the git remote task branches travel through (default origin)")
+	}
+	set := 0
+	for _, f := range []string{cl.TLSCert, cl.TLSKey, cl.TLSCA} {
+		if f != "" {
+			set++
+		}
+	}
+	if set != 0 && set != 3 {
+		return bad("cluster.tls_cert", "tls_cert, tls_key and tls_ca go together: set all three (`lazy cluster cert` makes them) or none")
+	}
+	for key, f := range map[string]string{"cluster.tls_cert": cl.TLSCert, "cluster.tls_key": cl.TLSKey, "cluster.tls_ca": cl.TLSCA} {
+		if f == "" {
+			continue
+		}
+		if !filepath.IsAbs(f) {
+			return bad(key, "%q: give an absolute path (each member keeps its own files)", f)
+		}
+		if _, err := os.Stat(f); err != nil {
+			return bad(key, "%v", err)
+		}
 	}
 	return nil
 }

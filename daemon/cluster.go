@@ -21,7 +21,10 @@ func (s *Service) ClusterStatus(ctx context.Context) (*api.ClusterStatus, error)
 	if !cfg.Cluster.Enabled() || !s.sup.Clustered() {
 		return nil, usage("this daemon is not in a cluster: set [cluster] name, etcd and advertise, and storage.backend = \"postgres\" (docs/SCALE-OUT.md), then restart it")
 	}
-	out := &api.ClusterStatus{Name: cfg.Cluster.Name, Members: []api.ClusterMember{}}
+	out := &api.ClusterStatus{Name: cfg.Cluster.Name, Links: "plaintext", Members: []api.ClusterMember{}}
+	if s.linksTLS {
+		out.Links = "mutual TLS"
+	}
 	for _, m := range s.sup.MemberInfos() {
 		cm := api.ClusterMember{ID: m.ID, Address: m.Address, Self: m.Self, Error: m.Error, Tasks: []string{}}
 		if i := m.Info; i != nil {

@@ -198,7 +198,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	modelErrs.publish = sup.Publish
 	book := newUsageBook(st, o.Log)
-	d.svc = &Service{remote: clusterRemote(cfg), log: o.Log, usage: book, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
+	d.svc = &Service{remote: clusterRemote(cfg), linksTLS: cfg.Cluster.Enabled() && cfg.Cluster.TLS(), log: o.Log, usage: book, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
 	d.review = &Review{svc: d.svc, deps: d.taskDeps}
 
 	d.infoMu.Lock() // a member asking about this one reads it already
@@ -721,5 +721,11 @@ func clusterOptions(ctx context.Context, cfg *config.Config, st store.Store) (*s
 	}
 	host, portStr, _ := net.SplitHostPort(cfg.Cluster.Advertise) // checked by config
 	port, _ := strconv.Atoi(portStr)
-	return &supervisor.ClusterOptions{Name: cfg.Cluster.Name, Etcd: cfg.Cluster.Etcd, Host: host, Port: port, Secret: secret}, nil
+	o := &supervisor.ClusterOptions{Name: cfg.Cluster.Name, Etcd: cfg.Cluster.Etcd, Host: host, Port: port, Secret: secret}
+	if cfg.Cluster.TLS() {
+		if o.TLS, err = supervisor.LoadLinkTLS(cfg.Cluster.TLSCert, cfg.Cluster.TLSKey, cfg.Cluster.TLSCA); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+	}
+	return o, nil
 }

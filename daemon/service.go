@@ -49,6 +49,8 @@ type Service struct {
 	log     *slog.Logger
 	fetchMu sync.Mutex
 	fetched map[string]time.Time // by task
+	// linksTLS: the links to the other members are mutual TLS (as started)
+	linksTLS bool
 }
 
 var _ httpapi.Tasks = (*Service)(nil)

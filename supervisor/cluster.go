@@ -13,6 +13,8 @@ import (
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"lazy/actors"
 	"lazy/api"
@@ -37,6 +39,9 @@ type ClusterOptions struct {
 	// died): their tasks are placed anew on the next message, and the daemon
 	// sends one to every task with work waiting.
 	MembersLeft func(addresses []string)
+	// TLS makes the links between members mutual TLS (nil: plaintext,
+	// for members on one host or a network of their own).
+	TLS *LinkTLS
 }
 
 // startCluster joins the cluster. The member's own tree stays as it is: a
@@ -54,7 +59,12 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 		return fmt.Errorf("cluster: spawn the member info actor: %w", err)
 	}
 	kind := cluster.NewKind(grain.Kind, actor.PropsFromProducer(func() actor.Actor { return &taskGrain{s: s} }))
-	cfg := cluster.Configure(o.Name, prov, disthash.New(), remote.Configure(o.Host, o.Port),
+	var links []remote.ConfigOption
+	if o.TLS != nil {
+		links = append(links, remote.WithServerOptions(grpc.Creds(credentials.NewTLS(o.TLS.Server))),
+			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(o.TLS.Client))))
+	}
+	cfg := cluster.Configure(o.Name, prov, disthash.New(), remote.Configure(o.Host, o.Port, links...),
 		cluster.WithKinds(kind), cluster.WithRequestTimeout(s.timeout))
 	s.cluster = cluster.New(s.sys, cfg)
 	if o.MembersLeft != nil {

@@ -29,11 +29,13 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // member is one daemon's tree in a test cluster: its own actor system,
 // remote port and store connection, one shared database and etcd.
-func member(t *testing.T, dsn, etcd string, secret []byte) (*Supervisor, store.Store) {
+func member(t *testing.T, dsn, etcd string, secret []byte, links ...*LinkTLS) (*Supervisor, store.Store) {
 	t.Helper()
 	st, err := store.OpenPostgres(dsn)
 	if err != nil {
@@ -44,7 +46,7 @@ func member(t *testing.T, dsn, etcd string, secret []byte) (*Supervisor, store.S
 	deps := &actors.TaskDeps{Store: st, Launcher: newScripted(), LockDir: filepath.Join(dir, "locks"), Root: dir,
 		RecoveryDir: filepath.Join(dir, "recovery"), AskTimeout: time.Minute}
 	s, err := New(Options{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Task: deps, Timeout: 20 * time.Second,
-		Cluster: &ClusterOptions{Name: "lazy-test", Etcd: []string{etcd}, Host: "127.0.0.1", Secret: secret}})
+		Cluster: &ClusterOptions{Name: "lazy-test", Etcd: []string{etcd}, Host: "127.0.0.1", Secret: secret, TLS: first(links)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,10 +205,13 @@ func TestTaskGrainsAcrossMembers(t *testing.T) {
 	rem := remote.NewRemote(outsider, remote.Configure("127.0.0.1", 0))
 	rem.Start()
 	defer rem.Shutdown(false)
-	pid := a.cluster.Get(ids[1], grain.Kind)
-	if pid == nil {
+	found := a.cluster.Get(ids[1], grain.Kind)
+	if found == nil {
 		t.Fatal("no grain for the task")
 	}
+	// a new PID: the one a resolved caches a's own process, and a send
+	// through it would not cross the network
+	pid := actor.NewPID(found.Address, found.Id)
 	forged, _ := grain.Encode(&actors.Rename{Title: "hijacked"}, 5*time.Second, []byte("a secret it guessed wrong!"))
 	res, err := outsider.Root.RequestFuture(pid, forged, 10*time.Second).Result()
 	if err != nil {
@@ -234,6 +239,103 @@ func TestTaskGrainsAcrossMembers(t *testing.T) {
 			}
 		case <-quiet:
 			done = true
+		}
+	}
+}
+
+func first(l []*LinkTLS) *LinkTLS {
+	if len(l) == 0 {
+		return nil
+	}
+	return l[0]
+}
+
+// linkTLS makes a member certificate for 127.0.0.1 in dir (and dir's CA,
+// the first time) and loads it.
+func linkTLS(t *testing.T, dir, name string) *LinkTLS {
+	t.Helper()
+	if _, err := MakeCA(dir); err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := MakeMemberCert(dir, name, []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := LoadLinkTLS(cert, key, filepath.Join(dir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestMemberLinksTLS: members with certificates of the cluster's CA reach
+// each other's tasks over mutual TLS; a process that has the cluster's
+// secret but no certificate, or one of another CA, places no call.
+func TestMemberLinksTLS(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	pg := pgtest.Start(t)
+	dsn := pg.NewDatabase(t)
+	secret := []byte("a secret of this test cluster")
+	dir := t.TempDir()
+	a, st := member(t, dsn, etcd.Endpoint, secret, linkTLS(t, dir, "a"))
+	b, _ := member(t, dsn, etcd.Endpoint, secret, linkTLS(t, dir, "b"))
+	for deadline := time.Now().Add(30 * time.Second); len(a.Members()) != 2 || len(b.Members()) != 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("members: a sees %v, b sees %v", a.Members(), b.Members())
+		}
+	}
+	ctx := context.Background()
+	now := time.Now().UTC()
+	var ids []string
+	for i := 0; i < 8; i++ {
+		id := task.NewID(now.Add(time.Duration(i) * 70 * time.Second))
+		tk := &store.Task{ID: id, Status: task.Blocked, Branch: "lazy/" + task.ShortID(id), Parent: "main", CreatedAt: now, UpdatedAt: now, LastActivity: now}
+		if err := st.CreateTask(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		for j, from := range []*Supervisor{a, b} {
+			if _, err := Ask[*actors.Done](from, id, &actors.Rename{Title: fmt.Sprint("over TLS ", j)}); err != nil {
+				t.Fatalf("rename %s from member %d: %v", id, j, err)
+			}
+		}
+	}
+	onB := 0
+	for _, h := range b.Health() {
+		if h.Kind == "task" {
+			onB++
+		}
+	}
+	if onB == 0 || onB == len(ids) {
+		t.Fatalf("b hosts %d of %d tasks: the calls did not cross members both ways", onB, len(ids))
+	}
+	if infos := a.MemberInfos(); len(infos) != 2 || infos[0].Error != "" || infos[1].Error != "" {
+		t.Fatalf("member infos over TLS: %+v", infos)
+	}
+	found := a.cluster.Get(ids[0], grain.Kind)
+	if found == nil {
+		t.Fatal("no grain for the task")
+	}
+	// a new PID: the one a resolved caches a's own process, and a send
+	// through it would not cross the network
+	pid := actor.NewPID(found.Address, found.Id)
+	other := linkTLS(t, t.TempDir(), "stranger")
+	for name, links := range map[string][]remote.ConfigOption{
+		"no certificate": nil,
+		"another CA's certificate": {remote.WithServerOptions(grpc.Creds(credentials.NewTLS(other.Server))),
+			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(other.Client)))},
+	} {
+		outsider := actor.NewActorSystem()
+		rem := remote.NewRemote(outsider, remote.Configure("127.0.0.1", 0, links...))
+		rem.Start()
+		// it even has the secret: the links keep it out
+		call, _ := grain.Encode(&actors.Rename{Title: "hijacked"}, 3*time.Second, secret)
+		if res, err := outsider.Root.RequestFuture(pid, call, 3*time.Second).Result(); err == nil {
+			t.Errorf("%s: a call through the links was answered: %v", name, res)
+		}
+		rem.Shutdown(false)
+		if tk, _ := st.GetTask(ctx, ids[0]); tk.Title == "hijacked" {
+			t.Fatalf("%s: the call renamed the task", name)
 		}
 	}
 }

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"lazy/api"
+	"lazy/supervisor"
 )
 
 func (a *app) clusterCmd() *cobra.Command {
@@ -24,7 +28,7 @@ func (a *app) clusterCmd() *cobra.Command {
 			if a.json {
 				return printJSON(a.out, st)
 			}
-			fmt.Fprintf(a.out, "cluster %s: %d members\n", st.Name, len(st.Members))
+			fmt.Fprintf(a.out, "cluster %s: %d members, links: %s\n", st.Name, len(st.Members), st.Links)
 			tw := tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "MEMBER\tDASHBOARD\tTASKS\tRUNNING\tSTATE")
 			for _, m := range st.Members {
@@ -48,8 +52,51 @@ func (a *app) clusterCmd() *cobra.Command {
 			return nil
 		},
 	})
+	var dir string
+	var hosts []string
+	cert := &cobra.Command{
+		Use:   "cert NAME --host HOST",
+		Short: "Make a member's TLS certificate (and the cluster's CA, the first time) for mutual TLS between members",
+		Long: "Makes DIR/NAME.pem and DIR/NAME-key.pem, signed by the cluster CA in DIR (ca.pem, ca-key.pem), which\n" +
+			"it makes when DIR has none. --host is the host other members reach this one at: the host of its\n" +
+			"cluster.advertise. Copy ca.pem, NAME.pem and NAME-key.pem to that member (never ca-key.pem) and set\n" +
+			"cluster.tls_cert, tls_key and tls_ca there. It needs no daemon.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if !certName.MatchString(name) {
+				return usageError{fmt.Errorf("member name %q: use letters, digits, '-' and '_'", name)}
+			}
+			if len(hosts) == 0 {
+				return usageError{errors.New("name the host other members reach this member at: --host HOST (the host of its cluster.advertise)")}
+			}
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return err
+			}
+			made, err := supervisor.MakeCA(abs)
+			if err != nil {
+				return err
+			}
+			if made {
+				fmt.Fprintf(a.out, "made the cluster CA: %s (keep %s on this machine only)\n", filepath.Join(abs, "ca.pem"), filepath.Join(abs, "ca-key.pem"))
+			}
+			certFile, keyFile, err := supervisor.MakeMemberCert(abs, name, hosts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.out, "made %s and %s for %s\n\nOn that member, in its config (or LAZY_CLUSTER__TLS_CERT, _KEY, _CA):\n", certFile, keyFile, strings.Join(hosts, ", "))
+			fmt.Fprintf(a.out, "[cluster]\ntls_cert = %q\ntls_key = %q\ntls_ca = %q\n", certFile, keyFile, filepath.Join(abs, "ca.pem"))
+			return nil
+		},
+	}
+	cert.Flags().StringVar(&dir, "dir", ".", "where the cluster CA is (or is made) and the member's files go")
+	cert.Flags().StringSliceVar(&hosts, "host", nil, "a host name or IP other members reach this member at (repeat for more)")
+	c.AddCommand(cert)
 	return c
 }
+
+var certName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 func healthWord(h api.Health) string {
 	if h.OK {

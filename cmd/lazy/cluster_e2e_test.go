@@ -100,11 +100,23 @@ func (c *cluster) hosts() map[string]string {
 // either member; each one's agent turns run on its host, in that member's
 // own worktree; member b's RPC, CLI and dashboard ask, comment, unblock and
 // accept every one of them; b's watcher sees the events of tasks a hosts;
-// the accepted work reaches the shared git remote.
+// the accepted work reaches the shared git remote. The links between the
+// members are mutual TLS, with certificates `lazy cluster cert` made.
 func TestClusterTwoMembers(t *testing.T) {
-	c := newCluster(t)
+	certs := t.TempDir()
+	n := 0
+	c := newClusterOf(t, "process", func(p *project) {
+		n++
+		name := fmt.Sprintf("m%d", n)
+		out := p.lazy(0, "cluster", "cert", name, "--host", "127.0.0.1", "--dir", certs)
+		if !strings.Contains(out, "tls_cert = ") {
+			t.Fatalf("lazy cluster cert:\n%s", out)
+		}
+		p.env = append(p.env, "LAZY_CLUSTER__TLS_CERT="+filepath.Join(certs, name+".pem"),
+			"LAZY_CLUSTER__TLS_KEY="+filepath.Join(certs, name+"-key.pem"), "LAZY_CLUSTER__TLS_CA="+filepath.Join(certs, "ca.pem"))
+	})
 	a, b := c.a, c.b
-	if out := a.lazy(0, "cluster", "status"); !strings.Contains(out, "2 members") || !strings.Contains(out, "store: ok") || !strings.Contains(out, ": ok") {
+	if out := a.lazy(0, "cluster", "status"); !strings.Contains(out, "2 members, links: mutual TLS") || !strings.Contains(out, "store: ok") || !strings.Contains(out, ": ok") {
 		t.Fatalf("cluster status:\n%s", out)
 	}
 	for _, p := range []*project{a, b} {
@@ -454,4 +466,32 @@ func TestClusterChaosKill9(t *testing.T) {
 		})
 	}
 	t.Logf("cluster chaos: %d kills (%v), %d of the task's host, %d acknowledged comments, all invariants held", kills, counts, hostKills, len(acked))
+}
+
+// TestClusterCert: `lazy cluster cert` makes the CA once and a member's
+// certificate per call, says what to set, and refuses what makes no sense.
+func TestClusterCert(t *testing.T) {
+	p := newProject(t, "process")
+	dir := filepath.Join(t.TempDir(), "certs")
+	out := p.lazy(0, "cluster", "cert", "m1", "--host", "10.0.0.5", "--host", "m1.lan", "--dir", dir)
+	for _, want := range []string{"made the cluster CA", "m1.pem", "tls_ca = " + fmt.Sprintf("%q", filepath.Join(dir, "ca.pem"))} {
+		if !strings.Contains(out, want) {
+			t.Errorf("first cert: no %q in\n%s", want, out)
+		}
+	}
+	if out := p.lazy(0, "cluster", "cert", "m2", "--host", "10.0.0.6", "--dir", dir); strings.Contains(out, "made the cluster CA") {
+		t.Errorf("the second member made a new CA:\n%s", out)
+	}
+	if _, errs, code := p.run("cluster", "cert", "m1", "--host", "10.0.0.5", "--dir", dir); code != 1 || !strings.Contains(errs, "exists") {
+		t.Errorf("a second m1: exit %d: %s", code, errs)
+	}
+	if _, errs, code := p.run("cluster", "cert", "m3", "--dir", dir); code != 2 || !strings.Contains(errs, "--host") {
+		t.Errorf("no --host: exit %d: %s", code, errs)
+	}
+	if _, errs, code := p.run("cluster", "cert", "../m4", "--host", "x", "--dir", dir); code != 2 || !strings.Contains(errs, "member name") {
+		t.Errorf("a name with a slash: exit %d: %s", code, errs)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "m2-key.pem")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the member key: %v %v", fi, err)
+	}
 }
