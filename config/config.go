@@ -296,7 +296,7 @@ func (p structProvider) Read() (map[string]any, error) {
 		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream, "no_grant": c.Proxy.NoGrant},
 		"storage":     map[string]any{"backend": c.Storage.Backend, "sync": c.Storage.Sync, "dsn": c.Storage.DSN},
 		"protect":     map[string]any{"paths": toAny(c.Protect.Paths)},
-		"cluster":     map[string]any{"name": c.Cluster.Name, "etcd": toAny(c.Cluster.Etcd), "advertise": c.Cluster.Advertise, "remote": c.Cluster.Remote,
+		"cluster": map[string]any{"name": c.Cluster.Name, "etcd": toAny(c.Cluster.Etcd), "advertise": c.Cluster.Advertise, "remote": c.Cluster.Remote,
 			"tls_cert": c.Cluster.TLSCert, "tls_key": c.Cluster.TLSKey, "tls_ca": c.Cluster.TLSCA},
 	}, nil
 }
