@@ -17,10 +17,7 @@ import (
 // branches named (one the remote lacks is skipped).
 func TestTravel(t *testing.T) {
 	ctx := context.Background()
-	a := gitxtest.NewRepo(t, map[string]string{"a.go": "package a\n"})
-	remote := filepath.Join(t.TempDir(), "r.git")
-	gitxtest.Git(t, a, "clone", "-q", "--bare", a, remote)
-	gitxtest.Git(t, a, "remote", "add", "origin", remote)
+	a, remote := withRemote(t)
 	if err := AddWorktree(ctx, a, filepath.Join(t.TempDir(), "wa"), "lazy/t", "main"); err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +59,7 @@ func TestTravel(t *testing.T) {
 // on the remote is sent again.
 func TestTravelRunsLittleGit(t *testing.T) {
 	ctx := context.Background()
-	a := gitxtest.NewRepo(t, map[string]string{"a.go": "package a\n"})
-	remote := filepath.Join(t.TempDir(), "r.git")
-	gitxtest.Git(t, a, "clone", "-q", "--bare", a, remote)
-	gitxtest.Git(t, a, "remote", "add", "origin", remote)
+	a, remote := withRemote(t)
 	wt := filepath.Join(t.TempDir(), "wa")
 	if err := AddWorktree(ctx, a, wt, "lazy/t", "main"); err != nil {
 		t.Fatal(err)
@@ -130,4 +124,14 @@ func TestTravelRunsLittleGit(t *testing.T) {
 	if got := strings.TrimSpace(gitxtest.Git(t, remote, "rev-parse", "refs/heads/lazy/t")); got != head {
 		t.Errorf("the remote has %s of lazy/t, want %s", got, head)
 	}
+}
+
+// withRemote is a repository with one commit on main and a bare clone of it
+// as its remote origin.
+func withRemote(t *testing.T) (repo, remote string) {
+	repo = gitxtest.NewRepo(t, map[string]string{"a.go": "package a\n"})
+	remote = filepath.Join(t.TempDir(), "r.git")
+	gitxtest.Git(t, repo, "clone", "-q", "--bare", repo, remote)
+	gitxtest.Git(t, repo, "remote", "add", "origin", remote)
+	return repo, remote
 }

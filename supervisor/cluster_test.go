@@ -75,16 +75,7 @@ func TestTaskGrainsAcrossMembers(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	var ids []string
-	now := time.Now().UTC()
-	for i := 0; i < 16; i++ {
-		id := task.NewID(now.Add(time.Duration(i) * 70 * time.Second))
-		tk := &store.Task{ID: id, Status: task.Blocked, Branch: "lazy/" + task.ShortID(id), Parent: "main", CreatedAt: now, UpdatedAt: now, LastActivity: now}
-		if err := st.CreateTask(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
+	ids := blockedTasks(t, st, 16)
 	for i, id := range ids {
 		from := []*Supervisor{a, b}[i%2]
 		c, err := Ask[*review.ReviewComment](from, id, &actors.PostReviewComment{Comment: review.ReviewComment{Intent: review.Comment,
@@ -285,15 +276,8 @@ func TestMemberLinksTLS(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	now := time.Now().UTC()
-	var ids []string
-	for i := 0; i < 8; i++ {
-		id := task.NewID(now.Add(time.Duration(i) * 70 * time.Second))
-		tk := &store.Task{ID: id, Status: task.Blocked, Branch: "lazy/" + task.ShortID(id), Parent: "main", CreatedAt: now, UpdatedAt: now, LastActivity: now}
-		if err := st.CreateTask(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
+	ids := blockedTasks(t, st, 8)
+	for _, id := range ids {
 		for j, from := range []*Supervisor{a, b} {
 			if _, err := Ask[*actors.Done](from, id, &actors.Rename{Title: fmt.Sprint("over TLS ", j)}); err != nil {
 				t.Fatalf("rename %s from member %d: %v", id, j, err)
@@ -338,4 +322,21 @@ func TestMemberLinksTLS(t *testing.T) {
 			t.Fatalf("%s: the call renamed the task", name)
 		}
 	}
+}
+
+// blockedTasks makes n blocked tasks in st, their ids 70 s apart (so their
+// short ids differ).
+func blockedTasks(t *testing.T, st store.Store, n int) []string {
+	t.Helper()
+	now := time.Now().UTC()
+	var ids []string
+	for i := 0; i < n; i++ {
+		id := task.NewID(now.Add(time.Duration(i) * 70 * time.Second))
+		tk := &store.Task{ID: id, Status: task.Blocked, Branch: "lazy/" + task.ShortID(id), Parent: "main", CreatedAt: now, UpdatedAt: now, LastActivity: now}
+		if err := st.CreateTask(context.Background(), tk); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lazy/api"
+	"lazy/client"
 	"lazy/review"
 	"lazy/scriptagent"
 )
@@ -40,8 +41,8 @@ func TestChaosKill9(t *testing.T) {
 	ops := []string{"comment", "ask", "unblock", "accept", "sync"}
 	counts := map[string]int{}
 	for k := 0; k < kills; k++ {
-		op := ops[rng.Intn(len(ops))]
-		counts[op]++
+		kind := ops[rng.Intn(len(ops))]
+		counts[kind]++
 		// a blocked task to work on
 		var ref string
 		for _, r := range pool {
@@ -54,41 +55,19 @@ func TestChaosKill9(t *testing.T) {
 			ref = newTask()
 			pool = append(pool, ref)
 		}
-		cl := p.rpc()
-		marker := func() string { return fmt.Sprintf("M%d-%d", k, rng.Intn(1_000_000)) }
-		post := func(intent, body string) {
-			var c review.ReviewComment
-			args := map[string]any{"task": ref, "body": body, "file": filepathOf(ref), "line": 1 + rng.Intn(3), "side": "new", "intent": intent}
-			if err := cl.Call(context.Background(), "reviewPostComment", args, &c); err == nil {
-				acked[c.ID] = c
-			}
-		}
-		if op == "sync" {
-			if err := os.WriteFile(filepath.Join(p.root, "parent.txt"), []byte(marker()+"\n"), 0o644); err != nil {
+		op := drawChaosOp(rng, kind, k, filepathOf(ref))
+		if kind == "sync" {
+			if err := os.WriteFile(filepath.Join(p.root, "parent.txt"), []byte(fmt.Sprintf("M%d\n", k)), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			runGit(t, p.root, "add", "-A")
 			runGit(t, p.root, "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-q", "-m", "parent moves")
 		}
-		pid := p.info().PID
+		pid, cl := p.info().PID, p.rpc()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			switch op {
-			case "comment":
-				for i := 0; i < 1+rng.Intn(3); i++ {
-					post("comment", "comment "+marker())
-				}
-			case "ask":
-				post("ask", "ask "+marker()+"\n@sleep 200ms\n@answer ok")
-			case "unblock":
-				post("comment", "carry "+marker())
-				_ = cl.Call(context.Background(), "reviewUnblock", map[string]any{"task": ref, "feedback": "go " + marker() + "\n@sleep 150ms"}, nil)
-			case "accept":
-				_ = cl.Call(context.Background(), "reviewAccept", map[string]any{"task": ref, "reason": "chaos"}, nil)
-			case "sync":
-				_ = cl.Call(context.Background(), "sync", map[string]any{"task": ref, "wait": true}, nil)
-			}
+			op.run(cl, ref, acked)
 		}()
 		time.Sleep(time.Duration(rng.Intn(400)) * time.Millisecond)
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -100,7 +79,7 @@ func TestChaosKill9(t *testing.T) {
 		}
 		p.lazy(0, "daemon", "start")
 		p.settle(t)
-		checkInvariants(t, k, op, acked, []*project{p}, func(ti api.TaskInfo) bool {
+		checkInvariants(t, k, kind, acked, []*project{p}, func(ti api.TaskInfo) bool {
 			head := strings.TrimSpace(runGit(t, p.root, "rev-parse", ti.Branch))
 			return runGitOK(p.root, "merge-base", "--is-ancestor", head, "main") == nil
 		})
@@ -125,6 +104,52 @@ func chaosSetup(t *testing.T) (int, *rand.Rand) {
 	seed := time.Now().UnixNano()
 	t.Logf("chaos seed %d", seed)
 	return kills, rand.New(rand.NewSource(seed))
+}
+
+// chaosOp is one operation of a chaos run, drawn whole before it runs: the
+// random source stays with the test's goroutine.
+type chaosOp struct {
+	kind     string
+	posts    []api.PostCommentArgs
+	feedback string
+}
+
+func drawChaosOp(rng *rand.Rand, kind string, k int, file string) chaosOp {
+	marker := func() string { return fmt.Sprintf("M%d-%d", k, rng.Intn(1_000_000)) }
+	post := func(intent, body string) api.PostCommentArgs {
+		return api.PostCommentArgs{Body: body, File: file, Line: 1 + rng.Intn(3), Side: "new", Intent: intent}
+	}
+	op := chaosOp{kind: kind}
+	switch kind {
+	case "comment":
+		for i := 0; i < 1+rng.Intn(3); i++ {
+			op.posts = append(op.posts, post("comment", "comment "+marker()))
+		}
+	case "ask":
+		op.posts = append(op.posts, post("ask", "ask "+marker()+"\n@sleep 200ms\n@answer ok"))
+	case "unblock":
+		op.posts = append(op.posts, post("comment", "carry "+marker()))
+		op.feedback = "go " + marker() + "\n@sleep 150ms"
+	}
+	return op
+}
+
+// run sends the op through cl; what the daemon acknowledged goes to acked.
+func (op chaosOp) run(cl *client.Client, task string, acked map[string]review.ReviewComment) {
+	ctx := context.Background()
+	for _, pc := range op.posts {
+		if c, err := client.Do(ctx, cl, api.CmdReviewPostComment, api.ReviewCommentArgs{Task: task, PostCommentArgs: pc}); err == nil {
+			acked[c.ID] = *c
+		}
+	}
+	switch op.kind {
+	case "unblock":
+		_, _ = client.Do(ctx, cl, api.CmdReviewUnblock, api.ReviewUnblockArgs{Task: task, Feedback: op.feedback})
+	case "accept":
+		_, _ = client.Do(ctx, cl, api.CmdReviewAccept, api.ReviewAcceptArgs{Task: task})
+	case "sync":
+		_, _ = client.Do(ctx, cl, api.CmdSync, api.SyncArgs{Task: task, Wait: true})
+	}
 }
 
 func filepathOf(ref string) string { return "f" + strings.TrimPrefix(ref, "c") + ".txt" }

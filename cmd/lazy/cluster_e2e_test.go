@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"lazy/api"
-	"lazy/client"
 	"lazy/gitx/gitxtest"
 	"lazy/grain/etcdtest"
 	"lazy/review"
@@ -390,8 +389,8 @@ func TestClusterChaosKill9(t *testing.T) {
 	counts := map[string]int{}
 	hostKills := 0
 	for k := 0; k < kills; k++ {
-		op := ops[rng.Intn(len(ops))]
-		counts[op]++
+		kind := ops[rng.Intn(len(ops))]
+		counts[kind]++
 		var ref, id string
 		for _, r := range pool {
 			if ti := c.a.show(r); ti.Status == "blocked" || ti.Status == "conflict" {
@@ -405,37 +404,16 @@ func TestClusterChaosKill9(t *testing.T) {
 			id = c.a.show(ref).ID
 		}
 		via := members[rng.Intn(2)]
-		if op == "sync" {
+		if kind == "sync" {
 			gitxtest.Commit(t, mover, "parent moves", map[string]string{"parent.txt": fmt.Sprintf("M%d\n", k)})
 			gitxtest.Git(t, mover, "push", "-q", "origin", "HEAD:main")
 		}
+		op := drawChaosOp(rng, kind, k, filepathOf(ref))
 		cl := via.rpc()
-		marker := func() string { return fmt.Sprintf("M%d-%d", k, rng.Intn(1_000_000)) }
-		post := func(intent, body string) {
-			args := api.ReviewCommentArgs{Task: id, PostCommentArgs: api.PostCommentArgs{Body: body, File: filepathOf(ref), Line: 1 + rng.Intn(3), Side: "new", Intent: intent}}
-			if cm, err := client.Do(context.Background(), cl, api.CmdReviewPostComment, args); err == nil {
-				acked[cm.ID] = *cm
-			}
-		}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			ctx := context.Background()
-			switch op {
-			case "comment":
-				for i := 0; i < 1+rng.Intn(3); i++ {
-					post("comment", "comment "+marker())
-				}
-			case "ask":
-				post("ask", "ask "+marker()+"\n@sleep 200ms\n@answer ok")
-			case "unblock":
-				post("comment", "carry "+marker())
-				_, _ = client.Do(ctx, cl, api.CmdReviewUnblock, api.ReviewUnblockArgs{Task: id, Feedback: "go " + marker() + "\n@sleep 150ms"})
-			case "accept":
-				_, _ = client.Do(ctx, cl, api.CmdReviewAccept, api.ReviewAcceptArgs{Task: id})
-			case "sync":
-				_, _ = client.Do(ctx, cl, api.CmdSync, api.SyncArgs{Task: id, Wait: true})
-			}
+			op.run(cl, id, acked)
 		}()
 		time.Sleep(time.Duration(rng.Intn(400)) * time.Millisecond)
 		// the op has reached the task by now, mostly: its host is the
@@ -460,7 +438,7 @@ func TestClusterChaosKill9(t *testing.T) {
 			}
 		}
 		c.a.settle(t)
-		checkInvariants(t, k, op, acked, members, func(ti api.TaskInfo) bool {
+		checkInvariants(t, k, kind, acked, members, func(ti api.TaskInfo) bool {
 			head := strings.TrimSpace(runGit(t, c.remote, "rev-parse", "refs/heads/"+ti.Branch))
 			return runGitOK(c.remote, "merge-base", "--is-ancestor", head, "refs/heads/main") == nil
 		})
