@@ -50,6 +50,13 @@ type InjectPanic struct{ Reason string }
 // Reply: *Done.
 type Wake struct{}
 
+// Drain tells a task actor the cluster placed its task on another member:
+// it lets the job it runs finish (a turn is not cut off because a member
+// joined), starts no other, hands the task over (TaskDeps.Handoff) and
+// stops. With nothing running it stops at once. Local only: never crosses
+// members.
+type Drain struct{}
+
 // PostReviewComment saves a reviewer's ask or comment: durably first, then
 // (an ask on an askable task) an Ask job is queued, or (not askable) the ask
 // is recorded failed with the rule's reason. Reply: *review.ReviewComment.

@@ -57,6 +57,13 @@ type TaskDeps struct {
 	// HomeFor is where this member keeps a task's agent home.
 	Homes   HomeStore
 	HomeFor func(ref string) string
+	// RunningElsewhere, in a cluster, reports whether another member's
+	// actor of the task is running a job now (the task was moved here
+	// while it ran): this actor then waits for it rather than record the
+	// turn cut off. Handoff sends a wake to the task wherever the cluster
+	// places it now (a drained actor's last act).
+	RunningElsewhere func(taskID string) bool
+	Handoff          func(taskID string)
 
 	// protect replaces Protect once SetProtect is called (a config reload)
 	protect atomic.Pointer[[]string]
@@ -141,7 +148,22 @@ type TaskActor struct {
 	// delivering are the comments rendered into the prompt of the turn that
 	// is starting now: from then on they can no longer be withdrawn
 	delivering map[string]bool
+	// draining: the task was placed on another member; the running job
+	// finishes, no other starts, then the actor hands over and stops
+	draining bool
+	// held: the store says a turn runs, and another member may be running
+	// it (the task moved here while it ran): no job starts until that is
+	// settled (heldCheck)
+	held bool
+	// heldChecks counts the checks while held: they back off to one in
+	// 10 s (the handover's wake is what ends a hold; the checks are the
+	// safety net for a member that died)
+	heldChecks int
 }
+
+// heldCheck is the answer to whether another member still runs a job of
+// the held task.
+type heldCheck struct{ busy bool }
 
 // epochs numbers jobs across every actor instance: a job's end that arrives
 // after a restart must never be taken for the new instance's job.
@@ -167,9 +189,55 @@ func (a *TaskActor) bg() context.Context { return context.Background() }
 
 // Receive handles one message.
 func (a *TaskActor) Receive(ctx actor.Context) {
+	if a.draining {
+		switch ctx.Message().(type) {
+		case *jobDone, *launched, *renderUnblock, *GetHealth, *Drain, *heldCheck,
+			*actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		default:
+			// a call relayed here again: the cluster placed the task back
+			a.draining = false
+			a.log.Info("the task came back to this member; it stays")
+		}
+	}
+	if a.held {
+		switch ctx.Message().(type) {
+		case *heldCheck, *GetHealth, *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		default:
+			// the member finishing the task's job writes the task row
+			// meanwhile: act on the row as it is now, never save a stale one
+			a.refreshTask()
+		}
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.reload()
+		a.reload(false)
+		if a.held {
+			a.checkHeld(ctx, 0)
+		}
+		a.next(ctx)
+	case *Drain:
+		if a.running == nil {
+			ctx.Stop(ctx.Self())
+			return
+		}
+		a.draining = true
+		a.log.Info("the task moved to another member; its running job finishes here first", "job", a.running.label)
+	case *heldCheck:
+		if !a.held {
+			return
+		}
+		if m.busy {
+			a.heldChecks++
+			a.checkHeld(ctx, min(time.Second<<min(a.heldChecks-1, 4), 10*time.Second))
+			return
+		}
+		a.heldChecks = 0
+		// nobody runs it: what the store says is the truth now (a turn
+		// still marked running was cut off)
+		a.held = false
+		kept := a.memoryJobs()
+		a.reload(true)
+		a.queue = append(a.queue, kept...)
 		a.next(ctx)
 	case *actor.Restarting:
 		a.abort(ctx, "the task actor restarted after a failure")
@@ -226,6 +294,9 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		ctx.Stop(ctx.Self())
 	case *Wake:
 		ctx.Respond(&Done{})
+		if a.held {
+			a.checkHeld(ctx, 0) // the member that ran it may have handed over
+		}
 		a.next(ctx)
 	case *Tripwire:
 		a.tripped(m.What)
@@ -266,8 +337,48 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		r := <-a.resCh
 		a.running, a.cancel = nil, nil
 		a.finish(ctx, j, r)
+		if a.draining {
+			a.handOver(ctx)
+			return
+		}
 		a.next(ctx)
 	}
+}
+
+// handOver ends a drained actor: jobs only it knew of (a sync, an accept)
+// are answered that the task moved, the task's new host is woken to take
+// the queue from the store, and the actor stops.
+func (a *TaskActor) handOver(ctx actor.Context) {
+	for _, j := range a.memoryJobs() {
+		if j.sender != nil {
+			ctx.Send(j.sender, &BusyError{What: "a move to another cluster member (send it again)"})
+		}
+	}
+	a.queue = nil
+	if a.deps.Handoff != nil {
+		go a.deps.Handoff(a.id)
+	}
+	a.log.Info("the task's running job finished; handed over to its new member")
+	ctx.Stop(ctx.Self())
+}
+
+// memoryJobs are the queued jobs the store does not hold (syncs, accepts,
+// decisions): a reload from the store would lose them.
+func (a *TaskActor) memoryJobs() []*job {
+	var out []*job
+	for _, j := range a.queue {
+		if j.kind != jobWork && j.kind != jobAsk {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// checkHeld asks, after wait and off the actor, whether another member
+// still runs a job of this task; the answer comes back as a heldCheck.
+func (a *TaskActor) checkHeld(ctx actor.Context, wait time.Duration) {
+	self, root, id, elsewhere := ctx.Self(), ctx.ActorSystem().Root, a.id, a.deps.RunningElsewhere
+	time.AfterFunc(wait, func() { root.Send(self, &heldCheck{busy: elsewhere(id)}) })
 }
 
 // reply answers the sender (when there is one) with v, or with err when
@@ -293,8 +404,10 @@ func (a *TaskActor) busyCount() int {
 
 // reload rebuilds state from the store: the task row, its queued turns and
 // pending asks in the order they were queued. A turn still marked running
-// was cut off by a restart.
-func (a *TaskActor) reload() {
+// was cut off by a restart, unless (in a cluster, before that is settled:
+// settled false) another member may still be running it: then the actor is
+// held.
+func (a *TaskActor) reload(settled bool) {
 	t, err := a.deps.Store.GetTask(a.bg(), a.id)
 	if err != nil {
 		a.log.Error("load task", "err", err)
@@ -321,6 +434,11 @@ func (a *TaskActor) reload() {
 		case store.TurnQueued:
 			a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: fmt.Sprintf("work turn %d", tu.Number), queuedAt: tu.QueuedAt})
 		case store.TurnRunning:
+			if !settled && a.deps.RunningElsewhere != nil {
+				a.held = true
+				a.log.Info("a turn of this task is marked running: waiting to learn whether another member still runs it", "turn", tu.Number)
+				continue
+			}
 			a.endTurn(tu, agent.Outcome{}, "", store.TurnInterrupted, "the task actor restarted during the turn")
 			if a.deps.Remote != "" && tu.Kind == store.TurnWork && t.Status == task.Running {
 				// placed anew after its member died: the turn's work since
@@ -340,6 +458,19 @@ func (a *TaskActor) reload() {
 		}
 	}
 	sort.SliceStable(a.queue, func(i, j int) bool { return a.queue[i].queuedAt.Before(a.queue[j].queuedAt) })
+}
+
+// refreshTask reads the task row again (keeping this member's worktree).
+func (a *TaskActor) refreshTask() {
+	t, err := a.deps.Store.GetTask(a.bg(), a.id)
+	if err != nil {
+		a.log.Error("load task", "err", err)
+		return
+	}
+	if a.task != nil {
+		t.Worktree = a.task.Worktree
+	}
+	a.task = t
 }
 
 func (a *TaskActor) requireLive() error {
@@ -380,6 +511,10 @@ func (a *TaskActor) startExclusive(ctx actor.Context, j *job) {
 		ctx.Respond(&BusyError{What: a.running.label})
 		return
 	}
+	if a.held {
+		ctx.Respond(&BusyError{What: "a turn another cluster member is finishing"})
+		return
+	}
 	if len(a.queue) > 0 {
 		ctx.Respond(&BusyError{What: a.queue[0].label + " is queued"})
 		return
@@ -393,8 +528,12 @@ func (a *TaskActor) startExclusive(ctx actor.Context, j *job) {
 	a.next(ctx)
 }
 
-// next starts the head of the queue when nothing runs.
+// next starts the head of the queue when nothing runs (and the task is
+// neither moving away nor waiting for another member's job).
 func (a *TaskActor) next(ctx actor.Context) {
+	if a.draining || a.held {
+		return
+	}
 	for a.running == nil && len(a.queue) > 0 && a.task != nil && !a.task.Status.Ended() {
 		j := a.queue[0]
 		a.queue = a.queue[1:]

@@ -38,6 +38,7 @@ type rig struct {
 	st      *store.SQL
 	root    string
 	tk      *store.Task
+	deps    *TaskDeps
 	mu      sync.Mutex
 	revoked []string
 }
@@ -75,9 +76,20 @@ func newRigWith(t *testing.T, scope string, protect []string, launcher TurnLaunc
 		RecoveryDir: filepath.Join(dir, "recovery"), Protect: protect, AskTimeout: time.Minute,
 		Revoke:          func(id string) error { r.mu.Lock(); r.revoked = append(r.revoked, id); r.mu.Unlock(); return nil },
 		CheckPassphrase: func(string, string) error { return approval.ErrWrong }}
+	r.deps = deps
 	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(id, deps)))
 	t.Cleanup(func() { r.sys.Root.Stop(r.pid); r.sys.Shutdown() })
 	return r
+}
+
+// respawn stops the task actor and starts a new one (which loads the task
+// from the store, as on another member).
+func (r *rig) respawn() {
+	r.t.Helper()
+	if err := r.sys.Root.StopFuture(r.pid).Wait(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(r.tk.ID, r.deps)))
 }
 
 func (r *rig) ask(msg any) (any, error) {

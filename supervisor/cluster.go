@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -55,6 +56,11 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 	prov := &etcdProvider{base: "/lazy/" + o.Name, cfg: clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second}}
 	s.secret = o.Secret
 	s.describe = o.Describe
+	if s.deps != nil {
+		// before any task actor starts: a task moved here while its job
+		// ran elsewhere waits for that job
+		s.deps.RunningElsewhere, s.deps.Handoff = s.runningElsewhere, s.handoff
+	}
 	if _, err := s.root.SpawnNamed(actor.PropsFromFunc(s.memberInfo), memberActor); err != nil {
 		return fmt.Errorf("cluster: spawn the member info actor: %w", err)
 	}
@@ -168,6 +174,29 @@ func (s *Supervisor) askGrain(id string, msg any, timeout time.Duration) (any, e
 	return grain.DecodeReply(reply)
 }
 
+// runningElsewhere reports whether another member's actor of task id is
+// running a job now. A member that is listed but does not answer may be: it
+// counts as running until it answers or leaves the cluster.
+func (s *Supervisor) runningElsewhere(id string) bool {
+	for _, m := range s.Members() {
+		if m.Self {
+			continue
+		}
+		info, err := requestAs[*grainpb.MemberInfo](s, actor.NewPID(m.Address, memberActor), &grainpb.MemberInfoRequest{}, 3*time.Second)
+		if err != nil || slices.Contains(info.GetRunningTasks(), id) {
+			return true
+		}
+	}
+	return false
+}
+
+// handoff wakes task id wherever the cluster places it now.
+func (s *Supervisor) handoff(id string) {
+	if err := s.sendGrain(id, &actors.Wake{}); err != nil {
+		s.log.Warn("hand the task over to its new member", "task", id, "err", err)
+	}
+}
+
 // sendGrain delivers msg to the grain of task id without a reply.
 func (s *Supervisor) sendGrain(id string, msg any) error {
 	call, err := grain.Encode(msg, s.timeout, s.secret)
@@ -241,6 +270,10 @@ func (s *Supervisor) localInfo() *grainpb.MemberInfo {
 	for _, h := range s.Health() {
 		if h.Kind == "task" {
 			info.Tasks = append(info.Tasks, h.TaskID)
+			if h.Running != "" || !h.Responsive {
+				// an actor too busy to answer may be running: it counts
+				info.RunningTasks = append(info.RunningTasks, h.TaskID)
+			}
 			if h.Running != "" && strings.HasPrefix(h.Running, "work turn") {
 				info.RunningTurns++
 			}
@@ -292,14 +325,23 @@ func (g *taskGrain) Receive(ctx actor.Context) {
 	case *cluster.ClusterInit:
 		g.id = m.Identity.GetIdentity()
 	case *actor.Stopping:
-		// the cluster moved the task to another member (one joined) or this
-		// member is stopping: the task actor here stops with its grain, so
-		// a task is never hosted twice; a job it was running is recorded
-		// interrupted and the new host takes the queue from the store
-		if pid, ok := g.s.pids.Load(g.id); ok && g.id != "" {
-			g.s.log.Info("task moves to another member", "task", g.id)
-			_ = g.s.root.StopFuture(pid.(*actor.PID)).Wait()
+		pid, ok := g.s.pids.Load(g.id)
+		if !ok || g.id == "" {
+			return
 		}
+		if g.s.stopping.Load() {
+			// this member is stopping: its task actors stop with it, and a
+			// job one was running is recorded interrupted
+			_ = g.s.root.StopFuture(pid.(*actor.PID)).Wait()
+			return
+		}
+		// the cluster moved the task to another member (one joined): the
+		// actor here finishes the job it runs, starts no other, wakes the
+		// new host and stops; the new host waits for that job
+		// (RunningElsewhere) and takes the queue from the store, so a turn
+		// is not cut off and no job runs on two members at once
+		g.s.log.Info("task moves to another member", "task", g.id)
+		g.s.root.Send(pid.(*actor.PID), &actors.Drain{})
 	case *grainpb.Call:
 		msg, err := grain.Decode(m, g.s.secret)
 		if err != nil {

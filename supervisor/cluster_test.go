@@ -37,16 +37,23 @@ import (
 // remote port and store connection, one shared database and etcd.
 func member(t *testing.T, dsn, etcd string, secret []byte, links ...*LinkTLS) (*Supervisor, store.Store) {
 	t.Helper()
+	return memberWith(t, dsn, etcd, secret, newScripted(), first(links))
+}
+
+// memberWith is member with its own agent launcher and link TLS (nil:
+// plaintext).
+func memberWith(t *testing.T, dsn, etcd string, secret []byte, launcher actors.TurnLauncher, links *LinkTLS) (*Supervisor, store.Store) {
+	t.Helper()
 	st, err := store.OpenPostgres(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	dir := t.TempDir()
-	deps := &actors.TaskDeps{Store: st, Launcher: newScripted(), LockDir: filepath.Join(dir, "locks"), Root: dir,
+	deps := &actors.TaskDeps{Store: st, Launcher: launcher, LockDir: filepath.Join(dir, "locks"), Root: dir,
 		RecoveryDir: filepath.Join(dir, "recovery"), AskTimeout: time.Minute}
 	s, err := New(Options{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Task: deps, Timeout: 20 * time.Second,
-		Cluster: &ClusterOptions{Name: "lazy-test", Etcd: []string{etcd}, Host: "127.0.0.1", Secret: secret, TLS: first(links)}})
+		Cluster: &ClusterOptions{Name: "lazy-test", Etcd: []string{etcd}, Host: "127.0.0.1", Secret: secret, TLS: links}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,4 +346,149 @@ func blockedTasks(t *testing.T, st store.Store, n int) []string {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// TestJoinLetsRunningJobsFinish: a member joins while every task runs an
+// ask. The tasks the cluster moves to the new member are not cut off: the
+// old member's actor finishes the running ask (its answer lands once), the
+// new member waits for it, then runs the ask queued behind it, once.
+func TestJoinLetsRunningJobsFinish(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	pg := pgtest.Start(t)
+	dsn := pg.NewDatabase(t)
+	secret := []byte("a secret of this test cluster")
+	la, lb, lc := newScripted(), newScripted(), newScripted()
+	a, st := memberWith(t, dsn, etcd.Endpoint, secret, la, nil)
+	b, _ := memberWith(t, dsn, etcd.Endpoint, secret, lb, nil)
+	for deadline := time.Now().Add(30 * time.Second); len(a.Members()) != 2 || len(b.Members()) != 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("members: a sees %v, b sees %v", a.Members(), b.Members())
+		}
+	}
+	ctx := context.Background()
+	ids := blockedTasks(t, st, 12)
+	first, second := map[string]string{}, map[string]string{}
+	for _, id := range ids {
+		tk, _ := st.GetTask(ctx, id)
+		tk.SessionID = "S0" // asks resume the task's session
+		if err := st.SaveTask(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []struct {
+			body string
+			into map[string]string
+		}{{"SLOW first " + id, first}, {"second " + id, second}} {
+			c, err := Ask[*review.ReviewComment](a, id, &actors.PostReviewComment{Comment: review.ReviewComment{Intent: review.Ask,
+				Body: q.body, File: "a.go", Line: 1, Side: review.New}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q.into[id] = c.ID
+		}
+	}
+	// every task's first ask runs (held by its agent) on a or b
+	running := func(s *Supervisor) map[string]bool {
+		out := map[string]bool{}
+		for _, h := range s.Health() {
+			if h.Kind == "task" && h.Running != "" {
+				out[h.TaskID] = true
+			}
+		}
+		return out
+	}
+	for deadline := time.Now().Add(30 * time.Second); len(running(a))+len(running(b)) != len(ids); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("running: a %d, b %d of %d", len(running(a)), len(running(b)), len(ids))
+		}
+	}
+	oldHost := map[string]string{}
+	for id := range running(a) {
+		oldHost[id] = "a"
+	}
+	for id := range running(b) {
+		oldHost[id] = "b"
+	}
+
+	c, _ := memberWith(t, dsn, etcd.Endpoint, secret, lc, nil)
+	for deadline := time.Now().Add(30 * time.Second); len(a.Members()) != 3 || len(b.Members()) != 3 || len(c.Members()) != 3; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("members after the join: %v", c.Members())
+		}
+	}
+	// a message to each task reaches its new host, which waits for the job
+	for _, id := range ids {
+		if _, err := Ask[*actors.Done](c, id, &actors.Wake{}); err != nil {
+			t.Fatalf("wake %s: %v", id, err)
+		}
+	}
+	moved := 0
+	for _, h := range c.Health() {
+		if h.Kind == "task" {
+			moved++
+			if h.Running != "" {
+				t.Errorf("task %s runs %q on the new member while its old one still runs its ask", h.TaskID, h.Running)
+			}
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("no task of %d moved to the member that joined", len(ids))
+	}
+	close(la.release)
+	close(lb.release)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		done := 0
+		for _, id := range ids {
+			if a1, _ := st.GetReviewComment(ctx, first[id]); a1.AskState == review.AskAnswered {
+				if a2, _ := st.GetReviewComment(ctx, second[id]); a2.AskState == review.AskAnswered {
+					done++
+				}
+			}
+		}
+		if done == len(ids) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d tasks have both asks answered", done, len(ids))
+		}
+	}
+	for _, id := range ids {
+		turns, err := st.ListTurns(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(turns) != 2 {
+			t.Errorf("task %s has %d turns, want its two asks once each", id, len(turns))
+		}
+		for _, tu := range turns {
+			if tu.Status != store.TurnDone {
+				t.Errorf("task %s turn %d is %s (%s), want done", id, tu.Number, tu.Status, tu.Error)
+			}
+		}
+	}
+	// where each ask ran: the first on the old host, the second on the new
+	ranOn := func(l *scripted, body string) bool {
+		for _, tr := range l.seen() {
+			if strings.Contains(tr.Prompt, body) {
+				return true
+			}
+		}
+		return false
+	}
+	onC := 0
+	for _, id := range ids {
+		old := map[string]*scripted{"a": la, "b": lb}[oldHost[id]]
+		if !ranOn(old, "SLOW first "+id) {
+			t.Errorf("task %s: its first ask did not finish on its old host %s", id, oldHost[id])
+		}
+		if ranOn(lc, "second "+id) {
+			onC++
+			if ranOn(la, "second "+id) || ranOn(lb, "second "+id) {
+				t.Errorf("task %s: its second ask ran on two members", id)
+			}
+		}
+	}
+	if onC != moved {
+		t.Errorf("%d tasks moved to the new member, %d of their second asks ran there", moved, onC)
+	}
+	t.Logf("%d of %d tasks moved while their ask ran; every ask answered once, none cut off", moved, len(ids))
 }

@@ -68,6 +68,8 @@ type Supervisor struct {
 	cluster  *cluster.Cluster // nil: a single daemon
 	secret   []byte
 	describe func(*grainpb.MemberInfo)
+	// stopping: Shutdown has begun (a grain that stops now is not a move)
+	stopping atomic.Bool
 }
 
 // ErrUnresponsive is an actor that did not answer in time.
@@ -440,6 +442,7 @@ func (s *Supervisor) StopTask(id string) {
 // Shutdown stops every task actor (their running turns are killed and
 // recorded as interrupted), then the tree.
 func (s *Supervisor) Shutdown() {
+	s.stopping.Store(true)
 	s.mu.Lock()
 	var tasks []string
 	for n := range s.mailboxes {

@@ -328,14 +328,17 @@ func (*MemberInfoRequest) Descriptor() ([]byte, []int) {
 
 // MemberInfo is what `lazy cluster status` shows of one member.
 type MemberInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Address       string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
-	BaseUrl       string                 `protobuf:"bytes,2,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
-	Pid           int32                  `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`
-	Grains        int32                  `protobuf:"varint,4,opt,name=grains,proto3" json:"grains,omitempty"`
-	Tasks         []string               `protobuf:"bytes,5,rep,name=tasks,proto3" json:"tasks,omitempty"`
-	RunningTurns  int32                  `protobuf:"varint,6,opt,name=running_turns,json=runningTurns,proto3" json:"running_turns,omitempty"`
-	Version       string                 `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Address      string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	BaseUrl      string                 `protobuf:"bytes,2,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	Pid          int32                  `protobuf:"varint,3,opt,name=pid,proto3" json:"pid,omitempty"`
+	Grains       int32                  `protobuf:"varint,4,opt,name=grains,proto3" json:"grains,omitempty"`
+	Tasks        []string               `protobuf:"bytes,5,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	RunningTurns int32                  `protobuf:"varint,6,opt,name=running_turns,json=runningTurns,proto3" json:"running_turns,omitempty"`
+	Version      string                 `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
+	// the tasks whose actor here is running a job now (a turn, an ask, a
+	// sync...): a member that takes one of them over waits for it
+	RunningTasks  []string `protobuf:"bytes,8,rep,name=running_tasks,json=runningTasks,proto3" json:"running_tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -419,6 +422,13 @@ func (x *MemberInfo) GetVersion() string {
 	return ""
 }
 
+func (x *MemberInfo) GetRunningTasks() []string {
+	if x != nil {
+		return x.RunningTasks
+	}
+	return nil
+}
+
 var File_lazytask_proto protoreflect.FileDescriptor
 
 const file_lazytask_proto_rawDesc = "" +
@@ -444,7 +454,7 @@ const file_lazytask_proto_rawDesc = "" +
 	"\x05Event\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12\x10\n" +
 	"\x03mac\x18\x02 \x01(\fR\x03mac\"\x13\n" +
-	"\x11MemberInfoRequest\"\xc0\x01\n" +
+	"\x11MemberInfoRequest\"\xe5\x01\n" +
 	"\n" +
 	"MemberInfo\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x19\n" +
@@ -453,7 +463,8 @@ const file_lazytask_proto_rawDesc = "" +
 	"\x06grains\x18\x04 \x01(\x05R\x06grains\x12\x14\n" +
 	"\x05tasks\x18\x05 \x03(\tR\x05tasks\x12#\n" +
 	"\rrunning_turns\x18\x06 \x01(\x05R\frunningTurns\x12\x18\n" +
-	"\aversion\x18\a \x01(\tR\aversionB\x14Z\x12lazy/grain/grainpbb\x06proto3"
+	"\aversion\x18\a \x01(\tR\aversion\x12#\n" +
+	"\rrunning_tasks\x18\b \x03(\tR\frunningTasksB\x14Z\x12lazy/grain/grainpbb\x06proto3"
 
 var (
 	file_lazytask_proto_rawDescOnce sync.Once
