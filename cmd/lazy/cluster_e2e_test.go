@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"lazy/api"
+	"lazy/client"
 	"lazy/gitx/gitxtest"
 	"lazy/grain/etcdtest"
 	"lazy/review"
@@ -24,6 +25,7 @@ import (
 type cluster struct {
 	a, b   *project
 	remote string
+	env    []string // what makes a daemon a member of this cluster
 }
 
 func newCluster(t testing.TB) *cluster { return newClusterOf(t, "process", nil) }
@@ -40,22 +42,18 @@ func newClusterOf(t testing.TB, runner string, setup func(*project)) *cluster {
 	gitxtest.Git(t, a.root, "clone", "-q", "--bare", a.root, remote)
 	gitxtest.Git(t, a.root, "remote", "add", "origin", remote)
 	gitxtest.Git(t, a.root, "fetch", "-q", "origin")
-	broot := filepath.Join(artifactDir(t, "root"), "b")
-	gitxtest.Git(t, a.root, "clone", "-q", remote, broot)
-	gitxtest.Git(t, broot, "config", "user.email", "b@example.com")
-	gitxtest.Git(t, broot, "config", "user.name", "member b")
-	b := newProjectIn(t, runner, broot)
-	env := []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=" + dsn, "LAZY_CLUSTER__NAME=lazy-e2e",
-		"LAZY_CLUSTER__ETCD=" + etcd.Endpoint, "LAZY_CLUSTER__ADVERTISE=127.0.0.1:0", "LAZY_CLUSTER__REMOTE=origin"}
-	for _, p := range []*project{a, b} {
-		p.env = append(p.env, env...)
+	c := &cluster{a: a, remote: remote, env: []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=" + dsn, "LAZY_CLUSTER__NAME=lazy-e2e",
+		"LAZY_CLUSTER__ETCD=" + etcd.Endpoint, "LAZY_CLUSTER__ADVERTISE=127.0.0.1:0", "LAZY_CLUSTER__REMOTE=origin"}}
+	c.b = c.clone(t, runner, "b")
+	for _, p := range []*project{a, c.b} {
+		p.env = append(p.env, c.env...)
 		if setup != nil {
 			setup(p)
 		}
 		p.lazy(0, "daemon", "start")
 	}
+	b := c.b
 	started := time.Now()
-	c := &cluster{a: a, b: b, remote: remote}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if st := c.status(a); len(st.Members) == 2 {
@@ -69,6 +67,17 @@ func newClusterOf(t testing.TB, runner string, setup func(*project)) *cluster {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// clone is a new project for a member: its own clone of the remote, home
+// and state dir (its daemon not started, its env not yet the cluster's).
+func (c *cluster) clone(t testing.TB, runner, name string) *project {
+	t.Helper()
+	root := filepath.Join(artifactDir(t, "root"), name)
+	gitxtest.Git(t, c.a.root, "clone", "-q", c.remote, root)
+	gitxtest.Git(t, root, "config", "user.email", name+"@example.com")
+	gitxtest.Git(t, root, "config", "user.name", "member "+name)
+	return newProjectIn(t, runner, root)
 }
 
 func (c *cluster) status(p *project) api.ClusterStatus {
@@ -472,4 +481,80 @@ func TestClusterCert(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "m2-key.pem")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the member key: %v %v", fi, err)
 	}
+}
+
+// TestClusterJoinMidTurn: a third member joins while every task's first
+// work turn runs. No turn is cut off: the tasks the cluster moves to the
+// new member finish their turn on their old host (its commit reaches the
+// remote) and their next turn runs on the new member, on that work.
+func TestClusterJoinMidTurn(t *testing.T) {
+	c := newCluster(t)
+	var refs []string
+	for i := 0; i < 9; i++ {
+		ref := fmt.Sprintf("j%d", i)
+		c.a.lazy(0, "task", "new", "--code", ref, "-m", fmt.Sprintf("@sleep 5s\n@write %s.txt first\\n\n@commit first of %s\n@answer done", ref, ref))
+		refs = append(refs, ref)
+	}
+	for _, ref := range refs {
+		waitTurn(t, c.a, ref, func(tu api.Turn) bool { return tu.Number == 1 && tu.Status == "running" })
+	}
+	d := c.clone(t, "process", "d")
+	d.env = append(d.env, c.env...)
+	d.lazy(0, "daemon", "start")
+	for deadline := time.Now().Add(60 * time.Second); len(c.status(c.a).Members) != 3 || len(c.status(d).Members) != 3; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the third member did not join:\n%s", d.lazy(0, "cluster", "status"))
+		}
+	}
+	ids := map[string]string{}
+	for _, ref := range refs {
+		ids[ref] = c.a.waitStatus(ref, "blocked").ID
+	}
+	onD := map[string]bool{}
+	for _, ref := range refs {
+		// a message through d places the task; a moved task's next turn runs there
+		d.lazy(0, "unblock", ref, "-m", fmt.Sprintf("@write %s.txt second\\n\n@commit second of %s\n@answer again", ref, ref))
+	}
+	for _, m := range c.status(d).Members {
+		if m.Self {
+			for _, id := range m.Tasks {
+				onD[id] = true
+			}
+		}
+	}
+	for _, ref := range refs {
+		for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			ti := d.show(ref)
+			if ti.Status == "blocked" && ti.Turns == 2 {
+				break
+			}
+			if ti.Status == "failed" || time.Now().After(deadline) {
+				t.Fatalf("task %s: %s %q after %d turns", ref, ti.Status, ti.FailReason, ti.Turns)
+			}
+		}
+		dt, err := client.Do(context.Background(), d.rpc(), api.CmdTaskShow, api.TaskRef{Task: ref})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tu := range dt.Turns {
+			if tu.Status != "done" {
+				t.Errorf("task %s turn %d is %s (%s): the join cut it off", ref, tu.Number, tu.Status, tu.Error)
+			}
+		}
+		// both turns' work is on the remote, one after the other
+		log := runGit(t, c.remote, "log", "--format=%s", "refs/heads/lazy/"+ref)
+		if !strings.Contains(log, "second of "+ref+"\nfirst of "+ref) {
+			t.Errorf("task %s on the remote:\n%s", ref, log)
+		}
+	}
+	moved := 0
+	for _, ref := range refs {
+		if onD[ids[ref]] {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("none of %d tasks moved to the member that joined", len(refs))
+	}
+	t.Logf("%d of %d tasks moved to the new member mid-turn; no turn was cut off", moved, len(refs))
 }
