@@ -65,6 +65,17 @@ type Cluster struct {
 // TLS reports whether the member links are mutual TLS.
 func (c Cluster) TLS() bool { return c.TLSCert != "" }
 
+// EtcdTLS reports whether etcd is reached over TLS (its endpoints are
+// https://, and the member's certificate is its client certificate).
+func (c Cluster) EtcdTLS() bool {
+	for _, e := range c.Etcd {
+		if strings.HasPrefix(e, "https://") {
+			return true
+		}
+	}
+	return false
+}
+
 // Enabled reports a cluster member.
 func (c Cluster) Enabled() bool { return c.Name != "" }
 
@@ -441,8 +452,12 @@ func (cl Cluster) validate(backend string) error {
 		return bad("cluster.etcd", "is empty: list the etcd endpoints, e.g. [\"127.0.0.1:2379\"]")
 	}
 	for _, e := range cl.Etcd {
-		if _, _, err := net.SplitHostPort(e); err != nil {
-			return bad("cluster.etcd", "%q is not HOST:PORT", e)
+		hp, secure := strings.CutPrefix(e, "https://")
+		if _, _, err := net.SplitHostPort(hp); err != nil {
+			return bad("cluster.etcd", "%q is not HOST:PORT or https://HOST:PORT", e)
+		}
+		if secure && cl.TLSCert == "" {
+			return bad("cluster.etcd", "%q: a member reaches an https etcd with its own certificate: set cluster.tls_cert, tls_key and tls_ca (`lazy cluster cert` makes them)", e)
 		}
 	}
 	host, port, err := net.SplitHostPort(cl.Advertise)

@@ -95,6 +95,8 @@ func TestLoadRefusals(t *testing.T) {
 		{"cluster bad name", "[cluster]\nname = \"a b\"\n", nil, "cluster.name"},
 		{"cluster bad etcd", "[storage]\nbackend = \"postgres\"\ndsn = \"postgres://x@h/d\"\n[cluster]\nname = \"c\"\netcd = [\"nohostport\"]\n", nil, "cluster.etcd"},
 		{"cluster bad advertise", "", []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=postgres://x@h/d", "LAZY_CLUSTER__NAME=c", "LAZY_CLUSTER__ADVERTISE=:1"}, "cluster.advertise"},
+		{"cluster https etcd without tls", "", []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=postgres://x@h/d", "LAZY_CLUSTER__NAME=c", "LAZY_CLUSTER__ETCD=https://10.0.0.9:2379"}, "its own certificate"},
+		{"cluster etcd url path", "", []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=postgres://x@h/d", "LAZY_CLUSTER__NAME=c", "LAZY_CLUSTER__ETCD=http://10.0.0.9:2379"}, "https://HOST:PORT"},
 		{"cluster tls half set", "", []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=postgres://x@h/d", "LAZY_CLUSTER__NAME=c", "LAZY_CLUSTER__TLS_CERT=/etc/hostname"}, "set all three"},
 		{"cluster tls relative", "", []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=postgres://x@h/d", "LAZY_CLUSTER__NAME=c",
 			"LAZY_CLUSTER__TLS_CERT=m.pem", "LAZY_CLUSTER__TLS_KEY=/etc/hostname", "LAZY_CLUSTER__TLS_CA=/etc/hostname"}, "absolute path"},

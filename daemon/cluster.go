@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"lazy/actors"
@@ -22,7 +23,7 @@ func (s *Service) ClusterStatus(ctx context.Context) (*api.ClusterStatus, error)
 		return nil, usage("this daemon is not in a cluster: set [cluster] name, etcd and advertise, and storage.backend = \"postgres\" (docs/SCALE-OUT.md), then restart it")
 	}
 	out := &api.ClusterStatus{Name: cfg.Cluster.Name, Links: "plaintext", Members: []api.ClusterMember{}}
-	if s.linksTLS {
+	if s.links != nil {
 		out.Links = "mutual TLS"
 	}
 	for _, m := range s.sup.MemberInfos() {
@@ -36,9 +37,16 @@ func (s *Service) ClusterStatus(ctx context.Context) (*api.ClusterStatus, error)
 		out.Members = append(out.Members, cm)
 	}
 	hc := &http.Client{Timeout: 2 * time.Second}
+	if s.links != nil {
+		hc.Transport = &http.Transport{TLSClientConfig: s.links.Client.Clone()}
+	}
 	for _, ep := range cfg.Cluster.Etcd {
 		h := api.Health{Endpoint: ep}
-		resp, err := hc.Get("http://" + ep + "/health")
+		url := ep + "/health"
+		if !strings.HasPrefix(ep, "https://") {
+			url = "http://" + url
+		}
+		resp, err := hc.Get(url)
 		switch {
 		case err != nil:
 			h.Error = err.Error()

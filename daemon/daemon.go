@@ -198,7 +198,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	modelErrs.publish = sup.Publish
 	book := newUsageBook(st, o.Log)
-	d.svc = &Service{remote: clusterRemote(cfg), linksTLS: cfg.Cluster.Enabled() && cfg.Cluster.TLS(), log: o.Log, usage: book, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
+	var links *supervisor.LinkTLS
+	if clusterOpts != nil {
+		links = clusterOpts.TLS
+	}
+	d.svc = &Service{remote: clusterRemote(cfg), links: links, log: o.Log, usage: book, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
 	d.review = &Review{svc: d.svc, deps: d.taskDeps}
 
 	d.infoMu.Lock() // a member asking about this one reads it already

@@ -49,8 +49,9 @@ type Service struct {
 	log     *slog.Logger
 	fetchMu sync.Mutex
 	fetched map[string]time.Time // by task
-	// linksTLS: the links to the other members are mutual TLS (as started)
-	linksTLS bool
+	// links is the TLS of the links to the other members and to etcd, as
+	// started (nil: plaintext)
+	links *supervisor.LinkTLS
 }
 
 var _ httpapi.Tasks = (*Service)(nil)

@@ -28,7 +28,7 @@ import (
 // placed over the members etcd lists by their identity (disthash).
 type ClusterOptions struct {
 	Name string   // the cluster's name: members with the same name and etcd form one
-	Etcd []string // etcd client endpoints, host:port
+	Etcd []string // etcd client endpoints, host:port (or https://host:port: TLS with the member's certificate)
 	Host string   // the address other members reach this one at
 	Port int      // 0: any free port
 	// Secret signs every call to a grain (the shared store keeps it).
@@ -53,7 +53,16 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 	if len(o.Secret) < 16 {
 		return errors.New("cluster: the secret is missing or short")
 	}
-	prov := &etcdProvider{base: "/lazy/" + o.Name, cfg: clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second}}
+	etcdCfg := clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second}
+	for _, e := range o.Etcd {
+		if strings.HasPrefix(e, "https://") {
+			if o.TLS == nil {
+				return fmt.Errorf("cluster: etcd at %s needs the member's certificate: set cluster.tls_cert, tls_key and tls_ca", e)
+			}
+			etcdCfg.TLS = o.TLS.Client.Clone()
+		}
+	}
+	prov := &etcdProvider{base: "/lazy/" + o.Name, cfg: etcdCfg}
 	s.secret = o.Secret
 	s.describe = o.Describe
 	if s.deps != nil {

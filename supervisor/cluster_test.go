@@ -10,12 +10,15 @@ package supervisor
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"lazy/actors"
 	"lazy/api"
@@ -267,14 +270,22 @@ func linkTLS(t *testing.T, dir, name string) *LinkTLS {
 }
 
 // TestMemberLinksTLS: members with certificates of the cluster's CA reach
-// each other's tasks over mutual TLS; a process that has the cluster's
-// secret but no certificate, or one of another CA, places no call.
+// each other's tasks over mutual TLS, and etcd over https with the same
+// certificates; a process that has the cluster's secret but no
+// certificate, or one of another CA, places no call, and a client without
+// a certificate writes nothing to etcd.
 func TestMemberLinksTLS(t *testing.T) {
-	etcd := etcdtest.Start(t)
+	dir := t.TempDir()
+	// etcd too takes only clients with a certificate of the cluster's CA
+	probe := linkTLS(t, dir, "probe")
+	etcdCert, etcdKey, err := MakeMemberCert(dir, "etcd", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd := etcdtest.StartTLS(t, &etcdtest.TLS{Cert: etcdCert, Key: etcdKey, CA: filepath.Join(dir, "ca.pem"), Client: probe.Client})
 	pg := pgtest.Start(t)
 	dsn := pg.NewDatabase(t)
 	secret := []byte("a secret of this test cluster")
-	dir := t.TempDir()
 	a, st := member(t, dsn, etcd.Endpoint, secret, linkTLS(t, dir, "a"))
 	b, _ := member(t, dsn, etcd.Endpoint, secret, linkTLS(t, dir, "b"))
 	for deadline := time.Now().Add(30 * time.Second); len(a.Members()) != 2 || len(b.Members()) != 2; time.Sleep(50 * time.Millisecond) {
@@ -310,6 +321,19 @@ func TestMemberLinksTLS(t *testing.T) {
 	// a new PID: the one a resolved caches a's own process, and a send
 	// through it would not cross the network
 	pid := actor.NewPID(found.Address, found.Id)
+	// a client of etcd without a certificate (it trusts etcd's) writes
+	// no member into the cluster's membership
+	outsiderEtcd, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 2 * time.Second,
+		TLS: &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: probe.Client.RootCAs}})
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err = outsiderEtcd.Put(pctx, "/lazy/lazy-test/forged", "a member")
+		cancel()
+		outsiderEtcd.Close()
+	}
+	if err == nil {
+		t.Error("a client without a certificate wrote to the cluster's etcd")
+	}
 	other := linkTLS(t, t.TempDir(), "stranger")
 	for name, links := range map[string][]remote.ConfigOption{
 		"no certificate": nil,

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"lazy/actors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,5 +50,17 @@ func TestLinkTLSFiles(t *testing.T) {
 	}
 	if _, err := LoadLinkTLS(cert, key, cert+".missing"); err == nil || !strings.Contains(err.Error(), "cluster.tls_ca") {
 		t.Errorf("a missing CA: %v", err)
+	}
+}
+
+// TestEtcdOverHTTPSNeedsACertificate: a member told to reach etcd over
+// https without a certificate of its own refuses to start, and says what
+// to set.
+func TestEtcdOverHTTPSNeedsACertificate(t *testing.T) {
+	dir := t.TempDir()
+	_, err := New(Options{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Task: &actors.TaskDeps{},
+		Cluster: &ClusterOptions{Name: "lazy-test", Etcd: []string{"https://127.0.0.1:1"}, Host: "127.0.0.1", Secret: []byte("a secret of this test cluster")}})
+	if err == nil || !strings.Contains(err.Error(), "cluster.tls_cert") {
+		t.Fatalf("got %v", err)
 	}
 }

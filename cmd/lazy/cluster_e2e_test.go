@@ -18,6 +18,7 @@ import (
 	"lazy/grain/etcdtest"
 	"lazy/review"
 	"lazy/store/pgtest"
+	"lazy/supervisor"
 )
 
 // cluster is two members of one project: separate homes, state dirs and
@@ -34,7 +35,12 @@ func newCluster(t testing.TB) *cluster { return newClusterOf(t, "process", nil) 
 // project passed to setup (when given) before its daemon starts.
 func newClusterOf(t testing.TB, runner string, setup func(*project)) *cluster {
 	t.Helper()
-	etcd := etcdtest.Start(t)
+	return newClusterWith(t, runner, etcdtest.Start(t), setup)
+}
+
+// newClusterWith is newClusterOf over the given etcd.
+func newClusterWith(t testing.TB, runner string, etcd *etcdtest.Server, setup func(*project)) *cluster {
+	t.Helper()
 	pg := pgtest.Start(t)
 	dsn := pg.NewDatabase(t)
 	a := newProject(t, runner)
@@ -109,11 +115,24 @@ func (c *cluster) hosts() map[string]string {
 // own worktree; member b's RPC, CLI and dashboard ask, comment, unblock and
 // accept every one of them; b's watcher sees the events of tasks a hosts;
 // the accepted work reaches the shared git remote. The links between the
-// members are mutual TLS, with certificates `lazy cluster cert` made.
+// members, and to etcd, are mutual TLS, with certificates `lazy cluster
+// cert` made.
 func TestClusterTwoMembers(t *testing.T) {
 	certs := t.TempDir()
+	if _, err := supervisor.MakeCA(certs); err != nil {
+		t.Fatal(err)
+	}
+	etcdCert, etcdKey, err := supervisor.MakeMemberCert(certs, "etcd", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := supervisor.LoadLinkTLS(etcdCert, etcdKey, filepath.Join(certs, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd := etcdtest.StartTLS(t, &etcdtest.TLS{Cert: etcdCert, Key: etcdKey, CA: filepath.Join(certs, "ca.pem"), Client: probe.Client})
 	n := 0
-	c := newClusterOf(t, "process", func(p *project) {
+	c := newClusterWith(t, "process", etcd, func(p *project) {
 		n++
 		name := fmt.Sprintf("m%d", n)
 		out := p.lazy(0, "cluster", "cert", name, "--host", "127.0.0.1", "--dir", certs)
@@ -124,7 +143,7 @@ func TestClusterTwoMembers(t *testing.T) {
 			"LAZY_CLUSTER__TLS_KEY="+filepath.Join(certs, name+"-key.pem"), "LAZY_CLUSTER__TLS_CA="+filepath.Join(certs, "ca.pem"))
 	})
 	a, b := c.a, c.b
-	if out := a.lazy(0, "cluster", "status"); !strings.Contains(out, "2 members, links: mutual TLS") || !strings.Contains(out, "store: ok") || !strings.Contains(out, ": ok") {
+	if out := a.lazy(0, "cluster", "status"); !strings.Contains(out, "2 members, links: mutual TLS") || !strings.Contains(out, "store: ok") || !strings.Contains(out, "etcd "+etcd.Endpoint+": ok") {
 		t.Fatalf("cluster status:\n%s", out)
 	}
 	for _, p := range []*project{a, b} {

@@ -4,6 +4,7 @@
 package etcdtest
 
 import (
+	"crypto/tls"
 	"fmt"
 	"lazy/internal/testsvc"
 	"net/http"
@@ -16,12 +17,26 @@ import (
 
 // Server is one running etcd.
 type Server struct {
-	Endpoint string // host:port of the client URL
+	Endpoint string // host:port of the client URL (https://host:port with TLS)
 	cmd      *exec.Cmd
 }
 
 // Start runs a fresh single-member etcd for t and stops it when t ends.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return start(t, nil) }
+
+// TLS is what an etcd serving https needs: its certificate and key, and
+// the CA whose certificates it requires of every client.
+type TLS struct {
+	Cert, Key, CA string
+	// Client is what the test's own readiness check presents
+	Client *tls.Config
+}
+
+// StartTLS runs an etcd that serves https and takes only clients with a
+// certificate of tc.CA; its Endpoint is then https://host:port.
+func StartTLS(t testing.TB, tc *TLS) *Server { return start(t, tc) }
+
+func start(t testing.TB, tc *TLS) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
@@ -32,16 +47,24 @@ func Start(t testing.TB) *Server {
 	}
 	dir := t.TempDir()
 	client, peer := testsvc.FreePort(t), testsvc.FreePort(t)
-	s := &Server{Endpoint: fmt.Sprintf("127.0.0.1:%d", client)}
-	s.cmd = exec.Command(bin,
-		"--name", "lazy-test", "--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", "http://"+s.Endpoint, "--advertise-client-urls", "http://"+s.Endpoint,
+	hostport := fmt.Sprintf("127.0.0.1:%d", client)
+	url, hc := "http://"+hostport, http.DefaultClient
+	args := []string{"--name", "lazy-test", "--data-dir", filepath.Join(dir, "data"),
 		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peer),
 		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", peer),
 		"--initial-cluster", fmt.Sprintf("lazy-test=http://127.0.0.1:%d", peer),
-		"--logger", "zap", "--log-level", "warn")
+		"--logger", "zap", "--log-level", "warn"}
+	s := &Server{Endpoint: hostport}
+	if tc != nil {
+		url = "https://" + hostport
+		s.Endpoint = url
+		args = append(args, "--cert-file", tc.Cert, "--key-file", tc.Key, "--client-cert-auth", "--trusted-ca-file", tc.CA)
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tc.Client}}
+	}
+	args = append(args, "--listen-client-urls", url, "--advertise-client-urls", url)
+	s.cmd = exec.Command(bin, args...)
 	testsvc.Start(t, s.cmd, dir, "etcd", syscall.SIGTERM, func() error {
-		resp, err := http.Get("http://" + s.Endpoint + "/health")
+		resp, err := hc.Get(url + "/health")
 		if err != nil {
 			return err
 		}
