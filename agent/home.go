@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // MaxHomeArchive bounds a task's agent home as it travels between the
@@ -18,11 +19,16 @@ import (
 const MaxHomeArchive = 64 << 20
 
 // ArchiveHome packs a task's agent home (its sessions and settings) as
-// tar.gz: regular files and directories only.
+// tar.gz: regular files and directories only. The agent wrote the home, so
+// nothing in it is trusted: a link is never followed (not even one swapped
+// in for a file while packing), a pipe or device is never opened, and a
+// home over MaxHomeArchive (unpacked, or packed) is refused before it is
+// read whole.
 func ArchiveHome(dir string) ([]byte, error) {
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	zw := gzip.NewWriter(&limitedWriter{w: &buf, left: MaxHomeArchive})
 	tw := tar.NewWriter(zw)
+	var total int64
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -38,6 +44,21 @@ func ArchiveHome(dir string) ([]byte, error) {
 		if !info.Mode().IsRegular() && !info.IsDir() {
 			return nil // sockets, links: not part of a session
 		}
+		var f *os.File
+		if info.Mode().IsRegular() {
+			// the file as opened, not as listed: no link followed, no pipe
+			// waited on
+			if f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0); err != nil {
+				return nil // gone or swapped for a link since the listing
+			}
+			defer f.Close()
+			if info, err = f.Stat(); err != nil || !info.Mode().IsRegular() {
+				return nil
+			}
+			if total += info.Size(); total > MaxHomeArchive {
+				return fmt.Errorf("the agent home %s is over %d MiB", dir, MaxHomeArchive>>20)
+			}
+		}
 		h, err := tar.FileInfoHeader(info, "")
 		if err != nil {
 			return err
@@ -46,18 +67,11 @@ func ArchiveHome(dir string) ([]byte, error) {
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
-		if info.Mode().IsRegular() {
-			f, err := os.Open(path)
-			if err != nil {
-				return err
+		if f != nil {
+			// as much as the header says, even if the file grows meanwhile
+			if _, err := io.CopyN(tw, f, info.Size()); err != nil {
+				return fmt.Errorf("pack %s: %w", rel, err)
 			}
-			defer f.Close()
-			if _, err := io.Copy(tw, f); err != nil {
-				return err
-			}
-		}
-		if buf.Len() > MaxHomeArchive {
-			return fmt.Errorf("the agent home %s is over %d MiB packed", dir, MaxHomeArchive>>20)
 		}
 		return nil
 	})
@@ -67,10 +81,29 @@ func ArchiveHome(dir string) ([]byte, error) {
 	if err == nil {
 		err = zw.Close()
 	}
+	if errors.Is(err, errTooBig) {
+		err = fmt.Errorf("the agent home %s is over %d MiB packed", dir, MaxHomeArchive>>20)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+var errTooBig = errors.New("over the limit")
+
+// limitedWriter writes to w until left bytes are written, then fails.
+type limitedWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *limitedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		return 0, errTooBig
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
 }
 
 // RestoreHome replaces the agent home at dir by an archive ArchiveHome

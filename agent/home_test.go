@@ -4,9 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -80,5 +82,62 @@ func TestMoveSessions(t *testing.T) {
 	}
 	if err := MoveSessions(home, "/nowhere", "/else"); err != nil {
 		t.Fatalf("nothing to move: %v", err)
+	}
+}
+
+// TestArchiveTrustsNothingInTheHome: the agent wrote its home. A link to a
+// file outside it (the daemon's own secrets, say) is not packed, a pipe is
+// not waited on, and a home over the limit is refused without being read
+// whole.
+func TestArchiveTrustsNothingInTheHome(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(outside, []byte("sk-ant-real-credential"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(t.TempDir(), "home")
+	if err := os.MkdirAll(filepath.Join(home, ".claude"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(home, ".claude", "s.jsonl"), []byte("{}"), 0o600)
+	if err := os.Symlink(outside, filepath.Join(home, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Dir(outside), filepath.Join(home, "dirlink")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(home, "pipe"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := ArchiveHome(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(zr)
+	if bytes.Contains(raw, []byte("sk-ant-real-credential")) {
+		t.Fatal("a link out of the home carried a file into the archive")
+	}
+	if !bytes.Contains(raw, []byte(".claude/s.jsonl")) {
+		t.Fatal("the session was not packed")
+	}
+	// over the limit: refused before it is read (a sparse 10 GiB file)
+	big := filepath.Join(home, "big")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(10 << 30); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := ArchiveHome(home); err == nil || !strings.Contains(err.Error(), "MiB") {
+		t.Fatalf("a 10 GiB home: %v", err)
+	}
+	_ = os.Remove(big)
+	if _, err := ArchiveHome(home); err != nil {
+		t.Fatalf("the home back under the limit: %v", err)
 	}
 }
