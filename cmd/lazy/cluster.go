@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"lazy/api"
+	"lazy/config"
 	"lazy/supervisor"
 )
 
@@ -70,9 +72,19 @@ func (a *app) clusterCmd() *cobra.Command {
 			if len(hosts) == 0 {
 				return usageError{errors.New("name the host other members reach this member at: --host HOST (the host of its cluster.advertise)")}
 			}
+			if dir == "" {
+				home, err := config.Home(a.environ)
+				if err != nil {
+					return err
+				}
+				dir = filepath.Join(home, "cluster-certs")
+			}
 			abs, err := filepath.Abs(dir)
 			if err != nil {
 				return err
+			}
+			if repo := repoAround(abs); repo != "" {
+				return usageError{fmt.Errorf("--dir %s is inside the git repository %s: the CA key there could be committed, or reach a task's worktree; choose a directory outside every repository (the default is $LAZY_HOME/cluster-certs)", abs, repo)}
 			}
 			made, err := supervisor.MakeCA(abs)
 			if err != nil {
@@ -90,10 +102,23 @@ func (a *app) clusterCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cert.Flags().StringVar(&dir, "dir", ".", "where the cluster CA is (or is made) and the member's files go")
+	cert.Flags().StringVar(&dir, "dir", "", "where the cluster CA is (or is made) and the member's files go (default $LAZY_HOME/cluster-certs; never inside a git repository)")
 	cert.Flags().StringSliceVar(&hosts, "host", nil, "a host name or IP other members reach this member at (repeat for more)")
 	c.AddCommand(cert)
 	return c
+}
+
+// repoAround is the git repository dir is in (or would be in, once made):
+// the nearest existing directory up from it with a .git; "" if none.
+func repoAround(dir string) string {
+	for p := dir; ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(filepath.Join(p, ".git")); err == nil {
+			return p
+		}
+		if filepath.Dir(p) == p {
+			return ""
+		}
+	}
 }
 
 var certName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

@@ -500,6 +500,17 @@ func TestClusterCert(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "m2-key.pem")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the member key: %v %v", fi, err)
 	}
+	// never inside a repository, where the CA key could be committed
+	if _, errs, code := p.run("cluster", "cert", "m5", "--host", "x", "--dir", filepath.Join(p.root, "certs")); code != 2 || !strings.Contains(errs, "inside the git repository") {
+		t.Errorf("a --dir in the project: exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(p.root, "certs")); !os.IsNotExist(err) {
+		t.Error("the refused --dir was made")
+	}
+	// the default is the lazy home's
+	if out := p.lazy(0, "cluster", "cert", "m6", "--host", "10.0.0.7"); !strings.Contains(out, filepath.Join(p.home, "cluster-certs", "m6.pem")) {
+		t.Errorf("the default dir:\n%s", out)
+	}
 }
 
 // TestClusterJoinMidTurn: a third member joins while every task's first
