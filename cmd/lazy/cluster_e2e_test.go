@@ -26,6 +26,7 @@ import (
 type cluster struct {
 	a, b   *project
 	remote string
+	dsn    string
 	env    []string // what makes a daemon a member of this cluster
 }
 
@@ -48,7 +49,7 @@ func newClusterWith(t testing.TB, runner string, etcd *etcdtest.Server, setup fu
 	gitxtest.Git(t, a.root, "clone", "-q", "--bare", a.root, remote)
 	gitxtest.Git(t, a.root, "remote", "add", "origin", remote)
 	gitxtest.Git(t, a.root, "fetch", "-q", "origin")
-	c := &cluster{a: a, remote: remote, env: []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=" + dsn, "LAZY_CLUSTER__NAME=lazy-e2e",
+	c := &cluster{a: a, remote: remote, dsn: dsn, env: []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=" + dsn, "LAZY_CLUSTER__NAME=lazy-e2e",
 		"LAZY_CLUSTER__ETCD=" + etcd.Endpoint, "LAZY_CLUSTER__ADVERTISE=127.0.0.1:0", "LAZY_CLUSTER__REMOTE=origin"}}
 	c.b = c.clone(t, runner, "b")
 	for _, p := range []*project{a, c.b} {
@@ -222,6 +223,11 @@ func TestClusterTwoMembers(t *testing.T) {
 			t.Errorf("b's watch missed the events of %s:\n%s", ref, got)
 		}
 	}
+	// the leak hunt over both members: their files, and every row of the
+	// shared store, the agent homes that travel there unpacked
+	files, hits := fileLeaks(t, []*project{a, b}, a.real, b.real)
+	rows := pgLeaks(t, c.dsn, a.real, b.real)
+	t.Logf("leak hunt over two members: %d files and %d store rows, %d hits", files, rows, hits)
 }
 
 // TestClusterFailover: kill -9 of the member hosting a task while an ask

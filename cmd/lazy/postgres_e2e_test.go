@@ -1,8 +1,13 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
+	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +62,16 @@ func TestPostgresBackend(t *testing.T) {
 		t.Errorf("a SQLite store was made at %s (%v)", p.paths.DB, err)
 	}
 
+	if rows := pgLeaks(t, dsn, p.real, "REALSECRET"); rows < 10 {
+		t.Errorf("only %d rows in the database: the daemon did not write there", rows)
+	}
+}
+
+// pgLeaks searches every table of the database at dsn for the secrets: each
+// row as JSON, and each agent home archive (gzip, tar) unpacked. It
+// returns how many rows it searched.
+func pgLeaks(t *testing.T, dsn string, secrets ...string) int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
@@ -64,21 +79,59 @@ func TestPostgresBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	var rows int
-	for _, table := range []string{"tasks", "turns", "comments", "review_comments", "approvals", "usage_calls", "schema_migrations"} {
+	trows, err := conn.Query(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(trows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := func(where, text string) {
+		for _, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("a secret is in %s", where)
+			}
+		}
+	}
+	rows := 0
+	for _, table := range tables {
 		var dump string
 		var n int
-		if err := conn.QueryRow(ctx, "SELECT COALESCE(string_agg(row_to_json(t)::text, E'\\n'), ''), count(*) FROM "+table+" t").Scan(&dump, &n); err != nil {
+		if err := conn.QueryRow(ctx, "SELECT COALESCE(string_agg(row_to_json(t)::text, E'\\n'), ''), count(*) FROM "+pgx.Identifier{table}.Sanitize()+" t").Scan(&dump, &n); err != nil {
 			t.Fatalf("%s: %v", table, err)
 		}
 		rows += n
-		if strings.Contains(dump, p.real) || strings.Contains(dump, "REALSECRET") {
-			t.Errorf("the real credential is in table %s", table)
+		found("table "+table, dump)
+	}
+	if slices.Contains(tables, "agent_homes") {
+		hrows, err := conn.Query(ctx, "SELECT task_id, archive FROM agent_homes")
+		if err != nil {
+			t.Fatal(err)
 		}
+		for hrows.Next() {
+			var id string
+			var archive []byte
+			if err := hrows.Scan(&id, &archive); err != nil {
+				t.Fatal(err)
+			}
+			zr, err := gzip.NewReader(bytes.NewReader(archive))
+			if err != nil {
+				t.Fatalf("the agent home of %s: %v", id, err)
+			}
+			tr := tar.NewReader(zr)
+			for {
+				h, err := tr.Next()
+				if err != nil {
+					break
+				}
+				b, _ := io.ReadAll(tr)
+				found("the agent home of "+id+": "+h.Name, string(b))
+			}
+		}
+		hrows.Close()
 	}
-	if rows < 10 {
-		t.Errorf("only %d rows in the database: the daemon did not write there", rows)
-	}
+	return rows
 }
 
 func answered(pl review.Payload, id string) bool {

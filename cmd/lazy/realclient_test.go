@@ -180,23 +180,7 @@ func TestLeakHunt(t *testing.T) {
 	p.lazy(0, "daemon", "stop")
 
 	// files: state dir (logs, DB, registry, worktrees, agent homes) and the project
-	credDir := filepath.Join(p.home, "credentials")
-	hits := 0
-	files := 0
-	for _, root := range []string{p.home, p.root} {
-		_ = filepath.Walk(root, func(path string, fi os.FileInfo, err error) error {
-			if err != nil || fi.IsDir() || strings.HasPrefix(path, credDir) {
-				return nil
-			}
-			files++
-			b, err := os.ReadFile(path)
-			if err == nil && strings.Contains(string(b), p.real) {
-				hits++
-				t.Errorf("the real credential is in %s", path)
-			}
-			return nil
-		})
-	}
+	files, hits := fileLeaks(t, []*project{p}, p.real)
 	if files < 10 {
 		t.Errorf("only %d files searched: the hunt is not looking where it should", files)
 	}
@@ -315,4 +299,32 @@ func TestRealClientAsk(t *testing.T) {
 	if !strings.Contains(out, "turn 2: ask (ask) done") {
 		t.Errorf("task show:\n%s", out)
 	}
+}
+
+// fileLeaks searches every file of the projects' homes (state dirs, logs,
+// DBs, worktrees, agent homes) and roots for the secrets; each project's
+// own credentials dir, where the real credential lives, is skipped. It
+// returns the files searched and the hits.
+func fileLeaks(t *testing.T, ps []*project, secrets ...string) (files, hits int) {
+	t.Helper()
+	for _, p := range ps {
+		credDir := filepath.Join(p.home, "credentials")
+		for _, root := range []string{p.home, p.root} {
+			_ = filepath.Walk(root, func(path string, fi os.FileInfo, err error) error {
+				if err != nil || fi.IsDir() || strings.HasPrefix(path, credDir) {
+					return nil
+				}
+				files++
+				b, err := os.ReadFile(path)
+				for _, s := range secrets {
+					if err == nil && strings.Contains(string(b), s) {
+						hits++
+						t.Errorf("a secret is in %s", path)
+					}
+				}
+				return nil
+			})
+		}
+	}
+	return files, hits
 }
