@@ -187,7 +187,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			}
 		}
 	}
-	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log, Task: d.taskDeps, Cluster: clusterOpts})
+	// the cluster is joined below, once everything a job needs is wired: a
+	// member that joins is handed tasks (and their jobs) at once
+	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log, Task: d.taskDeps})
 	if err != nil {
 		return nil, err
 	}
@@ -259,6 +261,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.dash = &http.Server{Handler: web, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	d.dash.RegisterOnShutdown(func() { close(stopping) })
 	d.prx = &http.Server{Handler: prx, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	if clusterOpts != nil {
+		// before any page or RPC is served: a task is reached through the
+		// cluster from the first request on, never hosted here on the side
+		if err := sup.JoinCluster(clusterOpts); err != nil {
+			return nil, err
+		}
+	}
 	go d.serve(d.dash, dashLn, "dashboard")
 	go d.serve(d.prx, proxyLn, "proxy")
 	go d.serve(d.prx, sockLn, "proxy socket")

@@ -134,6 +134,21 @@ func New(o Options) (*Supervisor, error) {
 	return s, nil
 }
 
+// JoinCluster makes a supervisor made without Options.Cluster a member
+// now: for a daemon that must wire what a job needs first, since a member
+// that joins is handed tasks at once. On an error the caller shuts the
+// supervisor down.
+func (s *Supervisor) JoinCluster(o *ClusterOptions) error {
+	if s.cluster != nil {
+		return errors.New("cluster: this supervisor is a member already")
+	}
+	if err := s.startCluster(o); err != nil {
+		s.cluster = nil // never joined: Shutdown leaves nothing
+		return err
+	}
+	return nil
+}
+
 // mailbox returns a props option that remembers the mailbox made for name.
 func (s *Supervisor) mailbox(name string) actor.PropsOption {
 	return actor.WithMailbox(func() actor.Mailbox {
