@@ -22,16 +22,18 @@ func TestHeldWhileAnotherMemberRuns(t *testing.T) {
 	l := &scripted{gate: gate}
 	r := newRigWith(t, "", nil, l, "session-1")
 	ctx := context.Background()
-	// the other member's turn, as the store shows it
 	now := time.Now().UTC()
 	tu := &store.Turn{ID: task.NewID(now), TaskID: r.tk.ID, Kind: store.TurnAsk, Trigger: "ask", Prompt: "an earlier question", Status: store.TurnRunning, QueuedAt: now, StartedAt: &now}
-	if err := r.st.CreateTurn(ctx, tu); err != nil {
-		t.Fatal(err)
-	}
 	var busy atomic.Bool
 	busy.Store(true)
-	r.deps.RunningElsewhere = func(string) bool { return busy.Load() }
-	r.respawn()
+	r.respawn(func(d *TaskDeps) {
+		// the other member's turn, as the store shows it (written while no
+		// actor of the task runs here)
+		if err := r.st.CreateTurn(ctx, tu); err != nil {
+			t.Fatal(err)
+		}
+		d.RunningElsewhere = func(string) bool { return busy.Load() }
+	})
 
 	res, err := r.ask(&PostReviewComment{Comment: review.ReviewComment{Intent: review.Ask, Body: "why?", File: "a.go", Line: 1, Side: review.New, LineText: "package a"}})
 	if err != nil {
@@ -40,7 +42,7 @@ func TestHeldWhileAnotherMemberRuns(t *testing.T) {
 	askID := res.(*review.ReviewComment).ID
 	time.Sleep(1500 * time.Millisecond) // a recheck or more
 	if n := len(l.recorded()); n != 0 {
-		t.Fatalf("the held actor ran %d turns while another member ran one", n)
+		t.Fatalf("the held actor ran %d turns while another member ran one: %+v", n, l.recorded())
 	}
 	if got := turnOf(t, r, tu.ID); got.Status != store.TurnRunning {
 		t.Fatalf("the other member's turn was recorded %s", got.Status)
@@ -90,7 +92,7 @@ func TestDrainFinishesTheRunningJob(t *testing.T) {
 	l := &scripted{gate: make(chan struct{})}
 	r := newRigWith(t, "", nil, l, "session-1")
 	handed := make(chan string, 1)
-	r.deps.Handoff = func(id string) { handed <- id }
+	r.respawn(func(d *TaskDeps) { d.Handoff = func(id string) { handed <- id } })
 	post := func(body string) string {
 		res, err := r.ask(&PostReviewComment{Comment: review.ReviewComment{Intent: review.Ask, Body: body, File: "a.go", Line: 1, Side: review.New, LineText: "package a"}})
 		if err != nil {

@@ -82,13 +82,15 @@ func newRigWith(t *testing.T, scope string, protect []string, launcher TurnLaunc
 	return r
 }
 
-// respawn stops the task actor and starts a new one (which loads the task
-// from the store, as on another member).
-func (r *rig) respawn() {
+// respawn stops the task actor, lets change alter its deps while no actor
+// reads them, and starts a new one (which loads the task from the store,
+// as on another member).
+func (r *rig) respawn(change func(*TaskDeps)) {
 	r.t.Helper()
 	if err := r.sys.Root.StopFuture(r.pid).Wait(); err != nil {
 		r.t.Fatal(err)
 	}
+	change(r.deps)
 	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(r.tk.ID, r.deps)))
 }
 
