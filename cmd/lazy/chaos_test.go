@@ -70,14 +70,7 @@ func TestChaosKill9(t *testing.T) {
 			op.run(cl, ref, acked)
 		}()
 		time.Sleep(time.Duration(rng.Intn(400)) * time.Millisecond)
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			t.Fatalf("kill %d: %v", pid, err)
-		}
-		<-done
-		for syscallAlive(pid) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		p.lazy(0, "daemon", "start")
+		killAndRestart(t, p, pid, done)
 		p.settle(t)
 		checkInvariants(t, k, kind, acked, []*project{p}, func(ti api.TaskInfo) bool {
 			head := strings.TrimSpace(runGit(t, p.root, "rev-parse", ti.Branch))
@@ -85,6 +78,21 @@ func TestChaosKill9(t *testing.T) {
 		})
 	}
 	t.Logf("chaos: %d kills (%v), %d acknowledged comments, all invariants held", kills, counts, len(acked))
+}
+
+// killAndRestart kills p's daemon (pid) with SIGKILL, waits for the op
+// that was running against it (done) and for the process to be gone, and
+// starts the daemon again.
+func killAndRestart(t *testing.T, p *project, pid int, done <-chan struct{}) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %d: %v", pid, err)
+	}
+	<-done
+	for syscallAlive(pid) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.lazy(0, "daemon", "start")
 }
 
 // chaosSetup is how many kills a chaos test makes (LAZY_CHAOS_KILLS, 50

@@ -457,15 +457,7 @@ func TestClusterChaosKill9(t *testing.T) {
 			victim = host
 			hostKills++
 		}
-		pid := victim.info().PID
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			t.Fatalf("kill %d: %v", pid, err)
-		}
-		<-done
-		for syscallAlive(pid) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		victim.lazy(0, "daemon", "start")
+		killAndRestart(t, victim, victim.info().PID, done)
 		for deadline := time.Now().Add(60 * time.Second); len(c.status(c.a).Members) != 2 || len(c.status(c.b).Members) != 2; time.Sleep(200 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("after kill %d the members do not see each other:\n%s", k, c.a.lazy(0, "cluster", "status"))
