@@ -159,11 +159,17 @@ type TaskActor struct {
 	// 10 s (the handover's wake is what ends a hold; the checks are the
 	// safety net for a member that died)
 	heldChecks int
+	// heldGen numbers the checks scheduled: only the answer to the latest
+	// schedules another, so wakes while held do not start chains of checks
+	heldGen int
 }
 
 // heldCheck is the answer to whether another member still runs a job of
-// the held task.
-type heldCheck struct{ busy bool }
+// the held task (gen: the check's number).
+type heldCheck struct {
+	busy bool
+	gen  int
+}
 
 // epochs numbers jobs across every actor instance: a job's end that arrives
 // after a restart must never be taken for the new instance's job.
@@ -223,8 +229,8 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		a.draining = true
 		a.log.Info("the task moved to another member; its running job finishes here first", "job", a.running.label)
 	case *heldCheck:
-		if !a.held {
-			return
+		if !a.held || m.gen != a.heldGen {
+			return // settled, or a later check is on its way
 		}
 		if m.busy {
 			a.heldChecks++
@@ -377,8 +383,9 @@ func (a *TaskActor) memoryJobs() []*job {
 // checkHeld asks, after wait and off the actor, whether another member
 // still runs a job of this task; the answer comes back as a heldCheck.
 func (a *TaskActor) checkHeld(ctx actor.Context, wait time.Duration) {
-	self, root, id, elsewhere := ctx.Self(), ctx.ActorSystem().Root, a.id, a.deps.RunningElsewhere
-	time.AfterFunc(wait, func() { root.Send(self, &heldCheck{busy: elsewhere(id)}) })
+	a.heldGen++
+	self, root, id, elsewhere, gen := ctx.Self(), ctx.ActorSystem().Root, a.id, a.deps.RunningElsewhere, a.heldGen
+	time.AfterFunc(wait, func() { root.Send(self, &heldCheck{busy: elsewhere(id), gen: gen}) })
 }
 
 // reply answers the sender (when there is one) with v, or with err when

@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,7 +60,6 @@ type Daemon struct {
 	log      *slog.Logger
 	st       store.Store
 	sup      *supervisor.Supervisor
-	supSet   atomic.Bool // sup is set: the cluster's callbacks may use it
 	svc      *Service
 	review   *Review
 	dash     *http.Server
@@ -179,9 +177,6 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if clusterOpts != nil {
 		clusterOpts.Describe = d.describe
 		clusterOpts.MembersLeft = func([]string) {
-			if !d.supSet.Load() {
-				return // still starting: the start's own wake comes after
-			}
 			if err := d.wake(context.Background()); err != nil {
 				d.log.Error("wake the tasks of members that left", "err", err)
 			}
@@ -194,7 +189,6 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.sup = sup
-	d.supSet.Store(true)
 	launcher.Placeholders = func(ctx context.Context, taskID, ref, role string) (map[string]string, error) {
 		return d.mint(creds, taskID, ref, role)
 	}
