@@ -178,11 +178,14 @@ type Spec struct {
 	Home     string   // the per-task HOME
 	Env      []string // the whole environment (see Env)
 	Timeout  time.Duration
-	Visible  []string      // paths a sandbox shows read-only although under a hidden tree (/tmp): the common git dir
+	Ask      bool          // an ask turn: a sandbox shows the worktree read-only
+	Share    []string      // host paths every sandbox shows read-only (sandbox.read_only)
+	Limits   Limits        // the sandbox's limits (config [sandbox])
+	Visible  []string      // further paths a sandbox shows read-only: the project's objects (the task repository's alternates)
 	Writable []string      // further paths a sandbox must leave writable (parts of the git dir)
 	ReadOnly []string      // paths that stay read-only inside the writable ones
-	Hide     []string      // directories a sandbox must hide (lazy home, state dir)
-	HideFile []string      // files a sandbox must hide (credential files elsewhere)
+	Hide     []string      // directories a sandbox hides even where a shown path holds them (lazy home, state dir)
+	HideFile []string      // files a sandbox hides even where a shown path holds them (credential files)
 	OnStart  func(pid int) // called with the agent's pid once it runs
 	// ProxySocket is the host path of the proxy's Unix socket; a sandbox
 	// binds it in and runs the forwarder (Self, `lazy sandbox-exec`) that

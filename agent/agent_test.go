@@ -351,16 +351,25 @@ func TestCrashAndMissing(t *testing.T) {
 
 func TestDockerArgv(t *testing.T) {
 	s := Spec{Name: "fix-3", Command: []string{"claude"}, Args: ClaudeCode{}.WorkArgv(""), Dir: "/s/wt", Home: "/s/home",
-		Env: []string{"HOME=/s/home", "ANTHROPIC_API_KEY=sk-ant-svc-x"}, Writable: []string{"/p/.git"}}
+		Env: []string{"HOME=/s/home", "ANTHROPIC_API_KEY=sk-ant-svc-x"}, Writable: []string{"/s/repo.git"}, Visible: []string{"/p/.git/objects"},
+		Share: []string{"/cache/go-mod"}, Limits: Limits{OpenFiles: 4096, Procs: 512, Memory: 4 << 30, TmpSize: 64 << 20}}
 	uid := strings.Join([]string{itoa(os.Getuid()), itoa(os.Getgid())}, ":")
-	s.ReadOnly = []string{"/s/wt/.git"}
+	if os.Getuid() == 0 {
+		uid = "1000:1000" // never root inside
+	}
+	s.ReadOnly = []string{"/s/repo.git/config"}
 	s.ProxySocket, s.ProxyPort, s.Self = "/tmp/lazy-proxy-1/proxy.sock", 26001, "/usr/bin/lazy"
 	s.HideFile = []string{"/etc/secret-key"}
-	// no host network; the proxy socket and the forwarder mounted; nothing
-	// secret mounted (a hidden file is simply not there)
+	// no host network, no capabilities, a read-only image, never root; the
+	// limits; only the shares, the project's objects (read-only), the home,
+	// the worktree and the task repository; the proxy socket and the
+	// forwarder mounted; nothing secret mounted (a hidden file is simply
+	// not there)
 	want := []string{"docker", "run", "--rm", "-i", "--init", "--network", "none", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-		"--name", "lazy-fix-3", "--user", uid,
-		"-v", "/s/wt:/s/wt", "-v", "/s/home:/s/home", "-v", "/p/.git:/p/.git", "-v", "/s/wt/.git:/s/wt/.git:ro",
+		"--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,size=67108864", "--shm-size", "67108864",
+		"--name", "lazy-fix-3", "--user", uid, "--ulimit", "nofile=4096:4096", "--pids-limit", "512", "--memory", "4294967296",
+		"-v", "/cache/go-mod:/cache/go-mod:ro", "-v", "/p/.git/objects:/p/.git/objects:ro",
+		"-v", "/s/home:/s/home", "-v", "/s/wt:/s/wt", "-v", "/s/repo.git:/s/repo.git", "-v", "/s/repo.git/config:/s/repo.git/config:ro",
 		"-v", "/tmp/lazy-proxy-1/proxy.sock:/run/lazy/proxy.sock", "-v", "/usr/bin/lazy:/run/lazy/lazy:ro", "-w", "/s/wt",
 		"-e", "HOME=/s/home", "-e", "ANTHROPIC_API_KEY=sk-ant-svc-x", "img:1",
 		"/run/lazy/lazy", "sandbox-exec", "--listen", "127.0.0.1:26001", "--socket", "/run/lazy/proxy.sock", "--",
@@ -368,6 +377,11 @@ func TestDockerArgv(t *testing.T) {
 	got := Docker{Image: "img:1"}.Argv(s)
 	if !slices.Equal(got, want) {
 		t.Errorf("docker argv:\n got %q\nwant %q", got, want)
+	}
+	// an ask turn: the worktree read-only
+	s.Ask = true
+	if got := strings.Join(Docker{Image: "img:1"}.Argv(s), " "); !strings.Contains(got, "-v /s/wt:/s/wt:ro") {
+		t.Errorf("ask turn: the worktree is not read-only: %s", got)
 	}
 }
 

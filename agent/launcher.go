@@ -50,6 +50,9 @@ type Launcher struct {
 	ProxySocket string   // the proxy's Unix socket, bound into a sandbox
 	ProxyPort   int      // the port of BaseURL, where the forwarder listens inside
 	Self        string   // the lazy binary (the forwarder inside a sandbox)
+	Share       []string // sandbox.read_only: shown read-only in every sandbox
+	Limits      Limits   // each sandbox's limits
+	ExtraEnv    []string // sandbox.env: NAME=value for every agent
 	TurnTimeout time.Duration
 	AskTimeout  time.Duration
 	// Placeholders returns env var → placeholder for the task's role.
@@ -80,7 +83,8 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 	}
 	spec := Spec{
 		Name: fmt.Sprintf("%s-%d", req.Ref, req.Number), Command: l.Command, Args: args,
-		Dir: req.Worktree, Home: home, Env: Env(l.DaemonEnv, home, l.BaseURL, ph),
+		Dir: req.Worktree, Home: home, Env: append(Env(l.DaemonEnv, home, l.BaseURL, ph), l.ExtraEnv...),
+		Ask: req.Ask, Share: l.Share, Limits: l.Limits,
 		Timeout: timeout, Hide: l.Hide, HideFile: l.HideFile, OnStart: req.OnStart,
 		ProxySocket: l.ProxySocket, ProxyPort: l.ProxyPort, Self: l.Self,
 	}

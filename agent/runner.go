@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -50,8 +50,11 @@ func NewRunner(name, dockerImage string) (Runner, error) {
 	return nil, fmt.Errorf("agent.runner: unknown runner %q; use auto, bwrap, docker or process", name)
 }
 
-// ProbeBwrap checks that bwrap is installed and can make a sandbox with its
-// own network namespace here.
+// ProbeBwrap checks that bwrap is installed and can make the sandbox
+// lazy needs here: its own user namespace (with a non-root uid and no
+// further namespaces), network namespace and seccomp filter. A machine that
+// refuses unprivileged user namespaces fails here, and "auto" refuses to
+// launch rather than run a weaker sandbox.
 func ProbeBwrap(exe string) error {
 	if exe == "" {
 		exe = "bwrap"
@@ -60,9 +63,23 @@ func ProbeBwrap(exe string) error {
 	if err != nil {
 		return fmt.Errorf("bwrap is not installed")
 	}
-	out, err := exec.Command(path, "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--dev", "/dev", "--proc", "/proc", "true").CombinedOutput()
+	filter, err := seccompFile()
 	if err != nil {
-		return fmt.Errorf("bwrap cannot make a sandbox here (%v: %s)", err, strings.TrimSpace(string(out)))
+		return err
+	}
+	defer filter.Close()
+	cmd := exec.Command(path, "--unshare-user", "--uid", strconv.Itoa(SandboxUID), "--gid", strconv.Itoa(SandboxGID), "--disable-userns",
+		"--cap-drop", "ALL", "--ro-bind", "/", "/", "--unshare-net", "--unshare-pid", "--dev", "/dev", "--proc", "/proc",
+		"--seccomp", strconv.Itoa(seccompFD), "true")
+	cmd.ExtraFiles = []*os.File{filter}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		msg := strings.TrimSpace(string(out))
+		fix := ""
+		if strings.Contains(msg, "namespace") || strings.Contains(msg, "Operation not permitted") || strings.Contains(msg, "uid map") {
+			fix = "; this kernel refuses unprivileged user namespaces: allow them (sysctl -w user.max_user_namespaces=15000; on Debian before 11 also kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap)"
+		}
+		return fmt.Errorf("bwrap cannot make lazy's sandbox here (%v: %s)%s", err, msg, fix)
 	}
 	return nil
 }
@@ -131,7 +148,7 @@ func (c *capped) bytes() []byte {
 
 // runArgv runs argv in its own process group, killing the whole group when
 // ctx ends or the timeout passes.
-func runArgv(ctx context.Context, argv []string, s Spec) (Outcome, error) {
+func runArgv(ctx context.Context, argv []string, s Spec, extra ...*os.File) (Outcome, error) {
 	if len(argv) == 0 {
 		return Outcome{}, fmt.Errorf("%w: no agent command configured (set agent.command)", ErrUnavailable)
 	}
@@ -158,6 +175,7 @@ func runArgv(ctx context.Context, argv []string, s Spec) (Outcome, error) {
 	var stdout, stderr capped
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Stdin = bytes.NewReader(s.Stdin)
+	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
@@ -199,13 +217,15 @@ func lastLine(b []byte) string {
 	return s
 }
 
-// Bwrap runs the turn inside a bubblewrap sandbox: the whole filesystem
-// read-only; the worktree, the task home and what a commit needs of the git
-// dir writable; the lazy home, the state dir and the credential files hidden;
-// fresh /dev, /proc and /run; its own pid, ipc, uts and network namespaces.
-// The network namespace has only loopback: the forwarder (the lazy binary)
-// listens there at the proxy's port and copies to the proxy's Unix socket,
-// bound in. The proxy is the agent's only way out.
+// Bwrap runs the turn inside a bubblewrap sandbox built from an allowlist
+// (sandbox.go): its own user, pid, ipc, uts, cgroup and network
+// namespaces; uid SandboxUID with no capabilities, no_new_privs, no further
+// user namespaces, the seccomp filter; only the system directories, the
+// agent's installation, sandbox.read_only, the worktree, the task's
+// repository and a private home. The network namespace has only loopback:
+// the forwarder (the lazy binary) listens there at the proxy's port and
+// copies to the proxy's Unix socket, bound in; it also sets the sandbox's
+// rlimits before it starts the agent. The proxy is the agent's only way out.
 type Bwrap struct {
 	Path string // bwrap executable; default "bwrap"
 }
@@ -213,49 +233,41 @@ type Bwrap struct {
 // Name is the runner's config name.
 func (Bwrap) Name() string { return RunnerBwrap }
 
-// Argv is the full bwrap command line for s.
-func (b Bwrap) Argv(s Spec) []string {
+// seccompFD is the descriptor bwrap reads the filter from (ExtraFiles[0]).
+const seccompFD = 3
+
+// Argv is the full bwrap command line for s; the filter is read from fd 3.
+func (b Bwrap) Argv(s Spec) ([]string, error) {
 	exe := b.Path
 	if exe == "" {
 		exe = "bwrap"
 	}
-	// /tmp is another user's and other projects' (and other daemons'
-	// proxy sockets): a fresh one, with what the turn needs bound back
-	argv := []string{exe, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--new-session",
-		"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--tmpfs", "/tmp"}
-	visible := append([]string{}, s.Visible...)
-	if len(s.Command) > 0 && filepath.IsAbs(s.Command[0]) {
-		visible = append(visible, s.Command[0]) // the agent's own executable
+	argv := []string{exe, "--die-with-parent", "--new-session",
+		"--unshare-user", "--uid", strconv.Itoa(SandboxUID), "--gid", strconv.Itoa(SandboxGID), "--disable-userns", "--cap-drop", "ALL",
+		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try", "--hostname", "lazy-sandbox"}
+	self := ""
+	if s.Self != "" && s.ProxySocket != "" {
+		self = s.Self
 	}
-	for _, v := range visible {
-		argv = append(argv, "--ro-bind", v, v)
+	s.Command = resolveCommand(s.Command)
+	ms, err := sandboxMounts(s, self)
+	if err != nil {
+		return nil, err
 	}
-	for _, h := range s.Hide {
-		argv = append(argv, "--tmpfs", h)
-	}
-	for _, w := range append([]string{s.Home, s.Dir}, s.Writable...) {
-		if w != "" {
-			argv = append(argv, "--bind", w, w)
-		}
-	}
-	for _, r := range s.ReadOnly {
-		argv = append(argv, "--ro-bind", r, r)
-	}
-	for _, f := range s.HideFile {
-		argv = append(argv, "--ro-bind", "/dev/null", f)
+	for _, m := range ms {
+		argv = append(argv, m.args()...)
 	}
 	cmd := append(append([]string{}, s.Command...), s.Args...)
-	if s.ProxySocket != "" && s.Self != "" {
-		argv = append(argv, "--bind", s.ProxySocket, forwarder.Socket, "--ro-bind", s.Self, forwarder.Self)
-		cmd = append([]string{forwarder.Self}, forwarder.Args(s.ProxyPort, cmd)...)
+	if self != "" {
+		cmd = append([]string{forwarder.Self}, forwarder.Args(s.ProxyPort, s.Limits.rlimits(), cmd)...)
 	}
 	argv = append(argv, "--chdir", s.Dir, "--clearenv")
 	for _, kv := range s.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		argv = append(argv, "--setenv", k, v)
 	}
-	argv = append(argv, "--")
-	return append(argv, cmd...)
+	argv = append(argv, "--seccomp", strconv.Itoa(seccompFD), "--")
+	return append(argv, cmd...), nil
 }
 
 // Run runs the turn sandboxed.
@@ -272,9 +284,18 @@ func (b Bwrap) Run(ctx context.Context, s Spec) (Outcome, error) {
 	if _, err := exec.LookPath(exe); err != nil {
 		return Outcome{}, fmt.Errorf("%w: bwrap not found: install Debian's bubblewrap (apt-get install bubblewrap) or set agent.runner = \"process\" (no sandbox)", ErrUnavailable)
 	}
+	argv, err := b.Argv(s)
+	if err != nil {
+		return Outcome{}, err
+	}
+	filter, err := seccompFile()
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer filter.Close()
 	inner := s
 	inner.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	return runArgv(ctx, b.Argv(s), inner)
+	return runArgv(ctx, argv, inner, filter)
 }
 
 // Docker runs the turn in a container with the same shape as the bwrap
@@ -297,15 +318,45 @@ func (d Docker) Argv(s Spec) []string {
 	if exe == "" {
 		exe = "docker"
 	}
-	argv := []string{exe, "run", "--rm", "-i", "--init", "--network", "none", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"}
+	tmp := s.Limits.TmpSize
+	if tmp == 0 {
+		tmp = DefaultTmpSize
+	}
+	// the image's own root filesystem, read-only; no capabilities, no
+	// privilege gain, the engine's default seccomp profile; never root
+	argv := []string{exe, "run", "--rm", "-i", "--init", "--network", "none", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+		"--read-only", "--tmpfs", fmt.Sprintf("/tmp:rw,nosuid,nodev,size=%d", tmp), "--shm-size", strconv.FormatUint(tmp, 10)}
 	if s.Name != "" {
 		argv = append(argv, "--name", "lazy-"+s.Name)
 	}
-	argv = append(argv, "--user", fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()))
-	for _, w := range append([]string{s.Dir, s.Home}, s.Writable...) {
-		if w != "" {
-			argv = append(argv, "-v", w+":"+w)
+	argv = append(argv, "--user", dockerUser())
+	if s.Limits.OpenFiles > 0 {
+		argv = append(argv, "--ulimit", fmt.Sprintf("nofile=%d:%d", s.Limits.OpenFiles, s.Limits.OpenFiles))
+	}
+	if s.Limits.Procs > 0 {
+		argv = append(argv, "--pids-limit", strconv.FormatUint(s.Limits.Procs, 10))
+	}
+	if s.Limits.Memory > 0 {
+		argv = append(argv, "--memory", strconv.FormatUint(s.Limits.Memory, 10))
+	}
+	for _, r := range append(append([]string{}, s.Share...), s.Visible...) {
+		argv = append(argv, "-v", r+":"+r+":ro")
+	}
+	if s.Home != "" {
+		argv = append(argv, "-v", s.Home+":"+s.Home)
+	}
+	if s.Dir != "" {
+		if s.Ask {
+			argv = append(argv, "-v", s.Dir+":"+s.Dir+":ro")
+		} else {
+			argv = append(argv, "-v", s.Dir+":"+s.Dir)
 		}
+	}
+	for _, w := range s.Writable {
+		if s.Ask && s.Dir != "" && within(s.Dir, w) {
+			continue
+		}
+		argv = append(argv, "-v", w+":"+w)
 	}
 	for _, r := range s.ReadOnly {
 		argv = append(argv, "-v", r+":"+r+":ro")
@@ -313,7 +364,7 @@ func (d Docker) Argv(s Spec) []string {
 	cmd := append(append([]string{}, s.Command...), s.Args...)
 	if s.ProxySocket != "" && s.Self != "" {
 		argv = append(argv, "-v", s.ProxySocket+":"+forwarder.Socket, "-v", s.Self+":"+forwarder.Self+":ro")
-		cmd = append([]string{forwarder.Self}, forwarder.Args(s.ProxyPort, cmd)...)
+		cmd = append([]string{forwarder.Self}, forwarder.Args(s.ProxyPort, nil, cmd)...)
 	}
 	argv = append(argv, "-w", s.Dir)
 	for _, kv := range s.Env {
@@ -321,6 +372,15 @@ func (d Docker) Argv(s Spec) []string {
 	}
 	argv = append(argv, d.Image)
 	return append(argv, cmd...)
+}
+
+// dockerUser is the container's user: the daemon's own ids, or SandboxUID
+// when the daemon runs as root (never root inside).
+func dockerUser() string {
+	if os.Getuid() == 0 {
+		return fmt.Sprintf("%d:%d", SandboxUID, SandboxGID)
+	}
+	return fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 }
 
 // Run starts the container; with no engine it fails as unavailable.

@@ -78,6 +78,9 @@ type DaemonInfo struct {
 	// printed at start and shown on every dashboard page.
 	Runner   string   `json:"runner"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Sandbox says what a sandboxed agent gets: its user, and the limits
+	// in force and how they are enforced (empty: agents run unsandboxed).
+	Sandbox string `json:"sandbox,omitempty"`
 	// RestartNeeded are changed config keys the running daemon cannot
 	// apply (where it listens, its store); ConfigError is why the config
 	// file as it is now was not applied. Both are in Warnings too.

@@ -42,6 +42,7 @@ type Config struct {
 	Protect     Protect     `koanf:"protect"`
 	Storage     Storage     `koanf:"storage"`
 	Cluster     Cluster     `koanf:"cluster"`
+	Sandbox     Sandbox     `koanf:"sandbox"`
 }
 
 // Cluster makes several daemons one: a shared PostgreSQL store, membership
@@ -215,6 +216,7 @@ func Defaults() Config {
 		Storage:     Storage{Backend: "sql", Sync: "full"},
 		Cluster:     Cluster{Etcd: []string{"127.0.0.1:2379"}, Advertise: "127.0.0.1:0", Remote: "origin"},
 		Protect:     Protect{Paths: []string{".lazy/config.toml"}},
+		Sandbox:     SandboxDefaults,
 	}
 }
 
@@ -259,7 +261,7 @@ func Load(root string, environ []string) (*Config, error) {
 	unused := dc.Metadata.Unused
 	if len(unused) > 0 {
 		sort.Strings(unused)
-		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster)", unused[0], path)
+		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster, sandbox)", unused[0], path)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -276,7 +278,7 @@ func envKey(k, v string) (string, any) {
 	}
 	key := strings.ToLower(strings.ReplaceAll(k, "__", "."))
 	switch key {
-	case "daemon.port_window", "protect.paths":
+	case "daemon.port_window", "protect.paths", "sandbox.read_only":
 		parts := strings.Split(v, ",")
 		for i := range parts {
 			parts[i] = strings.TrimSpace(parts[i])
@@ -309,6 +311,8 @@ func (p structProvider) Read() (map[string]any, error) {
 		"protect":     map[string]any{"paths": toAny(c.Protect.Paths)},
 		"cluster": map[string]any{"name": c.Cluster.Name, "etcd": toAny(c.Cluster.Etcd), "advertise": c.Cluster.Advertise, "remote": c.Cluster.Remote,
 			"tls_cert": c.Cluster.TLSCert, "tls_key": c.Cluster.TLSKey, "tls_ca": c.Cluster.TLSCA},
+		"sandbox": map[string]any{"read_only": toAny(c.Sandbox.ReadOnly), "env": toAny(c.Sandbox.Env), "max_open_files": c.Sandbox.MaxOpenFiles,
+			"max_procs": c.Sandbox.MaxProcs, "memory": c.Sandbox.Memory, "tmp_size": c.Sandbox.TmpSize},
 	}, nil
 }
 
@@ -418,6 +422,9 @@ func (c *Config) Validate() error {
 	case "full", "normal":
 	default:
 		return bad("storage.sync", "%q is not a sync mode; use full (survives a power cut) or normal (survives a crash of lazy only)", c.Storage.Sync)
+	}
+	if err := c.Sandbox.validate(); err != nil {
+		return err
 	}
 	if _, err := c.Targets(); err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,6 +158,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	launcher.Command = agentCommand(cfg, o.SelfExe)
+	launcher.Share, launcher.Limits, launcher.ExtraEnv = sandboxSettings(cfg)
+	if agent.Sandboxed(launcher.Runner) {
+		agent.WarmMasks()
+	}
 	warnings := runnerWarnings(launcher.Runner)
 	for _, w := range warnings {
 		o.Log.Warn(w)
@@ -204,7 +209,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.infoMu.Lock() // a member asking about this one reads it already
 	d.info = api.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
 		BaseURL: "http://127.0.0.1:" + strconv.Itoa(dashPort), ProxyURL: proxyURL, StartedAt: time.Now().UTC(), Version: version.String(),
-		Runner: launcher.Runner.Name(), Warnings: warnings}
+		Runner: launcher.Runner.Name(), Warnings: warnings, Sandbox: sandboxLine(launcher.Runner, launcher.Limits)}
 	d.infoMu.Unlock()
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -360,6 +365,24 @@ func runnerWarnings(r agent.Runner) []string {
 		return []string{"no sandbox: " + r.Why + "; agent turns are refused until you install it (apt-get install bubblewrap) or set agent.runner = \"process\" (unsandboxed)"}
 	}
 	return nil
+}
+
+// sandboxSettings are config [sandbox] as the launcher takes them.
+func sandboxSettings(cfg *config.Config) ([]string, agent.Limits, []string) {
+	sb := cfg.Sandbox
+	return sb.ReadOnlyPaths(), agent.Limits{OpenFiles: uint64(sb.MaxOpenFiles), Procs: uint64(sb.MaxProcs),
+		Memory: sb.MemoryBytes(), TmpSize: sb.TmpBytes()}, slices.Clone(sb.Env)
+}
+
+// sandboxLine is `lazy daemon status`'s sandbox line.
+func sandboxLine(r agent.Runner, l agent.Limits) string {
+	switch r.(type) {
+	case agent.Bwrap:
+		return fmt.Sprintf("bwrap: uid %d in its own user namespace, no capabilities, seccomp; limits: %s (cgroup v2 is not used: rlimits per process)", agent.SandboxUID, l.Describe())
+	case agent.Docker:
+		return fmt.Sprintf("docker: non-root user, no capabilities, read-only image; limits: %s (the engine's cgroup)", l.Describe())
+	}
+	return ""
 }
 
 // Service exposes the task operations (for in-process callers like the demo).

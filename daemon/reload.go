@@ -178,6 +178,7 @@ func (r *reloader) apply(next *config.Config) ([]string, error) {
 	l.Command = agentCommand(next, r.self)
 	l.TurnTimeout, l.AskTimeout = next.TurnTimeoutDuration(), next.AskTimeoutDuration()
 	l.HideFile = hiddenFiles(d.home, next)
+	l.Share, l.Limits, l.ExtraEnv = sandboxSettings(next)
 	if err := d.proxy.Reconfigure(next); err != nil {
 		return nil, err
 	}
@@ -210,6 +211,7 @@ func (d *Daemon) setRunner(r agent.Runner) {
 	d.infoMu.Lock()
 	defer d.infoMu.Unlock()
 	d.info.Runner, d.info.Warnings = r.Name(), runnerWarnings(r)
+	d.info.Sandbox = sandboxLine(r, d.launcher.cur.Load().Limits)
 }
 
 // Info is the daemon's status: daemon.json's fields, with the runner in

@@ -10,7 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // The forwarder runs first inside the sandbox (it is the lazy binary itself,
@@ -27,27 +31,50 @@ const (
 	Self   = "/run/lazy/lazy"
 )
 
-// Args are the arguments after the binary: the forwarder's flags
-// and then the agent's argv.
-func Args(port int, argv []string) []string {
-	return append([]string{"sandbox-exec", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--socket", Socket, "--"}, argv...)
+// Args are the arguments after the binary: the forwarder's flags (the
+// rlimits as NAME=VALUE, NAME one of nofile, nproc, as) and then the
+// agent's argv.
+func Args(port int, rlimits []string, argv []string) []string {
+	args := []string{"sandbox-exec", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--socket", Socket}
+	for _, r := range rlimits {
+		args = append(args, "--rlimit", r)
+	}
+	return append(append(args, "--"), argv...)
 }
 
-// Main is `lazy sandbox-exec --listen ADDR --socket PATH -- ARGV...`.
+// rlimitNames are the limits --rlimit sets.
+var rlimitNames = map[string]int{"nofile": unix.RLIMIT_NOFILE, "nproc": unix.RLIMIT_NPROC, "as": unix.RLIMIT_AS}
+
+// Main is `lazy sandbox-exec --listen ADDR --socket PATH [--rlimit NAME=N]... -- ARGV...`.
 func Main(args []string, stderr io.Writer) int {
 	var listen, socket string
 	var argv []string
+	type limit struct {
+		res int
+		n   uint64
+	}
+	var limits []limit
 	for i := 0; i < len(args); i++ {
 		switch args[i] {
-		case "--listen", "--socket":
+		case "--listen", "--socket", "--rlimit":
 			if i+1 >= len(args) {
 				fmt.Fprintf(stderr, "lazy sandbox-exec: %s needs a value\n", args[i])
 				return 2
 			}
-			if args[i] == "--listen" {
+			switch args[i] {
+			case "--listen":
 				listen = args[i+1]
-			} else {
+			case "--socket":
 				socket = args[i+1]
+			default:
+				name, val, _ := strings.Cut(args[i+1], "=")
+				res, ok := rlimitNames[name]
+				n, err := strconv.ParseUint(val, 10, 64)
+				if !ok || err != nil {
+					fmt.Fprintf(stderr, "lazy sandbox-exec: --rlimit %q: want nofile=N, nproc=N or as=N\n", args[i+1])
+					return 2
+				}
+				limits = append(limits, limit{res, n})
 			}
 			i++
 		case "--":
@@ -61,6 +88,14 @@ func Main(args []string, stderr io.Writer) int {
 	if listen == "" || socket == "" || len(argv) == 0 {
 		fmt.Fprintln(stderr, "lazy sandbox-exec: want --listen ADDR --socket PATH -- ARGV (it is started by the daemon inside the sandbox)")
 		return 2
+	}
+	// the limits bind the forwarder and everything it starts: set before
+	// the agent exists, they cannot be raised from inside (no capability)
+	for _, l := range limits {
+		if err := unix.Setrlimit(l.res, &unix.Rlimit{Cur: l.n, Max: l.n}); err != nil {
+			fmt.Fprintf(stderr, "lazy sandbox-exec: set the sandbox's limit %d to %d: %v\n", l.res, l.n, err)
+			return 1
+		}
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {

@@ -95,6 +95,9 @@ func printRunning(out, errOut io.Writer, info api.DaemonInfo, p config.Paths) {
 		fmt.Fprintf(out, "open: %s\n", u)
 	}
 	fmt.Fprintf(out, "proxy: %s\nstate: %s\n", info.ProxyURL, p.State)
+	if info.Sandbox != "" {
+		fmt.Fprintf(out, "sandbox: %s\n", info.Sandbox)
+	}
 	printWarnings(errOut, info.Warnings)
 }
 

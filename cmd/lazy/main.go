@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"lazy/agent/forwarder"
+	"lazy/agent/inventory"
 	"lazy/api"
 	"lazy/client"
 	"lazy/config"
@@ -32,6 +33,13 @@ func main() {
 	// the forwarder inside an agent's sandbox: the proxy is its only way out
 	if len(os.Args) > 1 && os.Args[1] == "sandbox-exec" {
 		os.Exit(forwarder.Main(os.Args[2:], os.Stderr))
+	}
+	// what a sandbox has, listed from inside it (see agent/inventory)
+	if len(os.Args) > 1 && os.Args[1] == "sandbox-inventory" {
+		if err := inventory.Take(os.Args[2:]...).Write(os.Stdout); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

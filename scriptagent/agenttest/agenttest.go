@@ -7,18 +7,25 @@ import (
 	"testing"
 
 	"lazy/agent/forwarder"
+	"lazy/agent/inventory"
 	"lazy/scriptagent"
 )
 
 // Main is a TestMain: run as `<test binary> script-agent ...` it is the
 // scripted agent, as `<test binary> sandbox-exec ...` the sandbox's
-// forwarder; otherwise it runs the tests.
+// forwarder, as `<test binary> sandbox-inventory` the sandbox inventory; otherwise it runs the tests.
 func Main(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "script-agent" {
 		os.Exit(scriptagent.Main(os.Args[2:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "sandbox-exec" {
 		os.Exit(forwarder.Main(os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "sandbox-inventory" {
+		if err := inventory.Take(os.Args[2:]...).Write(os.Stdout); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
