@@ -219,7 +219,8 @@ func TestDockerRunnerArgv(t *testing.T) {
 	if strings.Contains(joined, p.real) {
 		t.Fatal("the real credential is in the docker argv")
 	}
-	for _, want := range []string{"run --rm -i --init --network none --cap-drop ALL --security-opt no-new-privileges --name lazy-dock-1",
+	for _, want := range []string{"run --rm -i --init --network none --cap-drop ALL --security-opt no-new-privileges --read-only --tmpfs /tmp:",
+		"--name lazy-dock-1 --user ", "--ulimit nofile=4096:4096 --pids-limit 2048 --memory 8589934592",
 		"-v " + ti.Worktree + ":" + ti.Worktree, "-v " + ti.Worktree + "/.git:" + ti.Worktree + "/.git:ro", "-w " + ti.Worktree,
 		":/run/lazy/proxy.sock -v " + lazyBin + ":/run/lazy/lazy:ro",
 		"-e ANTHROPIC_API_KEY=sk-ant-api03-svc-", "-e HOME=" + filepath.Join(p.paths.Agents, "dock", "home"),
@@ -232,7 +233,7 @@ func TestDockerRunnerArgv(t *testing.T) {
 		t.Error("the prompt is in argv: it goes on standard input")
 	}
 	// nothing secret is mounted: not the lazy home, the state dir, the credentials
-	for _, bad := range []string{"-v " + p.home + ":", "-v " + p.paths.State + ":", "credentials", "--network host", "auth-token", "proxy-tokens"} {
+	for _, bad := range []string{"-v " + p.home + ":", "-v " + p.paths.State + ":", "credentials", "--network host", "auth-token", "proxy-tokens", "--user 0:"} {
 		if strings.Contains(joined, bad) {
 			t.Errorf("docker argv holds %q:\n%s", bad, joined)
 		}

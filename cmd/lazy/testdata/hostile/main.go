@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -56,6 +57,35 @@ func main() {
 		}
 		add(Attempt{Name: "connect " + name, Worked: err == nil, Detail: errText(err)})
 	}
+	// root of the machine: as root without a user namespace, a plain
+	// bind of / shows the host beneath bwrap's overlays
+	if dir, err := os.MkdirTemp("", "escape"); err == nil {
+		err = syscall.Mount("/", dir, "", syscall.MS_BIND, "")
+		worked := false
+		if err == nil && len(plan.Files) > 0 {
+			b, rerr := os.ReadFile(filepath.Join(dir, plan.Files[0]))
+			worked = rerr == nil && len(b) > 0
+		}
+		add(Attempt{Name: "mount escape: bind / and read the credential", Worked: worked || err == nil, Detail: errText(err)})
+	}
+	err := syscall.Unshare(syscall.CLONE_NEWUSER)
+	add(Attempt{Name: "unshare a user namespace", Worked: err == nil, Detail: errText(err)})
+	_, _, errno := syscall.Syscall6(syscall.SYS_PTRACE, syscall.PTRACE_ATTACH, 1, 0, 0, 0, 0)
+	add(Attempt{Name: "ptrace pid 1", Worked: errno == 0, Detail: errText(errnoErr(errno))})
+	// the user's home: SSH keys, the user's own claude login, tokens
+	var found []string
+	for _, h := range []string{"/root", "/home"} {
+		_ = filepath.WalkDir(h, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() && len(found) < 5 {
+				if f, err := os.Open(p); err == nil {
+					f.Close()
+					found = append(found, p)
+				}
+			}
+			return nil
+		})
+	}
+	add(Attempt{Name: "read a file in the user's home", Worked: len(found) > 0, Detail: strings.Join(found, " ")})
 	// the proxy sockets of daemons in the host's /tmp (this project's too)
 	socks, _ := filepath.Glob("/tmp/lazy-proxy-*/proxy.sock")
 	add(Attempt{Name: "find a daemon's proxy socket in /tmp", Worked: len(socks) > 0, Detail: strings.Join(socks, " ")})
@@ -120,6 +150,13 @@ func main() {
 	b, _ := json.MarshalIndent(out, "", "  ")
 	_ = os.WriteFile("report.json", b, 0o644)
 	fmt.Printf(`{"result":"%d attempts","session_id":"hostile-session","is_error":false}`+"\n", len(out))
+}
+
+func errnoErr(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
 }
 
 func errText(err error) string {
