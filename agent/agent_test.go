@@ -428,3 +428,23 @@ func TestSlotsBoundConcurrentAgents(t *testing.T) {
 		t.Errorf("peak concurrent agents: %d, want 2", r.peak)
 	}
 }
+
+// TestProbeNamesTheFix: where bwrap cannot make lazy's sandbox (a kernel
+// that refuses unprivileged user namespaces, played by a bwrap that fails
+// as it would there), the probe fails and names the fix; "auto" then
+// refuses every turn rather than run a weaker sandbox.
+func TestProbeNamesTheFix(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "bwrap")
+	script := "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := ProbeBwrap(fake)
+	if err == nil || !strings.Contains(err.Error(), "user namespaces") || !strings.Contains(err.Error(), "max_user_namespaces") {
+		t.Fatalf("probe: %v", err)
+	}
+	_, runErr := Refuse{Why: err.Error()}.Run(context.Background(), Spec{})
+	if !errors.Is(runErr, ErrUnavailable) || !strings.Contains(runErr.Error(), "user namespaces") {
+		t.Fatalf("refused turn: %v", runErr)
+	}
+}
