@@ -11,12 +11,14 @@ const (
 )
 
 // Line is one line of a hunk: Old and New are its numbers on each side (0
-// when it has none there).
+// when it has none there). Cut, when set, is the length in bytes of a line
+// longer than a diff keeps: Text is then its beginning only.
 type Line struct {
 	Kind     LineKind
 	Old, New int
 	Text     string
 	NoEOL    bool
+	Cut      int `json:",omitempty"`
 }
 
 // IsAddition reports an added line.
@@ -32,12 +34,16 @@ type Hunk struct {
 	Lines                                  []Line
 }
 
-// File is one changed file of a diff.
+// File is one changed file of a diff. A file whose diff is too large to
+// hold (TooLarge) has no hunks, only its counts; OldOID and NewOID are the
+// blob ids git named (abbreviated), which tell its versions apart.
 type File struct {
 	OldPath, NewPath                    string
 	IsNew, IsDelete, IsRename, IsBinary bool
 	Hunks                               []Hunk
 	Added, Deleted                      int
+	TooLarge                            bool   `json:",omitempty"`
+	OldOID, NewOID                      string `json:",omitempty"`
 }
 
 // Path is the file's current path (the old one for a deletion).
