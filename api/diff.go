@@ -1,5 +1,7 @@
 package api
 
+import "io"
+
 // LineKind says which side of a diff a line belongs to.
 type LineKind int
 
@@ -52,6 +54,16 @@ func (f File) Path() string {
 		return f.OldPath
 	}
 	return f.NewPath
+}
+
+// RawFile is one changed file's own bytes as the task branch holds them
+// (the old side: as the parent held them), streamed; it never travels as
+// JSON. The reader of Body closes it.
+type RawFile struct {
+	Path   string
+	Size   int64
+	Binary bool
+	Body   io.ReadCloser
 }
 
 // MergeCheck is a dry-run merge of a task branch into its parent.
