@@ -144,10 +144,10 @@ func (v *Views) FileHTML(d DiffView, path string) (template.HTML, error) {
 
 // a file's place on the page
 const (
-	fileOpen   = iota // shown open
-	fileClosed        // rows sent, shown closed (no LazyURL to load it by)
-	fileLazy          // rows not sent: loaded when opened
-	fileOverPage      // rows not sent and no way to load them: past MaxPageRows
+	fileOpen     = iota // shown open
+	fileClosed          // rows sent, shown closed (no LazyURL to load it by)
+	fileLazy            // rows not sent: loaded when opened
+	fileOverPage        // rows not sent and no way to load them: past MaxPageRows
 )
 
 // MaxPageRows bounds the diff rows one page sends (the rows of files it
