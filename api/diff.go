@@ -1,5 +1,7 @@
 package api
 
+import "io"
+
 // LineKind says which side of a diff a line belongs to.
 type LineKind int
 
@@ -11,12 +13,14 @@ const (
 )
 
 // Line is one line of a hunk: Old and New are its numbers on each side (0
-// when it has none there).
+// when it has none there). Cut, when set, is the length in bytes of a line
+// longer than a diff keeps: Text is then its beginning only.
 type Line struct {
 	Kind     LineKind
 	Old, New int
 	Text     string
 	NoEOL    bool
+	Cut      int `json:",omitempty"`
 }
 
 // IsAddition reports an added line.
@@ -32,12 +36,16 @@ type Hunk struct {
 	Lines                                  []Line
 }
 
-// File is one changed file of a diff.
+// File is one changed file of a diff. A file whose diff is too large to
+// hold (TooLarge) has no hunks, only its counts; OldOID and NewOID are the
+// blob ids git named (abbreviated), which tell its versions apart.
 type File struct {
 	OldPath, NewPath                    string
 	IsNew, IsDelete, IsRename, IsBinary bool
 	Hunks                               []Hunk
 	Added, Deleted                      int
+	TooLarge                            bool   `json:",omitempty"`
+	OldOID, NewOID                      string `json:",omitempty"`
 }
 
 // Path is the file's current path (the old one for a deletion).
@@ -46,6 +54,16 @@ func (f File) Path() string {
 		return f.OldPath
 	}
 	return f.NewPath
+}
+
+// RawFile is one changed file's own bytes as the task branch holds them
+// (the old side: as the parent held them), streamed; it never travels as
+// JSON. The reader of Body closes it.
+type RawFile struct {
+	Path   string
+	Size   int64
+	Binary bool
+	Body   io.ReadCloser
 }
 
 // MergeCheck is a dry-run merge of a task branch into its parent.

@@ -27,7 +27,10 @@ type Review struct {
 	diffs map[string]cachedDiff
 }
 
-var _ httpapi.ReviewActions = (*Review)(nil)
+var (
+	_ httpapi.ReviewActions = (*Review)(nil)
+	_ httpapi.RawFiles      = (*Review)(nil)
+)
 
 type cachedDiff struct {
 	key  time.Time // the task's UpdatedAt when computed
@@ -66,6 +69,13 @@ func (r *Review) diff(ctx context.Context, t *store.Task) (*gitx.Diff, error) {
 	r.mu.Lock()
 	if r.diffs == nil {
 		r.diffs = map[string]cachedDiff{}
+	}
+	// the cache holds the diffs of tasks looked at within diffTTL, not of
+	// every task ever shown
+	for id, c := range r.diffs {
+		if time.Since(c.at) >= diffTTL {
+			delete(r.diffs, id)
+		}
 	}
 	r.diffs[t.ID] = cachedDiff{key: t.UpdatedAt, refs: refs, at: time.Now(), diff: d}
 	r.mu.Unlock()
@@ -354,6 +364,9 @@ func (r *Review) wholeFile(ctx context.Context, t *store.Task, files []gitx.File
 		if f.Path() != path || f.IsBinary {
 			continue
 		}
+		if f.TooLarge {
+			return files, nil // its changes alone are past the limits: the whole file is too
+		}
 		paths := []string{path}
 		if f.OldPath != "" && f.OldPath != path {
 			paths = append(paths, f.OldPath)
@@ -403,13 +416,60 @@ func (r *Review) warmReviews(ctx context.Context, events <-chan api.Event) {
 		if e.Kind != "status" || e.Status != string(task.Blocked) || e.TaskID == "" {
 			return
 		}
-		d, err := r.Diff(ctx, e.TaskID, api.DiffOptions{SkipMerge: true})
-		if err != nil {
-			return // the page will say what is wrong when it is opened
-		}
-		v, _ := views.BuildDiff(d.Files, nil, d.Task.ID, "", false, "")
-		views.HighlightFiles(&v, nil)
+		r.warm(ctx, e.TaskID)
 	})
+}
+
+// warm lexes one task's diff (within gitx's limits: a file too large to
+// show is not lexed).
+func (r *Review) warm(ctx context.Context, ref string) {
+	d, err := r.Diff(ctx, ref, api.DiffOptions{SkipMerge: true})
+	if err != nil {
+		return // the page will say what is wrong when it is opened
+	}
+	v, _ := views.BuildDiff(d.Files, nil, d.Task.ID, "", false, "")
+	views.HighlightFiles(&v, nil)
+}
+
+// RawFile streams a changed file's own bytes: side "new" (or "") as the
+// task branch holds it, "old" as it was where the branch left its parent.
+// It is how the page shows a file too large to show.
+func (r *Review) RawFile(ctx context.Context, ref, path, side string) (*api.RawFile, error) {
+	if side != "" && side != "old" && side != "new" {
+		return nil, usage("side must be \"old\" or \"new\", not %q", side)
+	}
+	t, err := r.svc.Resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.diff(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range d.Files {
+		if f.Path() != path && f.OldPath != path {
+			continue
+		}
+		root := r.svc.paths.Root
+		rev, name := t.Branch, f.NewPath
+		if side == "old" {
+			if f.IsNew {
+				return nil, usage("%s is new on this task: it has no old side; ask for side=new", path)
+			}
+			if rev, err = gitx.Run(ctx, root, "merge-base", t.Parent, t.Branch); err != nil {
+				return nil, fmt.Errorf("raw file %s: %w", path, err)
+			}
+			name = f.OldPath
+		} else if f.IsDelete {
+			return nil, usage("%s is deleted on this task: ask for side=old", path)
+		}
+		b, err := gitx.OpenBlob(ctx, root, rev, name)
+		if err != nil {
+			return nil, err
+		}
+		return &api.RawFile{Path: name, Size: b.Size, Binary: f.IsBinary, Body: b}, nil
+	}
+	return nil, usage("%q is not a changed file of this task: pick a file from the list", path)
 }
 
 // eachEvent calls fn with each event until ctx ends or events closes.

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"lazy/api"
 	"os"
 	"os/exec"
@@ -312,12 +313,15 @@ func Show(ctx context.Context, root, sha string) (Commit, *Diff, error) {
 	if !ok {
 		return Commit{}, nil, fmt.Errorf("read commit %s: unexpected %q", sha, out)
 	}
-	raw, err := RunRaw(ctx, root, "show", "--format=", "--no-color", "--no-ext-diff", "-M", "--first-parent", "--src-prefix=a/", "--dst-prefix=b/", c.SHA)
+	var d *Diff
+	err = stream(ctx, root, []string{"show", "--format=", "--no-color", "--no-ext-diff", "--no-textconv", "-M", "--first-parent", "--src-prefix=a/", "--dst-prefix=b/", c.SHA}, func(r io.Reader) (err error) {
+		d, err = ReadDiff(r)
+		return err
+	})
 	if err != nil {
 		return c, nil, fmt.Errorf("diff of %s: %w", sha, err)
 	}
-	d, err := ParseDiff(raw)
-	return c, d, err
+	return c, d, nil
 }
 
 // MergeCheck is a dry-run merge of a task branch into its parent.

@@ -373,3 +373,13 @@ func BenchmarkRenderLargeReview(b *testing.B) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestRawFileRoute: where the review actions cannot stream a file (the dev
+// server's RPC client) the raw route says where to go; with no path it says
+// what to give.
+func TestRawFileRoute(t *testing.T) {
+	_, h := newPagesServer(t)
+	if rec := serve(t, h, http.MethodGet, "/review/fix-login/raw?path=a.go", "", ""); rec.Code != http.StatusNotImplemented || !strings.Contains(rec.Body.String(), "lazy open") {
+		t.Errorf("raw without RawFiles: got %d %q, want 501 naming lazy open", rec.Code, rec.Body.String())
+	}
+}

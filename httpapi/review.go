@@ -21,3 +21,11 @@ type ReviewActions interface {
 	Accept(ctx context.Context, ref string, a api.AcceptArgs) (*api.TaskInfo, error)
 	Sync(ctx context.Context, ref string, wait bool) (*api.SyncResult, error)
 }
+
+// RawFiles serves a changed file's own bytes, streamed: the "raw file" link
+// of a file too large to show, or binary. The daemon's review actions have
+// it; where the injected ReviewActions lack it (the dev server's RPC
+// client) the route says so.
+type RawFiles interface {
+	RawFile(ctx context.Context, ref, path, side string) (*api.RawFile, error)
+}

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +37,7 @@ func (h *handler) reviewRoutes(e *echo.Echo) {
 		{http.MethodGet, "/api/review/:task/threads", h.apiThreads},
 		{http.MethodGet, "/api/review/:task/diff", h.apiDiff},
 		{http.MethodGet, "/review/:task/file", h.fileFragment},
+		{http.MethodGet, "/review/:task/raw", h.rawFile},
 	}
 	for _, r := range routes {
 		fn := r.fn
@@ -121,6 +124,7 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 	p.Diff.Open = c.QueryParam("open")
 	if d.Since == "" {
 		p.Diff.LazyURL = "/review/" + t.ID + "/file?path="
+		p.Diff.RawURL = rawURL(t.ID)
 	}
 	if len(d.Commits) > 0 {
 		p.Head = d.Commits[0].SHA
@@ -366,7 +370,7 @@ func (h *handler) fileFragment(c echo.Context) error {
 		return err
 	}
 	view, _ := views.BuildDiff(d.Files, pl.Threads, d.Task.ID, h.csrfFor(c), true, "")
-	view.Expandable = true
+	view.Expandable, view.RawURL = true, rawURL(d.Task.ID)
 	views.LinkTurns(&view, nil, commitRows(d.Commits, d.Turns))
 	frag, err := h.d.Views.FileHTML(view, path)
 	if err != nil {
@@ -374,6 +378,42 @@ func (h *handler) fileFragment(c echo.Context) error {
 	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return c.HTML(http.StatusOK, string(frag))
+}
+
+// rawURL is where the review page links a task's file too large to show
+// (the path is appended).
+func rawURL(taskID string) string { return "/review/" + taskID + "/raw?path=" }
+
+// rawFile streams a changed file's own bytes as plain text (a binary file as
+// a download), never as HTML: what an agent wrote is shown, not run.
+func (h *handler) rawFile(c echo.Context) error {
+	rf, ok := h.d.Review.(RawFiles)
+	if !ok {
+		return echo.NewHTTPError(http.StatusNotImplemented, "raw files are served by the daemon's own dashboard: open it with `lazy open`")
+	}
+	path := c.QueryParam("path")
+	if path == "" {
+		return echo.NewHTTPError(http.StatusBadRequest, "path names no file: give ?path=<a changed file>")
+	}
+	f, err := rf.RawFile(c.Request().Context(), c.Param("task"), path, c.QueryParam("side"))
+	if err != nil {
+		return err
+	}
+	defer f.Body.Close()
+	hd := c.Response().Header()
+	ctype, disp := "text/plain; charset=utf-8", "inline"
+	if f.Binary {
+		ctype, disp = "application/octet-stream", "attachment"
+	}
+	if v := mime.FormatMediaType(disp, map[string]string{"filename": filepath.Base(f.Path)}); v != "" {
+		disp = v
+	}
+	hd.Set("Content-Disposition", disp)
+	hd.Set("Content-Length", strconv.FormatInt(f.Size, 10))
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	hd.Set("Cache-Control", "no-store")
+	return c.Stream(http.StatusOK, ctype, f.Body)
 }
 
 // apiDiff is the review page's data as JSON: the parsed diff, the merge dry

@@ -60,6 +60,10 @@ type DiffView struct {
 	// sent without their rows
 	Open    string
 	LazyURL string
+	// RawURL, when set, is where a file's own bytes are served (the path
+	// is appended, query-escaped): a file too large to show, or binary,
+	// links there
+	RawURL string
 }
 
 // FileView is one file of a diff.
@@ -67,8 +71,11 @@ type FileView struct {
 	Path, OldPath      string
 	IsNew, IsDelete    bool
 	IsRename, IsBinary bool
-	Added, Deleted     int
-	Hunks              []HunkView
+	// TooLarge: the diff held no lines of it (gitx's limits); the page
+	// says so and links to the raw file
+	TooLarge       bool
+	Added, Deleted int
+	Hunks          []HunkView
 	// Hash identifies the file's diff: a viewed mark made on another hash
 	// is void (the file changed since)
 	Hash string
@@ -88,6 +95,9 @@ type RowView struct {
 	IsContext, IsAddition, IsDeletion bool
 	Old, New                          int
 	Text                              string
+	// Cut is the length of a line longer than a diff keeps (Text is its
+	// beginning); 0 for a whole line
+	Cut int
 	// the anchor of the line's own side (new for context and additions)
 	File   string
 	Side   string
@@ -157,7 +167,7 @@ func BuildDiff(files []api.File, threads []review.Thread, taskID, csrf string, c
 	}
 	d := DiffView{TaskID: taskID, CSRF: csrf, Commentable: commentable, Empty: len(files) == 0}
 	for fi, f := range files {
-		fv := FileView{Path: f.Path(), OldPath: f.OldPath, IsNew: f.IsNew, IsDelete: f.IsDelete, IsRename: f.IsRename, IsBinary: f.IsBinary, Added: f.Added, Deleted: f.Deleted}
+		fv := FileView{Path: f.Path(), OldPath: f.OldPath, IsNew: f.IsNew, IsDelete: f.IsDelete, IsRename: f.IsRename, IsBinary: f.IsBinary, TooLarge: f.TooLarge, Added: f.Added, Deleted: f.Deleted}
 		d.Added += f.Added
 		d.Deleted += f.Deleted
 		for hi, h := range f.Hunks {
@@ -195,7 +205,7 @@ func HighlightFiles(d *DiffView, files []int) {
 	var jobs []hlJob
 	for _, i := range files {
 		f := &d.Files[i]
-		if f.IsBinary || f.highlighted {
+		if f.IsBinary || f.TooLarge || f.highlighted {
 			continue
 		}
 		f.highlighted = true
@@ -244,10 +254,14 @@ func highlightAll(jobs []hlJob) {
 	wg.Wait()
 }
 
-// fileHash is a short hash of a file's diff (paths and lines).
+// fileHash is a short hash of a file's diff (paths and lines; the blob ids
+// of a file shown without lines).
 func fileHash(f api.File) string {
 	h := fnv.New64a()
 	h.Write([]byte(f.OldPath + "\x00" + f.NewPath + "\x00"))
+	if f.TooLarge || f.IsBinary {
+		h.Write([]byte(f.OldOID + "\x00" + f.NewOID + "\x00"))
+	}
 	for _, hk := range f.Hunks {
 		for _, l := range hk.Lines {
 			h.Write([]byte{byte(l.Kind)})
@@ -267,7 +281,7 @@ func pairRows(lines []api.Line, prefix string) []RowView {
 	for i := 0; i < len(lines); {
 		l := lines[i]
 		if l.Kind == api.Context {
-			rows = append(rows, RowView{IsContext: true, Old: l.Old, New: l.New, Text: l.Text, Side: "new", Line: l.New, Pair: fmt.Sprintf("%s-p%d", prefix, pair), Pane: "both"})
+			rows = append(rows, RowView{IsContext: true, Old: l.Old, New: l.New, Text: l.Text, Cut: l.Cut, Side: "new", Line: l.New, Pair: fmt.Sprintf("%s-p%d", prefix, pair), Pane: "both"})
 			pair++
 			i++
 			continue
@@ -284,10 +298,10 @@ func pairRows(lines []api.Line, prefix string) []RowView {
 		}
 		first := len(rows)
 		for k, dl := range dels {
-			rows = append(rows, RowView{IsDeletion: true, Old: dl.Old, Text: dl.Text, Side: "old", Line: dl.Old, Pair: fmt.Sprintf("%s-p%d", prefix, pair+k), Pane: "old"})
+			rows = append(rows, RowView{IsDeletion: true, Old: dl.Old, Text: dl.Text, Cut: dl.Cut, Side: "old", Line: dl.Old, Pair: fmt.Sprintf("%s-p%d", prefix, pair+k), Pane: "old"})
 		}
 		for k, al := range adds {
-			rows = append(rows, RowView{IsAddition: true, New: al.New, Text: al.Text, Side: "new", Line: al.New, Pair: fmt.Sprintf("%s-p%d", prefix, pair+k), Pane: "new"})
+			rows = append(rows, RowView{IsAddition: true, New: al.New, Text: al.Text, Cut: al.Cut, Side: "new", Line: al.New, Pair: fmt.Sprintf("%s-p%d", prefix, pair+k), Pane: "new"})
 		}
 		// the k-th deletion and the k-th addition sit side by side: mark
 		// the words that differ between them

@@ -261,10 +261,14 @@ func fnvString(s string) uint64 {
 	return h.Sum64()
 }
 
-// hlCacheEntries bounds the highlight cache (hunk sides); the oldest entry
-// leaves first. A review page re-rendered (a reload, a new thread) lexes
-// nothing it lexed before.
-const hlCacheEntries = 8192
+// hlCacheEntries and hlCacheBytes bound the highlight cache (hunk sides,
+// and the length of the texts they lexed: the spans kept grow with it); the
+// oldest entry leaves first. A review page re-rendered (a reload, a new
+// thread) lexes nothing it lexed before.
+const (
+	hlCacheEntries = 8192
+	hlCacheBytes   = 16 << 20
+)
 
 var hlCache = &spanCache{m: map[hlKey][][]Span{}}
 
@@ -273,6 +277,7 @@ type spanCache struct {
 	mu    sync.Mutex
 	m     map[hlKey][][]Span
 	order []hlKey
+	size  int // the sum of the keys' sizes
 }
 
 func (c *spanCache) get(k hlKey) ([][]Span, bool) {
@@ -288,12 +293,14 @@ func (c *spanCache) put(k hlKey, v [][]Span) {
 	if _, ok := c.m[k]; ok {
 		return
 	}
-	if len(c.order) >= hlCacheEntries {
+	for len(c.order) > 0 && (len(c.order) >= hlCacheEntries || c.size+k.size > hlCacheBytes) {
 		delete(c.m, c.order[0])
+		c.size -= c.order[0].size
 		c.order = c.order[1:]
 	}
 	c.m[k] = v
 	c.order = append(c.order, k)
+	c.size += k.size
 }
 
 // ForgetHighlights empties the highlight cache: the next render lexes
@@ -301,5 +308,5 @@ func (c *spanCache) put(k hlKey, v [][]Span) {
 func ForgetHighlights() {
 	hlCache.mu.Lock()
 	defer hlCache.mu.Unlock()
-	hlCache.m, hlCache.order = map[hlKey][][]Span{}, nil
+	hlCache.m, hlCache.order, hlCache.size = map[hlKey][][]Span{}, nil, 0
 }

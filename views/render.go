@@ -39,7 +39,7 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 	layout := d.layout()
 	var hl []int
 	for i, l := range layout {
-		if l != fileLazy {
+		if l == fileOpen || l == fileClosed {
 			hl = append(hl, i)
 		}
 	}
@@ -91,7 +91,11 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 		if rows > LargeFileRows {
 			b.WriteString(` <span class="tag large">large: ` + strconv.Itoa(rows) + ` lines, open to show</span>`)
 		}
-		if d.Expandable && !f.IsBinary {
+		if f.TooLarge || f.IsBinary {
+			if raw := d.rawURL(f); raw != "" {
+				b.WriteString(` <a class="whole-file" href="` + esc(raw) + `">raw file</a>`)
+			}
+		} else if d.Expandable {
 			if d.Full == f.Path && d.Context == 0 {
 				b.WriteString(` <a class="whole-file" href="?#` + esc(FileID(f.Path)) + `">changes only</a>`)
 			} else {
@@ -100,6 +104,14 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 		}
 		b.WriteString(` <span class="stat"><span class="plus">+` + strconv.Itoa(f.Added) + `</span> <span class="minus">-` + strconv.Itoa(f.Deleted) + "</span></span>")
 		b.WriteString(` <label class="viewed-toggle" hidden><input type="checkbox" class="viewed-box"> Viewed</label></summary>` + "\n")
+		if layout[i] == fileOverPage {
+			b.WriteString(`<p class="muted too-large">` + strconv.Itoa(rows) + ` lines, not shown: one page shows at most ` + strconv.Itoa(MaxPageRows) + ` lines.`)
+			if raw := d.rawURL(f); raw != "" {
+				b.WriteString(` <a href="` + esc(raw) + `">Raw file</a>`)
+			}
+			b.WriteString("</p>\n</details>\n")
+			continue
+		}
 		if layout[i] == fileLazy {
 			q := url.Values{"open": {f.Path}}
 			b.WriteString(`<p class="lazy-note">` + strconv.Itoa(rows) + ` lines, not loaded yet: <a href="?` + esc(q.Encode()) + `#` + esc(FileID(f.Path)) + `">show them</a></p>` + "\n</details>\n")
@@ -132,29 +144,39 @@ func (v *Views) FileHTML(d DiffView, path string) (template.HTML, error) {
 
 // a file's place on the page
 const (
-	fileOpen   = iota // shown open
-	fileClosed        // rows sent, shown closed (no LazyURL to load it by)
-	fileLazy          // rows not sent: loaded when opened
+	fileOpen     = iota // shown open
+	fileClosed          // rows sent, shown closed (no LazyURL to load it by)
+	fileLazy            // rows not sent: loaded when opened
+	fileOverPage        // rows not sent and no way to load them: past MaxPageRows
 )
+
+// MaxPageRows bounds the diff rows one page sends (the rows of files it
+// loads later are not counted): with no place to load a file from, the
+// files past it are named, not shown.
+const MaxPageRows = 20_000
 
 // layout decides which files start open: the first, and the next ones while
 // their rows fit in OpenRowsBudget, and the one the reviewer asked for
 // (Open, Full); none larger than LargeFileRows unless asked for.
 func (d *DiffView) layout() []int {
 	out := make([]int, len(d.Files))
-	shown := 0
+	shown, sent := 0, 0
 	for i, f := range d.Files {
 		rows := fileRows(f)
 		asked := f.Path == d.Open || f.Path == d.Full
 		open := asked || rows <= LargeFileRows && (shown == 0 || shown+rows <= OpenRowsBudget)
 		switch {
-		case open:
+		case open && sent+rows <= MaxPageRows || asked:
 			shown += rows
+			sent += rows
 			out[i] = fileOpen
-		case d.LazyURL != "" && !f.IsBinary:
+		case d.LazyURL != "" && !f.IsBinary && !f.TooLarge:
 			out[i] = fileLazy
-		default:
+		case sent+rows <= MaxPageRows:
+			sent += rows
 			out[i] = fileClosed
+		default:
+			out[i] = fileOverPage
 		}
 	}
 	return out
@@ -163,8 +185,16 @@ func (d *DiffView) layout() []int {
 // writeFileBody writes one text file's table (or the binary note).
 func (v *Views) writeFileBody(b *strings.Builder, f *FileView, d DiffView) error {
 	esc := html.EscapeString
-	if f.IsBinary {
-		b.WriteString(`<p class="muted">Binary file; not shown.</p>` + "\n")
+	if f.IsBinary || f.TooLarge {
+		what := "Binary file; not shown."
+		if f.TooLarge {
+			what = "Too large to show: " + strconv.Itoa(f.Added+f.Deleted) + " changed lines, past what one page shows."
+		}
+		b.WriteString(`<p class="muted too-large">` + what)
+		if raw := d.rawURL(f); raw != "" {
+			b.WriteString(` <a href="` + esc(raw) + `">Raw file</a>`)
+		}
+		b.WriteString("</p>\n")
 		return nil
 	}
 	b.WriteString(`<div class="scroller">` + "\n" + `<table class="diff-table">` + "\n")
@@ -188,6 +218,19 @@ func (v *Views) writeFileBody(b *strings.Builder, f *FileView, d DiffView) error
 	}
 	b.WriteString("</table>\n</div>\n")
 	return nil
+}
+
+// rawURL is where f's own bytes are served ("" when d has no such place):
+// the new side, the old one for a deleted file.
+func (d DiffView) rawURL(f *FileView) string {
+	if d.RawURL == "" {
+		return ""
+	}
+	u := d.RawURL + url.QueryEscape(f.Path)
+	if f.IsDelete {
+		u += "&side=old"
+	}
+	return u
 }
 
 // fileRows is the number of diff lines of a file.
@@ -252,7 +295,11 @@ func (v *Views) writeRow(b *strings.Builder, r *RowView, d DiffView) error {
 		mark = "del"
 	}
 	writeText(b, r.Text, r.Hl, r.Marks, mark)
-	b.WriteString("</span></td></tr>\n")
+	b.WriteString("</span>")
+	if r.Cut > 0 {
+		b.WriteString(`<span class="cut">… line cut: ` + strconv.Itoa(r.Cut) + ` bytes</span>`)
+	}
+	b.WriteString("</td></tr>\n")
 	for i := range r.Threads {
 		t := &r.Threads[i]
 		b.WriteString(`<tr class="thread-row" data-thread-id="` + esc(t.ID) + `" data-thread-for="` + esc(t.FragID) + `"><td colspan="3">`)
