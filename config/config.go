@@ -312,7 +312,7 @@ func (p structProvider) Read() (map[string]any, error) {
 		"cluster": map[string]any{"name": c.Cluster.Name, "etcd": toAny(c.Cluster.Etcd), "advertise": c.Cluster.Advertise, "remote": c.Cluster.Remote,
 			"tls_cert": c.Cluster.TLSCert, "tls_key": c.Cluster.TLSKey, "tls_ca": c.Cluster.TLSCA},
 		"sandbox": map[string]any{"read_only": toAny(c.Sandbox.ReadOnly), "env": toAny(c.Sandbox.Env), "max_open_files": c.Sandbox.MaxOpenFiles,
-			"max_procs": c.Sandbox.MaxProcs, "memory": c.Sandbox.Memory, "tmp_size": c.Sandbox.TmpSize},
+			"max_procs": c.Sandbox.MaxProcs, "memory": c.Sandbox.Memory, "tmp_size": c.Sandbox.TmpSize, "max_connections": c.Sandbox.MaxConnections},
 	}, nil
 }
 

@@ -28,7 +28,7 @@ runner = "bwrap"
 endpoint = "http://127.0.0.1:11434"
 local = true
 `)
-	cfg, err := Load(root, []string{"LAZY_AGENT__ASK_TIMEOUT=90s", "LAZY_HOME=/x", "LAZY_DAEMON__PORT_WINDOW=27000,27010"})
+	cfg, err := Load(root, []string{"LAZY_AGENT__ASK_TIMEOUT=90s", "LAZY_HOME=/x", "LAZY_DAEMON__PORT_WINDOW=27000,27010", "LAZY_SANDBOX__MAX_CONNECTIONS=32"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +43,12 @@ local = true
 	}
 	if got := cfg.Daemon.PortWindow; len(got) != 2 || got[0] != 27000 || got[1] != 27010 {
 		t.Errorf("port window from env: got %v", got)
+	}
+	if cfg.Sandbox.MaxConnections != 32 {
+		t.Errorf("sandbox.max_connections from env: got %d, want 32", cfg.Sandbox.MaxConnections)
+	}
+	if d := Defaults(); d.Sandbox.MaxConnections != 256 {
+		t.Errorf("default sandbox.max_connections: got %d, want 256", d.Sandbox.MaxConnections)
 	}
 	if r := cfg.Models.Roles["local"]; !r.Local || r.Endpoint != "http://127.0.0.1:11434" {
 		t.Errorf("role: got %+v", r)
@@ -84,6 +90,8 @@ func TestLoadRefusals(t *testing.T) {
 		{"bypass without sandbox", "[agent]\nrunner = \"process\"\npermission_mode = \"bypassPermissions\"\n", nil, "sandboxing runner"},
 		{"proxy not loopback", "[daemon]\nproxy_listen = \"0.0.0.0:26011\"\n", nil, "daemon.proxy_listen"},
 		{"proxy on a LAN address", "", []string{"LAZY_DAEMON__PROXY_LISTEN=192.168.1.5:26011"}, "daemon.proxy_listen"},
+		{"max_connections zero", "[sandbox]\nmax_connections = 0\n", nil, "sandbox.max_connections"},
+		{"max_connections env", "", []string{"LAZY_SANDBOX__MAX_CONNECTIONS=1000000"}, "sandbox.max_connections"},
 		{"bad no_grant", "[proxy]\nno_grant = \"inject\"\n", nil, "proxy.no_grant"},
 		{"collision", "[proxy]\nupstream = \"https://api.example.com/v1\"\ncredential = \"provider\"\n[[proxy.fallback]]\nupstream = \"https://api.example.com:443/other\"\ncredential = \"none\"\n", nil, "proxy.fallback[0]"},
 		{"toml syntax", "[agent\n", nil, "TOML"},

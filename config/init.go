@@ -61,6 +61,9 @@ backend = "sql"                 # sql | file | postgres (several daemons, one da
 # advertise = "127.0.0.1:26500" # where the other members reach this one
 # remote = "origin"             # the git remote task branches travel through
 sync = "full"                   # full: a 201 is on disk first | normal: no fsync per write
+
+# [sandbox]                     # each task's limits
+# max_connections = 256         # connections one task holds open to the proxy; more wait 1 s, then are refused
 `
 
 // WriteInit writes the commented config under root unless one exists.

@@ -26,11 +26,19 @@ type Sandbox struct {
 	Memory string `koanf:"memory"`
 	// TmpSize caps the sandbox's /tmp and /dev/shm, held in host memory.
 	TmpSize string `koanf:"tmp_size"`
+	// MaxConnections bounds the connections one task holds open to the
+	// proxy through its socket; past it a new one waits briefly, then is
+	// refused (too_many_connections), so one task cannot take the daemon's
+	// file descriptors from the dashboard, the RPC and the other tasks.
+	MaxConnections int `koanf:"max_connections"`
 }
+
+// MaxConnectionsLimit is the largest sandbox.max_connections accepted.
+const MaxConnectionsLimit = 65536
 
 // SandboxDefaults: generous for a real agent building and testing a
 // project, far below what would starve the daemon or the host.
-var SandboxDefaults = Sandbox{MaxOpenFiles: 4096, MaxProcs: 2048, Memory: "8GiB", TmpSize: "512MiB"}
+var SandboxDefaults = Sandbox{MaxOpenFiles: 4096, MaxProcs: 2048, Memory: "8GiB", TmpSize: "512MiB", MaxConnections: 256}
 
 // reservedEnv are the variables the daemon sets for an agent: sandbox.env
 // cannot replace them.
@@ -62,6 +70,9 @@ func (s Sandbox) validate() error {
 	}
 	if s.MaxProcs < 16 || s.MaxProcs > 1<<20 {
 		return bad("sandbox.max_procs", "%d is out of range: give between 16 and 1048576", s.MaxProcs)
+	}
+	if s.MaxConnections < 1 || s.MaxConnections > MaxConnectionsLimit {
+		return bad("sandbox.max_connections", "%d is out of range: allow each task between 1 and %d connections to the proxy at once", s.MaxConnections, MaxConnectionsLimit)
 	}
 	if m, err := ParseSize(s.Memory); err != nil {
 		return bad("sandbox.memory", "%v", err)
