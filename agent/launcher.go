@@ -47,7 +47,6 @@ type Launcher struct {
 	GitDir      string   // the project's common git dir; a sandbox may write only what a commit needs
 	Hide        []string // directories hidden in a sandbox (lazy home, state dir)
 	HideFile    []string // files hidden in a sandbox (credential files)
-	ProxySocket string   // the proxy's Unix socket, bound into a sandbox
 	ProxyPort   int      // the port of BaseURL, where the forwarder listens inside
 	Self        string   // the lazy binary (the forwarder inside a sandbox)
 	Share       []string // sandbox.read_only: shown read-only in every sandbox
@@ -57,6 +56,10 @@ type Launcher struct {
 	AskTimeout  time.Duration
 	// Placeholders returns env var → placeholder for the task's role.
 	Placeholders func(ctx context.Context, taskID, ref, role string) (map[string]string, error)
+	// Sockets opens the task's own proxy socket for a sandboxed turn and
+	// returns its host path (bound into the sandbox) and the release the
+	// turn calls when it ends. nil: no socket (the agent calls BaseURL).
+	Sockets func(taskID, ref string) (path string, release func(), err error)
 	// Slots bounds the agents running at once (nil: no bound). Make it with
 	// NewSlots.
 	Slots chan struct{}
@@ -86,7 +89,7 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 		Dir: req.Worktree, Home: home, Env: append(Env(l.DaemonEnv, home, l.BaseURL, ph), l.ExtraEnv...),
 		Ask: req.Ask, Share: l.Share, Limits: l.Limits,
 		Timeout: timeout, Hide: l.Hide, HideFile: l.HideFile, OnStart: req.OnStart,
-		ProxySocket: l.ProxySocket, ProxyPort: l.ProxyPort, Self: l.Self,
+		ProxyPort: l.ProxyPort, Self: l.Self,
 	}
 	if l.GitDir != "" && Sandboxed(l.Runner) {
 		sp, err := gitx.ForSandbox(l.GitDir, req.Worktree, req.Branch)
@@ -108,6 +111,14 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 		return Result{}, Outcome{}, err
 	}
 	spec.Stdin = []byte(prompt)
+	if l.Sockets != nil && Sandboxed(l.Runner) {
+		path, release, err := l.Sockets(req.TaskID, req.Ref)
+		if err != nil {
+			return Result{}, Outcome{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		defer release()
+		spec.ProxySocket = path
+	}
 	out, err := l.Runner.Run(ctx, spec)
 	if err != nil {
 		return Result{}, out, err

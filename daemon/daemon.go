@@ -65,7 +65,7 @@ type Daemon struct {
 	review   *Review
 	dash     *http.Server
 	prx      *http.Server
-	sockDir  string // holds the proxy's Unix socket, bound into sandboxes
+	sockets  *proxy.Sockets // each task's own proxy socket, bound into its sandbox
 	info     api.DaemonInfo
 	lock     *os.File
 	stopped  chan struct{}
@@ -94,6 +94,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err := d.prepareState(); err != nil {
 		return nil, err
 	}
+	fds := raiseFileLimit(o.Log)
 	ok := false
 	defer func() {
 		if !ok {
@@ -134,18 +135,12 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	dashPort := dashLn.Addr().(*net.TCPAddr).Port
 	proxyPort := proxyLn.Addr().(*net.TCPAddr).Port
 	proxyURL := "http://" + proxyLn.Addr().String()
-	sockLn, err := d.listenSocket()
-	if err != nil {
-		dashLn.Close()
-		proxyLn.Close()
-		return nil, err
-	}
 	creds := &credentials{live: d.live, home: home}
 
 	launcher := &agent.Launcher{
 		BaseURL: proxyURL, DaemonEnv: o.Environ, AgentsDir: paths.Agents,
 		GitDir: filepath.Join(o.Root, ".git"), Hide: hidden(home, paths.State), HideFile: hiddenFiles(home, cfg),
-		ProxySocket: sockLn.Addr().String(), ProxyPort: proxyPort, Self: o.SelfExe,
+		ProxyPort: proxyPort, Self: o.SelfExe,
 		TurnTimeout: cfg.TurnTimeoutDuration(), AskTimeout: cfg.AskTimeoutDuration(),
 		Slots: agent.NewSlots(cfg.Agent.MaxConcurrent),
 	}
@@ -253,6 +248,14 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.proxy = prx
+	if d.sockets, err = proxy.NewSockets(prx, filepath.Join(paths.State, "sockets")); err != nil {
+		return nil, err
+	}
+	launcher.Sockets = d.sockets.Open
+	if n := cfg.Sandbox.MaxConnections * cfg.Agent.MaxConcurrent; fds > 0 && uint64(n) > fds/2 {
+		o.Log.Warn("sandbox.max_connections × agent.max_concurrent is more than half the daemon's file limit: tasks at their limits together could starve the dashboard and the RPC; lower sandbox.max_connections or raise the hard RLIMIT_NOFILE (ulimit -Hn)",
+			"max_connections", cfg.Sandbox.MaxConnections, "max_concurrent", cfg.Agent.MaxConcurrent, "nofile", fds)
+	}
 	d.reload = &reloader{d: d, root: o.Root, environ: o.Environ, self: o.SelfExe, started: cfg}
 	if err := d.reload.watch(runCtx); err != nil {
 		o.Log.Warn("config changes need a restart", "err", err)
@@ -269,7 +272,6 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	go d.serve(d.dash, dashLn, "dashboard")
 	go d.serve(d.prx, proxyLn, "proxy")
-	go d.serve(d.prx, sockLn, "proxy socket")
 
 	if d.sup.Clustered() {
 		// a task placed on this member's own last life (killed, its etcd
@@ -312,23 +314,26 @@ func (d *Daemon) serve(s *http.Server, ln net.Listener, name string) {
 	}
 }
 
-// listenSocket opens the proxy's Unix socket in a fresh private dir (0700)
-// under the temp dir: a state dir path can be longer than a socket path may.
-func (d *Daemon) listenSocket() (net.Listener, error) {
-	dir, err := os.MkdirTemp("", "lazy-proxy-")
-	if err != nil {
-		return nil, fmt.Errorf("proxy socket: %w (check that the temp dir is writable)", err)
+// raiseFileLimit raises the daemon's soft RLIMIT_NOFILE to its hard limit
+// and returns the limit in force (0: unknown). Each task's connections are
+// capped at the proxy (sandbox.max_connections), so the rest stays for the
+// dashboard, the RPC and the other tasks.
+func raiseFileLimit(log *slog.Logger) uint64 {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		log.Warn("read the file limit", "err", err)
+		return 0
 	}
-	d.sockDir = dir
-	ln, err := net.Listen("unix", filepath.Join(dir, "proxy.sock"))
-	if err != nil {
-		return nil, fmt.Errorf("proxy socket: %w", err)
+	if rl.Cur < rl.Max {
+		want := rl
+		want.Cur = rl.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
+			log.Warn("raise the file limit to the hard limit", "soft", rl.Cur, "hard", rl.Max, "err", err)
+			return rl.Cur
+		}
+		rl = want
 	}
-	if err := os.Chmod(filepath.Join(dir, "proxy.sock"), 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("proxy socket: %w", err)
-	}
-	return ln, nil
+	return rl.Cur
 }
 
 // hidden are the directories a sandbox hides: the lazy home and the state
@@ -718,9 +723,11 @@ func (d *Daemon) shutdown() {
 }
 
 func (d *Daemon) cleanup() {
-	if d.sockDir != "" {
-		_ = os.RemoveAll(d.sockDir)
-		d.sockDir = ""
+	if d.sockets != nil {
+		if err := d.sockets.Close(); err != nil {
+			d.log.Warn("remove the proxy sockets", "err", err)
+		}
+		d.sockets = nil
 	}
 	if d.st != nil {
 		_ = d.st.Close()

@@ -51,6 +51,8 @@ func (t *trouble) record(tr api.Traffic) {
 	switch {
 	case tr.Refused == proxy.CauseBudgetExceeded:
 		cause = budgetCause
+	case tr.Refused == proxy.CauseTooManyConnections:
+		cause = connCause
 	case cause == "":
 		cause = fmt.Sprintf("the upstream %s answered %d", tr.Upstream, tr.Status)
 	}
@@ -72,9 +74,15 @@ func (t *trouble) record(tr api.Traffic) {
 // upstream.
 const budgetCause = "budget_exceeded"
 
+// connCause is the task at its connection cap: the proxy's socket said no.
+const connCause = "too_many_connections"
+
 func (m *modelTrouble) text() string {
 	if m.cause == budgetCause {
 		return fmt.Sprintf("token budget used up: %d calls refused (budget_exceeded) since %s; raise it with lazy task budget TASK --tokens N, then unblock", m.count, m.since.UTC().Format(time.RFC3339))
+	}
+	if m.cause == connCause {
+		return fmt.Sprintf("proxy connections refused since %s: the task held sandbox.max_connections open; raise it in .lazy/config.toml if the agent needs more", m.since.UTC().Format(time.RFC3339))
 	}
 	return fmt.Sprintf("model upstream unreachable: %s (%d calls failed since %s)", m.cause, m.count, m.since.UTC().Format(time.RFC3339))
 }

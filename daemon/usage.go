@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"lazy/api"
+	"lazy/proxy"
 	"lazy/store"
 	"lazy/task"
 )
@@ -85,8 +86,8 @@ func addCall(x *api.Usage, c store.UsageCall) {
 // record takes one proxied call of a task: a row in the store and the
 // totals. Refused calls count as requests (a budget refusal too).
 func (b *usageBook) record(tr api.Traffic) {
-	if tr.TaskID == "" {
-		return
+	if tr.TaskID == "" || tr.Refused == proxy.CauseTooManyConnections {
+		return // a connection refused at the task's socket is no call
 	}
 	ctx := context.Background()
 	u, err := b.load(ctx, tr.TaskID)

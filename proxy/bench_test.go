@@ -28,6 +28,7 @@ func benchEditor(b *testing.B) (*httptest.Server, string) {
 	_ = os.MkdirAll(filepath.Join(home, "credentials"), 0o700)
 	_ = os.WriteFile(filepath.Join(home, "credentials", "editor"), []byte("key_REALEDITORKEY_abcdefghijklmnop"), 0o600)
 	cfg := config.Defaults()
+	cfg.Agent.Runner = config.RunnerProcess // agents on the TCP listener
 	cfg.Proxy.EditorUpstream = up.URL
 	ph := NewEditorPlaceholder()
 	g := Grants{ph: {Placeholder: ph, TaskRef: "b", TaskID: "x", EnvVar: "CURSOR_API_KEY", CreatedAt: time.Now()}}

@@ -61,6 +61,7 @@ func newFuzzRig(f *testing.F) *fuzzRig {
 		}
 	}
 	cfg := config.Defaults()
+	cfg.Agent.Runner = config.RunnerProcess // agents on the TCP listener
 	cfg.Proxy.Upstream, cfg.Proxy.Credential, cfg.Proxy.EditorUpstream = up.URL, "provider", up.URL
 	r.ph = NewEditorPlaceholder()
 	g := Grants{r.ph: {Placeholder: r.ph, TaskRef: "t", TaskID: "x", EnvVar: "CURSOR_API_KEY", CreatedAt: time.Now()}}
@@ -184,6 +185,7 @@ func FuzzEchoingUpstream(f *testing.F) {
 		f.Fatal(err)
 	}
 	cfg := config.Defaults()
+	cfg.Agent.Runner = config.RunnerProcess // agents on the TCP listener
 	cfg.Proxy.Upstream, cfg.Proxy.Credential = up.URL, "provider"
 	ptr := &atomic.Pointer[Grants]{}
 	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr})

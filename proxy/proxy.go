@@ -128,6 +128,11 @@ type routes struct {
 	kind      string
 	editorKey *CredentialFile
 	noGrant   string
+	// tcpGrants: agents run in no sandbox (agent.runner = "process") and
+	// present their placeholders on the TCP listener; otherwise a
+	// placeholder is accepted only through its task's own socket
+	tcpGrants bool
+	maxConns  int // sandbox.max_connections: per task, at its socket
 }
 
 // New builds the proxy from config. An origin collision is refused by
@@ -197,6 +202,7 @@ func (p *Proxy) Reconfigure(cfg *config.Config) error {
 		return target{url: u, origin: org, credential: targets[org].Credential, primary: primary}, nil
 	}
 	rt := &routes{roles: map[string]target{}, kind: cfg.Credentials.Provider.Kind, noGrant: cfg.Proxy.NoGrant,
+		tcpGrants: cfg.Agent.Runner == config.RunnerProcess, maxConns: cfg.Sandbox.MaxConnections,
 		provider:  p.credentialFile(old, cfg.ProviderCredentialFile(p.o.Home), func(r *routes) *CredentialFile { return r.provider }),
 		editorKey: p.credentialFile(old, cfg.EditorCredentialFile(p.o.Home), func(r *routes) *CredentialFile { return r.editorKey })}
 	if rt.primary, err = mk(cfg.Proxy.Upstream, true); err != nil {
@@ -241,6 +247,7 @@ func (p *Proxy) credentialFile(old *routes, path string, of func(*routes) *Crede
 // traffic record read it from the request context.
 type plan struct {
 	rt       *routes // the config this request is served under
+	via      *via    // the task whose socket the request came in on (nil: TCP)
 	grant    *Grant
 	role     string // claimed by x-svc-role on traffic with no grant
 	taskRef  string // claimed by x-svc-task-id on traffic with no grant
@@ -285,7 +292,7 @@ func (p *Proxy) bodyTimeout() time.Duration {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := p.now()
 	rec := &statusWriter{ResponseWriter: w}
-	pl := &plan{rt: p.routes.Load(), stopWatchdog: func() {}}
+	pl := &plan{rt: p.routes.Load(), via: viaOf(r.Context()), stopWatchdog: func() {}}
 	logPath := r.URL.EscapedPath()
 	defer func() {
 		if pl.reserved > 0 {
@@ -297,6 +304,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if pl.grant != nil {
 			tr.TaskRef, tr.TaskID, tr.Role = pl.grant.TaskRef, pl.grant.TaskID, pl.grant.Role
+		} else if pl.tripwire != "" && pl.via != nil {
+			tr.TaskRef, tr.TaskID = pl.via.taskRef, pl.via.taskID // the socket's task tripped it
 		} else {
 			tr.ClaimedRef, tr.ClaimedRole = pl.taskRef, pl.role
 		}
@@ -545,24 +554,57 @@ func (p *Proxy) refuseStatus(w http.ResponseWriter, pl *plan, status int, kind, 
 	writeAPIError(w, status, kind, msg, cause)
 }
 
+// admit checks a live grant against where the request came in. Through a
+// task's socket only that task's placeholders pass: another task's trips
+// the wire on the socket's task (its agent presented what is not its own).
+// On the TCP listener, from a process in no sandbox, a placeholder passes
+// only while agents run unsandboxed (agent.runner = "process").
+func (p *Proxy) admit(w http.ResponseWriter, pl *plan, g *Grant) bool {
+	switch {
+	case pl.via != nil && g.TaskID != pl.via.taskID:
+		pl.grant = nil
+		p.trip(pl, TripForeignPlaceholder)
+		p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, "lazy proxy: this request carries another task's placeholder; the task's grant is revoked")
+		return false
+	case pl.via == nil && !pl.rt.tcpGrants:
+		pl.grant = g
+		p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseNotFromSandbox, "lazy proxy: "+causeText[CauseNotFromSandbox])
+		return false
+	}
+	return true
+}
+
+// tripTask is the task a tripwire is on: the socket's, whose agent sent the
+// request, else the grant's.
+func (pl *plan) tripTask() (id, ref string) {
+	if pl.via != nil {
+		return pl.via.taskID, pl.via.taskRef
+	}
+	if pl.grant != nil {
+		return pl.grant.TaskID, pl.grant.TaskRef
+	}
+	return "", ""
+}
+
 // trip records a tripwire on the request and tells the daemon once.
 func (p *Proxy) trip(pl *plan, what string) {
 	if pl.tripwire != "" {
 		return
 	}
 	pl.tripwire = what
-	if pl.grant == nil {
+	id, ref := pl.tripTask()
+	if id == "" {
 		return
 	}
 	if gs := p.o.Grants.Load(); gs != nil {
 		for ph, g := range *gs {
-			if g.TaskID == pl.grant.TaskID {
+			if g.TaskID == id {
 				p.tripped.Store(ph, struct{}{})
 			}
 		}
 	}
 	if p.o.Tripwire != nil {
-		p.o.Tripwire(pl.grant.TaskID, pl.grant.TaskRef, what)
+		p.o.Tripwire(id, ref, what)
 	}
 }
 
@@ -575,6 +617,7 @@ var causeText = map[string]string{
 	CauseRoleNotConfigured:  "the grant's role is no longer in the config ([models.roles.*]); add it back, or relaunch the task with a configured role",
 	CauseWrongGrantKind:     "this placeholder was minted for another route (the editor key only on /_svc/<agent>/..., a model key only on the model routes)",
 	CauseNoGrant:            "no placeholder credential was presented and proxy.no_grant = \"refuse\"; agents get theirs at launch",
+	CauseNotFromSandbox:     "a placeholder is accepted only through its task's own sandbox socket, and this request came on the TCP listener from a process in no sandbox; agents under agent.runner = \"process\" (no sandbox) use the TCP listener",
 }
 
 // planModel handles the model routes and refresh.
@@ -604,6 +647,9 @@ func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool
 			return false
 		}
 		g = got
+	}
+	if g != nil && !p.admit(w, pl, g) {
+		return false
 	}
 	pl.grant = g
 	if g == nil {
@@ -679,6 +725,9 @@ func (p *Proxy) planEditor(w http.ResponseWriter, r *http.Request, pl *plan) (st
 		p.refuse(w, pl, cause, causeText[cause])
 		return masked, false
 	}
+	if !p.admit(w, pl, g) {
+		return masked, false
+	}
 	pl.grant, pl.editorPH = g, token
 	if !isEditorGrant(g) || g.Local {
 		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
@@ -742,6 +791,9 @@ func (p *Proxy) answerRefresh(w http.ResponseWriter, r *http.Request, pl *plan) 
 			cause = CauseUnknownPlaceholder
 		}
 		p.refuse(w, pl, cause, causeText[cause])
+		return
+	}
+	if !p.admit(w, pl, g) {
 		return
 	}
 	pl.grant = g

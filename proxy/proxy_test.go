@@ -141,6 +141,8 @@ func (f *fixture) do(method, path string, hdr map[string]string, body string) *h
 
 func cfgFor(primary string, cred string) config.Config {
 	c := config.Defaults()
+	// these tests call the TCP listener, the agents' way in with no sandbox
+	c.Agent.Runner = config.RunnerProcess
 	c.Proxy.Upstream, c.Proxy.Credential = primary, cred
 	return c
 }
