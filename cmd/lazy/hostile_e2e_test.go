@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,6 +152,19 @@ func TestHostileAgent(t *testing.T) {
 	}
 	if out := p.lazy(0, "task", "show", "evil"); !strings.Contains(out, "tripwire: ") {
 		t.Errorf("task show must say so: %s", out)
+	}
+	// a live task's placeholder presented by a process in no sandbox (here:
+	// the test, on the TCP listener) is refused: sandboxed agents come
+	// through their own sockets
+	req, _ := http.NewRequest(http.MethodPost, info.ProxyURL+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("x-api-key", phs["other"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("x-lazy-refused") != proxy.CauseNotFromSandbox {
+		t.Errorf("a placeholder on the TCP listener under the default runner: %d %q, want 403 %s", resp.StatusCode, resp.Header.Get("x-lazy-refused"), proxy.CauseNotFromSandbox)
 	}
 	// the daemon runs git (a new worktree: post-checkout) and the planted
 	// hook, had it been planted, would have written the marker
