@@ -2,7 +2,9 @@
 // placeholder an agent presents to a grant (role, task), routes by role to the
 // configured upstream, strips what the client presented and injects the real
 // credential for the target actually called, streams responses unbuffered,
-// and reports every request as a traffic event. It also owns the grant
+// and reports every request as a traffic event. Sandboxed agents reach it
+// through their own task's Unix socket (Sockets), so it knows the task a
+// request comes from and caps each task's connections. It also owns the grant
 // registry file (proxy-tokens.json). No real credential is ever written to a
 // log, an event or the registry.
 package proxy
