@@ -86,7 +86,7 @@ func TestOneTaskAtItsLimits(t *testing.T) {
 		per = room
 	}
 	helpers := min((floodConns+per-1)/per, 8) // a low hard limit floods with less
-	lines := make(chan string, helpers) // one report from each
+	lines := make(chan string, helpers)       // one report from each
 	var stdins []io.Closer
 	var cmds []*exec.Cmd
 	var readers sync.WaitGroup
