@@ -4,8 +4,8 @@ import (
 	"context"
 	"net"
 	"os"
-	"path/filepath"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
