@@ -28,6 +28,14 @@ type TaskInfo struct {
 	LastTurn     *Usage `json:"last_turn_usage,omitempty"`
 	LastTurnNo   int    `json:"last_turn_usage_turn,omitempty"`
 	BudgetTokens int64  `json:"budget_tokens"`
+	// EndedAt is when the task was accepted or cancelled; EndBase and
+	// EndHead what its diff runs between since: for an accepted task the
+	// parent's head it was merged onto and the head that went in (the
+	// parent's head after the merge), for a cancelled one where its branch
+	// left the parent and the head it was left at. "" when not recorded.
+	EndedAt *time.Time `json:"ended_at,omitempty"`
+	EndBase string     `json:"end_base,omitempty"`
+	EndHead string     `json:"end_head,omitempty"`
 }
 
 // TaskDetail is a task with its turns and ordinary comments.

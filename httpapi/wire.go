@@ -16,7 +16,7 @@ func InfoOf(t *store.Task) api.TaskInfo {
 	return api.TaskInfo{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Ref: t.Ref(), Title: t.Title,
 		Status: string(t.Status), Role: t.Role, Branch: t.Branch, Parent: t.Parent, Turns: t.Turns,
 		LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, Worktree: t.Worktree, CreatedAt: t.CreatedAt,
-		BudgetTokens: t.BudgetTokens}
+		BudgetTokens: t.BudgetTokens, EndedAt: t.EndedAt, EndBase: t.EndBase, EndHead: t.EndHead}
 }
 
 // CommitOf converts a git commit to its wire form.

@@ -146,6 +146,10 @@ var migrations = []migration{
 			updated_at DATETIME NOT NULL
 		)`,
 	}},
+	{22, "tasks.end_base, tasks.end_head: what an ended task's diff runs between", []string{
+		`ALTER TABLE tasks ADD COLUMN end_base TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN end_head TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

@@ -45,6 +45,14 @@ type Task struct {
 	UpdatedAt    time.Time  `json:"updated_at"`
 	LastActivity time.Time  `json:"last_activity"`
 	EndedAt      *time.Time `json:"ended_at"`
+	// EndBase and EndHead are the commits an ended task's diff runs
+	// between, recorded as it ended, so its pages show what it did after
+	// its branch and its parent have moved on: for an accepted task the
+	// parent's head it was merged onto and the head that went in; for a
+	// cancelled one where its branch left the parent and the branch's head.
+	// Both "" for a live task, or one that ended before they were kept.
+	EndBase string `json:"end_base,omitempty"`
+	EndHead string `json:"end_head,omitempty"`
 }
 
 // CodeString is the code, or "" when the task has none.

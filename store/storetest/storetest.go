@@ -92,6 +92,19 @@ func testTasks(t *testing.T, open Opener) {
 	if len(all) != 3 || all[0].ID != a.ID {
 		t.Errorf("list: %d tasks, first %s", len(all), all[0].ID)
 	}
+	// an ended task keeps the commits its diff runs between
+	if again.EndBase != "" || again.EndHead != "" {
+		t.Errorf("a live task has end commits: %q %q", again.EndBase, again.EndHead)
+	}
+	ended := time.Now().UTC().Truncate(time.Millisecond)
+	again.Status, again.EndedAt = task.Accepted, &ended
+	again.EndBase, again.EndHead = "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
+	must(t, s.SaveTask(ctx, again))
+	got, err = s.GetTask(ctx, a.ID)
+	must(t, err)
+	if got.EndBase != again.EndBase || got.EndHead != again.EndHead || got.Status != task.Accepted || got.EndedAt == nil || !got.EndedAt.Equal(ended) {
+		t.Errorf("ended task: got base %q head %q status %s ended %v, want %q %q accepted %v", got.EndBase, got.EndHead, got.Status, got.EndedAt, again.EndBase, again.EndHead, ended)
+	}
 }
 
 func testTurns(t *testing.T, open Opener) {
