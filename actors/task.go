@@ -123,9 +123,11 @@ type jobResult struct {
 	result  agent.Result
 	outcome agent.Outcome
 	err     error
-	// synced is what a sync did; merged: an accept merged the branch
-	synced *SyncDone
-	merged bool
+	// synced is what a sync did; merged: an accept merged the branch,
+	// from base (the parent's head before) to head (the head that went in)
+	synced     *SyncDone
+	merged     bool
+	base, head string
 }
 
 // TaskActor owns one task. Its FIFO runs one job at a time — work turns,
@@ -698,7 +700,26 @@ func (a *TaskActor) cancelTask(ctx actor.Context) error {
 		}
 	}
 	a.queue = nil
+	a.keepLeft()
 	return a.endTask(task.Cancelled)
+}
+
+// keepLeft records, on a task being cancelled, what was left on its branch:
+// where the branch left its parent and its head, so its page shows that diff
+// whatever happens to the parent after. A task whose branch cannot be read
+// ends all the same (its page then diffs the branch as it is).
+func (a *TaskActor) keepLeft() {
+	ctx, cancel := context.WithTimeout(a.bg(), 30*time.Second)
+	defer cancel()
+	head, err := gitx.RevParse(ctx, a.deps.Root, a.task.Branch)
+	if err == nil {
+		var base string
+		if base, err = gitx.Run(ctx, a.deps.Root, "merge-base", a.task.Parent, head); err == nil {
+			a.task.EndBase, a.task.EndHead = base, head
+			return
+		}
+	}
+	a.log.Warn("record what a cancelled task left on its branch", "err", err)
 }
 
 // tripped records a tripwire on the task and revokes its grants. Until the

@@ -18,8 +18,9 @@ import (
 
 // postReviewComment persists first, then decides what the message starts.
 func (a *TaskActor) postReviewComment(c review.ReviewComment) (*review.ReviewComment, error) {
-	if a.task == nil {
-		return nil, fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
+	// an ended task's page is its record: nothing is added to it
+	if err := a.requireLive(); err != nil {
+		return nil, err
 	}
 	now := a.now()
 	c.ID, c.TaskID, c.Actor, c.CreatedAt = task.NewID(now), a.id, review.Human, now
@@ -60,8 +61,8 @@ func (a *TaskActor) loadComment(id string) (*review.ReviewComment, error) {
 }
 
 func (a *TaskActor) retryAsk(id string) (*ActionDone, error) {
-	if a.task == nil {
-		return nil, fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
+	if err := a.requireLive(); err != nil {
+		return nil, err
 	}
 	c, err := a.loadComment(id)
 	if err != nil {
@@ -90,6 +91,9 @@ func (a *TaskActor) retryAsk(id string) (*ActionDone, error) {
 }
 
 func (a *TaskActor) withdraw(id string) (*ActionDone, error) {
+	if err := a.requireLive(); err != nil {
+		return nil, err
+	}
 	c, err := a.loadComment(id)
 	if err != nil {
 		return nil, err

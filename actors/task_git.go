@@ -159,10 +159,20 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 			return jobResult{err: r}
 		}
 	}
-	if err := gitx.FastForward(ctx, root, t.Parent, t.Branch); err != nil {
+	// what goes in is kept on the task: its page shows it once the branch
+	// and the parent have moved on
+	base, err := gitx.RevParse(ctx, root, t.Parent)
+	if err != nil {
 		return jobResult{err: err}
 	}
-	return jobResult{merged: true}
+	head, err := gitx.RevParse(ctx, root, t.Branch)
+	if err != nil {
+		return jobResult{err: err}
+	}
+	if err := gitx.FastForward(ctx, root, t.Parent, head); err != nil {
+		return jobResult{err: err}
+	}
+	return jobResult{merged: true, base: base, head: head}
 }
 
 // runDecide records "allow" or reverts the files on the task branch.
@@ -225,6 +235,7 @@ func (a *TaskActor) finishGit(ctx actor.Context, j *job, r jobResult) {
 		}
 	case jobAccept:
 		if r.err == nil && r.merged {
+			a.task.EndBase, a.task.EndHead = r.base, r.head
 			if err := a.endTask(task.Accepted); err != nil {
 				reply = err
 			} else {

@@ -48,6 +48,19 @@ const maxRangeLines = 500
 // maxCommentBody bounds a review comment's text.
 const maxCommentBody = 64 << 10
 
+// span is what a task's diff runs between. A live task's is its branch
+// against where the branch left its parent (parent...branch). An ended
+// task's is the pair of commits recorded as it ended (base..head): what an
+// accept merged, or what a cancel left on the branch, which stays what it
+// was when the parent moves on (after an accept, parent...branch is empty).
+// A task that ended before the pair was kept is diffed as a live one.
+func span(t *store.Task) gitx.DiffSpec {
+	if t.Status.Ended() && t.EndBase != "" && t.EndHead != "" {
+		return gitx.DiffSpec{From: t.EndBase, To: t.EndHead}
+	}
+	return gitx.DiffSpec{From: t.Parent, To: t.Branch, MergeBase: true}
+}
+
 // diff returns the task's diff against its parent, recomputed when the task
 // changed (a turn ended, a sync, a revert) or the cache is old.
 func (r *Review) diff(ctx context.Context, t *store.Task) (*gitx.Diff, error) {
@@ -62,7 +75,7 @@ func (r *Review) diff(ctx context.Context, t *store.Task) (*gitx.Diff, error) {
 	if ok && c.key.Equal(t.UpdatedAt) && c.refs == refs && time.Since(c.at) < diffTTL {
 		return c.diff, nil
 	}
-	d, err := gitx.DiffBranch(ctx, r.svc.paths.Root, t.Parent, t.Branch)
+	d, err := gitx.DiffWith(ctx, r.svc.paths.Root, span(t))
 	if err != nil {
 		return nil, err
 	}
@@ -371,7 +384,9 @@ func (r *Review) wholeFile(ctx context.Context, t *store.Task, files []gitx.File
 		if f.OldPath != "" && f.OldPath != path {
 			paths = append(paths, f.OldPath)
 		}
-		d, err := gitx.DiffWith(ctx, r.svc.paths.Root, gitx.DiffSpec{From: t.Parent, To: t.Branch, MergeBase: true, Context: lines, Paths: paths})
+		sp := span(t)
+		sp.Context, sp.Paths = lines, paths
+		d, err := gitx.DiffWith(ctx, r.svc.paths.Root, sp)
 		if err != nil {
 			return nil, err
 		}
@@ -400,7 +415,7 @@ func (r *Review) since(ctx context.Context, t *store.Task, since string) (string
 	if err != nil {
 		return "", nil, usage("since=%s names no commit of this project: open the review page without it", since)
 	}
-	d, err := gitx.DiffWith(ctx, r.svc.paths.Root, gitx.DiffSpec{From: full, To: t.Branch})
+	d, err := gitx.DiffWith(ctx, r.svc.paths.Root, gitx.DiffSpec{From: full, To: span(t).To})
 	if err != nil {
 		return "", nil, err
 	}
@@ -451,13 +466,17 @@ func (r *Review) RawFile(ctx context.Context, ref, path, side string) (*api.RawF
 			continue
 		}
 		root := r.svc.paths.Root
-		rev, name := t.Branch, f.NewPath
+		sp := span(t)
+		rev, name := sp.To, f.NewPath
 		if side == "old" {
 			if f.IsNew {
 				return nil, usage("%s is new on this task: it has no old side; ask for side=new", path)
 			}
-			if rev, err = gitx.Run(ctx, root, "merge-base", t.Parent, t.Branch); err != nil {
-				return nil, fmt.Errorf("raw file %s: %w", path, err)
+			rev = sp.From
+			if sp.MergeBase {
+				if rev, err = gitx.Run(ctx, root, "merge-base", t.Parent, t.Branch); err != nil {
+					return nil, fmt.Errorf("raw file %s: %w", path, err)
+				}
 			}
 			name = f.OldPath
 		} else if f.IsDelete {

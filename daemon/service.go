@@ -268,7 +268,8 @@ func (s *Service) TaskCommits(ctx context.Context, ref string) ([]api.CommitInfo
 func (s *Service) commits(ctx context.Context, t *store.Task) ([]api.CommitInfo, error) {
 	s.follow(ctx, t)
 	out := []api.CommitInfo{}
-	commits, err := gitx.Log(ctx, s.paths.Root, t.Parent, t.Branch)
+	sp := span(t) // an ended task's commits are the ones it merged or left
+	commits, err := gitx.Log(ctx, s.paths.Root, sp.From, sp.To)
 	if err != nil {
 		return out, nil // the branch may be gone after an accept; the page shows none
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"lazy/actors"
 	"lazy/api"
 	"lazy/gitx"
 	"lazy/review"
@@ -34,10 +36,17 @@ type fakeReview struct {
 	payload  review.Payload
 	acceptFn func(api.AcceptArgs) (*api.TaskInfo, error)
 	posted   []api.PostCommentArgs
+	// ended, when set, makes the task an ended one (its fields over the
+	// blocked task's)
+	ended func(*api.TaskInfo)
 }
 
 func (f *fakeReview) task() api.TaskInfo {
-	return api.TaskInfo{ID: fakeID, ShortID: fakeID[:8], Code: "fix-login", Ref: "fix-login", Title: "Fix the <login> loop", Status: "blocked", Branch: "lazy/fix-login", Parent: "main", Turns: 2, LastActivity: t0}
+	t := api.TaskInfo{ID: fakeID, ShortID: fakeID[:8], Code: "fix-login", Ref: "fix-login", Title: "Fix the <login> loop", Status: "blocked", Branch: "lazy/fix-login", Parent: "main", Turns: 2, LastActivity: t0}
+	if f.ended != nil {
+		f.ended(&t)
+	}
+	return t
 }
 func (f *fakeReview) Queue(context.Context) ([]api.QueueItem, error) {
 	return []api.QueueItem{{Task: api.QueueTask{ID: fakeID, ShortID: fakeID[:8], Code: "fix-login", Title: "Fix the <login> loop"}, Status: "blocked", LiveSession: true, AwaitingAnswer: 1, PendingAsks: 1, QueuedComments: 2}}, nil
@@ -66,6 +75,9 @@ func (f *fakeReview) Withdraw(context.Context, string, string) (*api.ActionResul
 	return &api.ActionResult{Notice: "Withdrawn."}, nil
 }
 func (f *fakeReview) Unblock(context.Context, string, string) (*api.Turn, error) {
+	if f.ended != nil {
+		return nil, fmt.Errorf("task fix-login is %s: %w; start a new task instead", f.task().Status, actors.ErrEnded)
+	}
 	return &api.Turn{TaskID: fakeID, Number: 3}, nil
 }
 func (f *fakeReview) Accept(_ context.Context, _ string, a api.AcceptArgs) (*api.TaskInfo, error) {
@@ -381,5 +393,68 @@ func TestRawFileRoute(t *testing.T) {
 	_, h := newPagesServer(t)
 	if rec := serve(t, h, http.MethodGet, "/review/fix-login/raw?path=a.go", "", ""); rec.Code != http.StatusNotImplemented || !strings.Contains(rec.Body.String(), "lazy open") {
 		t.Errorf("raw without RawFiles: got %d %q, want 501 naming lazy open", rec.Code, rec.Body.String())
+	}
+}
+
+// endedFixture makes the fake's task accepted (merged from base to head) or
+// cancelled (left at head, base where it left main).
+func endedFixture(status string) func(*api.TaskInfo) {
+	return func(t *api.TaskInfo) {
+		at := t0.Add(time.Hour)
+		t.Status, t.EndedAt = status, &at
+		t.EndBase, t.EndHead = "1234567890abcdef1234567890abcdef12345678", "abcdef0123456789abcdef0123456789abcdef01"
+	}
+}
+
+// TestEndedReviewPage: an accepted or cancelled task's page is its record:
+// what went in (or was left), the commits and the threads, with the page
+// contract kept, and no form or button that acts.
+func TestEndedReviewPage(t *testing.T) {
+	for _, tc := range []struct{ status, golden, says string }{
+		{"accepted", "review-accepted", `<b>Accepted</b> into <code>main</code> at <a href="/commits/abcdef0123456789abcdef0123456789abcdef01"><code>abcdef0123</code></a>`},
+		{"cancelled", "review-cancelled", `What was left on <code>lazy/fix-login</code> at <a href="/commits/abcdef0123456789abcdef0123456789abcdef01"><code>abcdef0123</code></a>, against <code>main</code> as it was (<code>1234567890</code>)`},
+	} {
+		t.Run(tc.status, func(t *testing.T) {
+			f, h := newPagesServer(t)
+			f.ended, f.merge = endedFixture(tc.status), nil
+			rec := serve(t, h, "GET", "/review/fix-login", "", "")
+			if rec.Code != 200 {
+				t.Fatalf("GET: %d %s", rec.Code, rec.Body)
+			}
+			page := rec.Body.String()
+			golden(t, tc.golden, rec.Body.Bytes())
+			for _, want := range []string{
+				tc.says, `<nav class="file-nav"`, `data-file="login.go" data-side="old" data-line="3"`, `id="l-login.go-new-5"`, `<ins>`, `<del>`,
+				`Why /home? &lt;b&gt;bold?&lt;/b&gt;`, `Because the dashboard lives there.`, `An orphan note`, `&lt;script&gt;alert(1)&lt;/script&gt;`,
+				`<code>abcdef0123</code></a> <span class="subject">Rework &lt;login&gt;</span>`, `Comments never delivered (1)`, `Keep the old check as a fallback.`,
+			} {
+				if !strings.Contains(page, want) {
+					t.Errorf("the %s page lacks %s", tc.status, want)
+				}
+			}
+			for _, banned := range []string{"<form", "<textarea", `type="submit"`, "comment-link", "comment-form-tpl", "Re-send to agent", ">Withdraw<",
+				"Unblock", "Accept and merge", "Sync with parent", "accept-open", "ask-warning", "No changes against the parent branch yet", "<script>alert"} {
+				if strings.Contains(page, banned) {
+					t.Errorf("the %s page offers or shows %q", tc.status, banned)
+				}
+			}
+			// a file loaded into the page later is read-only too
+			frag := serve(t, h, "GET", "/review/fix-login/file?path=login.go", "", "").Body.String()
+			if !strings.Contains(frag, `data-line="3"`) || strings.Contains(frag, "comment-link") || strings.Contains(frag, "<form") {
+				t.Errorf("the %s task's file fragment is not read-only:\n%s", tc.status, frag)
+			}
+			// a form posted all the same is refused, said on the page, which stays read-only
+			rec = serve(t, h, "POST", "/review/fix-login/unblock", "application/x-www-form-urlencoded", "feedback=more")
+			if body := rec.Body.String(); rec.Code != http.StatusConflict || !strings.Contains(body, "Not unblocked: task fix-login is "+tc.status) || strings.Contains(body, "<form") {
+				t.Errorf("unblock of a %s task: got %d, want 409 saying why, with no form", tc.status, rec.Code)
+			}
+		})
+	}
+	// an accepted task from before lazy kept its commits says so rather than "no changes yet"
+	f, h := newPagesServer(t)
+	f.ended, f.merge, f.diff = func(t *api.TaskInfo) { t.Status = "accepted" }, nil, nil
+	page := serve(t, h, "GET", "/review/fix-login", "", "").Body.String()
+	if !strings.Contains(page, "This task was accepted before lazy kept the commits it merged") || strings.Contains(page, "No changes against the parent branch yet") || strings.Contains(page, "<form") {
+		t.Errorf("an accepted task without its commits kept:\n%s", page)
 	}
 }

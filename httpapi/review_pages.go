@@ -15,6 +15,7 @@ import (
 
 	"lazy/api"
 	"lazy/review"
+	"lazy/task"
 	"lazy/views"
 )
 
@@ -112,7 +113,9 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 	p := views.ReviewPage{Page: h.page(c), TaskID: t.ID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch, Parent: t.Parent,
 		Toolbar: views.Toolbar, DraftReason: st.draftReason, DraftFeedback: st.draftFeedback}
 	p.Page.Title, p.Notice, p.Script, p.Page.TaskID = "Review "+t.Ref, st.notice, "review.js", t.ID
-	threads, commentable := pl.Threads, true
+	ended := endedView(t)
+	p.Ended = ended
+	threads, commentable := pl.Threads, ended == nil
 	if d.Since != "" {
 		// the changes since a commit: line numbers on the old side are the
 		// commit's, not the parent's, so threads stay on the whole diff
@@ -122,6 +125,9 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 	p.Diff, p.Orphans = views.BuildDiff(d.Files, threads, t.ID, h.csrfFor(c), commentable, c.QueryParam("comment"))
 	p.Diff.Expandable, p.Diff.Full, p.Diff.Context = d.Since == "", d.Full, opts.Context
 	p.Diff.Open = c.QueryParam("open")
+	if ended != nil {
+		p.Diff.EmptyText = ended.EmptyText()
+	}
 	if d.Since == "" {
 		p.Diff.LazyURL = "/review/" + t.ID + "/file?path="
 		p.Diff.RawURL = rawURL(t.ID)
@@ -137,12 +143,12 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 	if p.DiffHTML, err = h.d.Views.DiffHTML(p.Diff); err != nil {
 		return err
 	}
-	for _, q := range pl.Queued {
+	for _, q := range pl.Queued { // an ended task's: never delivered
 		p.Queued = append(p.Queued, views.QueuedView{ID: q.ID, Body: q.Body, File: q.File, Side: string(q.Side), Line: q.Line, FragID: views.FragID(q.File, string(q.Side), q.Line)})
 	}
 	s := pl.State
 	p.Bar = views.StatusBar{Status: s.Status, Turns: s.Turns, LastActivity: s.LastActivity, Queued: s.Queued, AsksInFlight: s.AsksInFlight, CanAnswer: s.CanAnswer, Why: s.Why}
-	if !s.CanAnswer {
+	if !s.CanAnswer && ended == nil {
 		p.AskWarning = "Asking is off: " + s.Why + " Comments still queue for the next unblock."
 	}
 	if r := st.refusal; r != nil {
@@ -369,7 +375,7 @@ func (h *handler) fileFragment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	view, _ := views.BuildDiff(d.Files, pl.Threads, d.Task.ID, h.csrfFor(c), true, "")
+	view, _ := views.BuildDiff(d.Files, pl.Threads, d.Task.ID, h.csrfFor(c), endedView(d.Task) == nil, "")
 	view.Expandable, view.RawURL = true, rawURL(d.Task.ID)
 	views.LinkTurns(&view, nil, commitRows(d.Commits, d.Turns))
 	frag, err := h.d.Views.FileHTML(view, path)
@@ -497,6 +503,18 @@ func commitRows(cs []api.CommitInfo, turns []api.TurnRef) []views.CommitRow {
 		out = append(out, row)
 	}
 	return out
+}
+
+// endedView is how an accepted or cancelled task ended (nil: it is live).
+// Its page is then its record: the diff and commits between the commits
+// kept as it ended, its threads, and no action.
+func endedView(t api.TaskInfo) *views.EndedView {
+	if !task.Status(t.Status).Ended() {
+		return nil
+	}
+	short := func(sha string) string { return sha[:min(10, len(sha))] }
+	return &views.EndedView{Accepted: t.Status == string(task.Accepted), Parent: t.Parent, Branch: t.Branch, At: t.EndedAt,
+		Base: t.EndBase, BaseShort: short(t.EndBase), Head: t.EndHead, HeadShort: short(t.EndHead), Unrecorded: t.EndHead == ""}
 }
 
 // mergeView is the merge-readiness panel of the accept block.

@@ -47,8 +47,10 @@ type DiffView struct {
 	Files       []FileView
 	Commentable bool
 	Empty       bool
-	Added       int
-	Deleted     int
+	// EmptyText says why Empty ("": no changes against the parent yet)
+	EmptyText string
+	Added     int
+	Deleted   int
 	// Expandable: files link to more context and to the whole file; Full is
 	// the file shown with more context, Context how much (0: whole)
 	Expandable bool
@@ -151,6 +153,9 @@ type MessageView struct {
 // BuildDiff turns parsed files and threads into the view; threads whose
 // anchor is in the diff are attached to their line, the rest are returned
 // as orphans. open is the fragment id of a line whose comment form is open.
+// commentable false makes it a record (an ended task's): no comment forms,
+// no reply, no message offers Re-send or Withdraw, and a comment still
+// queued says it was never delivered.
 func BuildDiff(files []api.File, threads []review.Thread, taskID, csrf string, commentable bool, open string) (DiffView, []ThreadView) {
 	byAnchor := map[string][]ThreadView{}
 	var orphans []ThreadView
@@ -158,6 +163,15 @@ func BuildDiff(files []api.File, threads []review.Thread, taskID, csrf string, c
 	for _, t := range threads {
 		tv := BuildThread(t, taskID, csrf)
 		tv.Commentable = commentable
+		if !commentable {
+			for i := range tv.Messages {
+				m := &tv.Messages[i]
+				m.CanRetry, m.CanWithdraw, m.WhyNoWithdraw = false, false, ""
+				if m.StateClass == "queued" {
+					m.State = "never delivered: the task ended first"
+				}
+			}
+		}
 		if !placeThread(&tv, lines) {
 			tv.Orphan = true
 			orphans = append(orphans, tv)

@@ -117,6 +117,23 @@ type ReviewPage struct {
 	Head, Since, SinceShort string
 	// Usage is what the task's model calls cost, in words
 	Usage string
+	// Ended, when set, makes the page the ended task's record: what it
+	// merged or left, its commits and threads, and no action at all
+	Ended *EndedView
+}
+
+// EndedView is how an accepted or cancelled task ended, as its review page
+// says it. Base..Head is what its diff shows: what went into Parent, or what
+// was left on Branch against Parent as it was.
+type EndedView struct {
+	Accepted        bool // else cancelled
+	Parent, Branch  string
+	Base, BaseShort string
+	Head, HeadShort string
+	At              *time.Time
+	// Unrecorded: the task ended before lazy kept its commits, so the diff
+	// shown is the branch against its parent as they are now
+	Unrecorded bool
 }
 
 // MergeView is the merge-readiness panel: what an accept would meet now.
@@ -146,4 +163,15 @@ type CommitRow struct {
 	Time                        time.Time
 	// Turn is the work turn that made it (0: none found)
 	Turn int
+}
+
+// EmptyText is what an ended task's diff says when it shows no change.
+func (e *EndedView) EmptyText() string {
+	switch {
+	case e.Accepted && e.Unrecorded:
+		return "This task was accepted before lazy kept the commits it merged: they are in the history of " + e.Parent + ", and its branch no longer differs from it."
+	case e.Accepted:
+		return "What went in changed no file."
+	}
+	return "Nothing was left on the branch: it changed no file against its parent."
 }

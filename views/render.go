@@ -64,7 +64,11 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 	}
 	b.WriteString(`<div class="diff layout-unified wrap-scroll" data-diff>` + "\n")
 	if d.Empty {
-		b.WriteString(`<p class="empty">No changes against the parent branch yet.</p>` + "\n")
+		text := d.EmptyText
+		if text == "" {
+			text = "No changes against the parent branch yet."
+		}
+		b.WriteString(`<p class="empty">` + esc(text) + `</p>` + "\n")
 	}
 	for i := range d.Files {
 		f := &d.Files[i]
