@@ -221,3 +221,64 @@ func TestRenameSavesTheTitle(t *testing.T) {
 		t.Fatalf("title %q, %v", tk.Title, err)
 	}
 }
+
+// TestEndedTaskKeepsItsCommits: an accept records the parent's head it
+// merged onto and the head that went in; a cancel where the branch left its
+// parent and its head. Both stay right after the parent moves on, and an
+// ended task takes no comment, question, re-send, withdrawal, unblock, sync
+// or accept.
+func TestEndedTaskKeepsItsCommits(t *testing.T) {
+	ctx := context.Background()
+	check := func(t *testing.T, r *rig, status task.Status, base, head string) {
+		t.Helper()
+		got, err := r.st.GetTask(ctx, r.tk.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != status || got.EndBase != base || got.EndHead != head {
+			t.Fatalf("ended task: got %s base %q head %q, want %s base %q head %q", got.Status, got.EndBase, got.EndHead, status, base, head)
+		}
+		// another actor of the task, as after a restart: everything refused
+		r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(r.tk.ID, r.deps)))
+		c := review.ReviewComment{Intent: review.Comment, Body: "more", File: "a.go", Line: 1, Side: review.New}
+		for _, msg := range []any{&PostReviewComment{Comment: c}, &RetryAsk{ID: "x"}, &WithdrawComment{ID: "x"}, &Unblock{Message: "go on"},
+			&Sync{Wait: true}, &Accept{Reason: "again"}} {
+			if _, err := r.ask(msg); !errors.Is(err, ErrEnded) || !strings.Contains(err.Error(), "is "+string(status)) {
+				t.Errorf("%T on a %s task: got %v, want ErrEnded saying so", msg, status, err)
+			}
+		}
+		if cs, _ := r.st.ListReviewComments(ctx, r.tk.ID); len(cs) != 0 {
+			t.Errorf("an ended task got review comments: %+v", cs)
+		}
+	}
+	t.Run("accepted", func(t *testing.T) {
+		r := newRig(t, "", nil)
+		base := revParse(t, r.root, "main")
+		r.commit(map[string]string{"a.go": "package a\n\nfunc A() {}\n"})
+		head := revParse(t, r.tk.Worktree, "HEAD")
+		if _, err := r.ask(&Accept{Reason: "good"}); err != nil {
+			t.Fatalf("accept: %v", err)
+		}
+		if now := revParse(t, r.root, "main"); now != head {
+			t.Fatalf("main after accept: %s, want %s", now, head)
+		}
+		gitxtest.Commit(t, r.root, "main moves on", map[string]string{"b.go": "package a\n"})
+		check(t, r, task.Accepted, base, head)
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		r := newRig(t, "", nil)
+		base := revParse(t, r.root, "main")
+		r.commit(map[string]string{"a.go": "package a\n\nfunc Left() {}\n"})
+		head := revParse(t, r.tk.Worktree, "HEAD")
+		gitxtest.Commit(t, r.root, "main moves on first", map[string]string{"b.go": "package a\n"})
+		if _, err := r.ask(&CancelTask{}); err != nil {
+			t.Fatalf("cancel: %v", err)
+		}
+		check(t, r, task.Cancelled, base, head)
+	})
+}
+
+func revParse(t *testing.T, dir, rev string) string {
+	t.Helper()
+	return strings.TrimSpace(gitxtest.Git(t, dir, "rev-parse", rev))
+}
