@@ -95,6 +95,25 @@ func TestBrowserEndedTaskPages(t *testing.T) {
 		t.Errorf("reviewDiff of the accepted task: %d files %+v, %d commits, merge %v", len(d.Files), d.Files, len(d.Commits), d.Merge)
 	}
 
+	// the file loaded into the page, the whole file and the raw file run
+	// between the same commits
+	for path, want := range map[string]string{
+		"/review/" + rv.ID + "/file?path=a.go":         `data-file="a.go" data-side="new" data-line="4"`,
+		"/review/" + rv.ID + "?full=a.go":              `data-file="a.go" data-side="new" data-line="4"`,
+		"/review/" + rv.ID + "/raw?path=a.go":          "one\ntwo\nthree\nfour\n",
+		"/review/" + rv.ID + "/raw?path=a.go&side=old": "a.go is new on this task",
+	} {
+		resp, err := p.get(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), want) || strings.Contains(string(b), "comment-link") {
+			t.Errorf("GET %s: %d %.300s, want %q and no comment link", path, resp.StatusCode, b, want)
+		}
+	}
+
 	// a form posted all the same: refused, with the reason, and nothing queued
 	for _, f := range []struct{ path, body string }{
 		{"/unblock", "feedback=more"},
