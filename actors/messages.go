@@ -102,6 +102,9 @@ func (*SyncDone) syncReply()   {}
 type Accept struct {
 	Reason, Passphrase string
 	AllowOutOfScope    bool
+	// Head is the branch head the reviewer saw ("" : whatever it is now,
+	// for callers that showed no head); another head is refused.
+	Head string
 }
 
 // AcceptDone is the reply of a successful accept.

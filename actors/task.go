@@ -128,6 +128,8 @@ type jobResult struct {
 	synced     *SyncDone
 	merged     bool
 	base, head string
+	// undone is what an ask changed and the daemon put back, in words
+	undone string
 }
 
 // TaskActor owns one task. Its FIFO runs one job at a time — work turns,
@@ -502,12 +504,9 @@ func (a *TaskActor) approve(m *Approve) error {
 	if err := a.deps.CheckPassphrase(a.id, m.Passphrase); err != nil {
 		return &review.Refusal{Message: err.Error(), Cause: err}
 	}
-	for _, f := range m.Files {
-		if err := a.deps.Store.AddApproval(a.bg(), &store.Approval{TaskID: a.id, Path: f, Kind: store.ApprovalProtected, ApprovedAt: a.now()}); err != nil {
-			return err
-		}
-	}
-	return nil
+	// the content approved is the branch's now: a later change to the
+	// file needs a new approval
+	return approveAt(a.bg(), a.deps, a.id, a.task.Branch, m.Files, a.now())
 }
 
 // startExclusive runs accept and violation decisions only on an idle task.

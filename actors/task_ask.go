@@ -147,10 +147,25 @@ func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), renderPr
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
 	launcher := a.deps.Launcher
+	wt := a.task.Worktree
 	return func(ctx context.Context, onStart func(int), _ renderPrompt) jobResult {
 		req.OnStart = onStart
+		// an ask changes nothing: a sandbox shows it the task read-only;
+		// whatever it changed anyway (a runner without one) is put back
+		snap, snapErr := gitx.TakeSnapshot(ctx, wt)
 		r, out, err := launcher.RunTurn(ctx, req)
-		return jobResult{result: r, outcome: out, err: err}
+		res := jobResult{result: r, outcome: out, err: err}
+		if snapErr != nil {
+			return res
+		}
+		undone, uerr := gitx.Restore(context.WithoutCancel(ctx), wt, snap)
+		switch {
+		case uerr != nil:
+			res.undone = "This ask was read-only, but it changed the task and putting it back failed (" + uerr.Error() + "): look at the worktree before the next turn."
+		case undone.Changed():
+			res.undone = undone.Say()
+		}
+		return res
 	}
 }
 
@@ -176,6 +191,9 @@ func (a *TaskActor) finishAsk(j *job, r jobResult) {
 	}
 	if r.err != nil {
 		reason := a.askFailure(r.err)
+		if r.undone != "" {
+			reason += " " + r.undone
+		}
 		a.lastErr = reason
 		if j.turn != nil {
 			a.endTurn(j.turn, r.outcome, r.result.Text, store.TurnFailed, r.err.Error())
@@ -184,8 +202,13 @@ func (a *TaskActor) finishAsk(j *job, r jobResult) {
 		return
 	}
 	now := a.now()
+	body := r.result.Text
+	if r.undone != "" {
+		body += "\n\n(lazy) " + r.undone
+		a.log.Warn("an ask changed the task; put back", "what", r.undone)
+	}
 	reply := review.ReviewComment{ID: task.NewID(now), TaskID: a.id, ThreadID: c.ThreadID, File: c.File, Line: c.Line, Side: c.Side,
-		LineText: c.LineText, Intent: review.Ask, Body: r.result.Text, Actor: review.Agent, CreatedAt: now}
+		LineText: c.LineText, Intent: review.Ask, Body: body, Actor: review.Agent, CreatedAt: now}
 	// the reply and the answered state in one write: a crash between them
 	// would have the ask asked (and answered) again on the next host
 	if err := a.deps.Store.AnswerAsk(a.bg(), c.ID, &reply); errors.Is(err, store.ErrConflict) {

@@ -66,27 +66,59 @@ func scopeOf(t *store.Task) []string {
 	return scope
 }
 
-// outOfScope lists changed paths outside the task's scope not yet allowed.
-func outOfScope(ctx context.Context, deps *TaskDeps, t *store.Task, changed []string) ([]string, map[string]bool, error) {
+// outOfScope lists changed paths outside the task's scope not yet allowed,
+// and the protected paths whose approval still holds: one that approved
+// the content the path has at rev (an approval pins a blob; other content
+// needs a new one).
+func outOfScope(ctx context.Context, deps *TaskDeps, t *store.Task, rev string, changed []string) ([]string, map[string]bool, error) {
 	as, err := deps.Store.ListApprovals(ctx, t.ID)
 	if err != nil {
 		return nil, nil, err
 	}
-	allowed, approved := map[string]bool{}, map[string]bool{}
+	allowed, pinned := map[string]bool{}, map[string]string{}
 	for _, ap := range as {
 		if ap.Kind == store.ApprovalScope {
 			allowed[ap.Path] = true
-		} else {
-			approved[ap.Path] = true
+		} else if ap.Blob != "" {
+			pinned[ap.Path] = ap.Blob
+		}
+	}
+	approved := map[string]bool{}
+	if len(pinned) > 0 {
+		var paths []string
+		for p := range pinned {
+			paths = append(paths, p)
+		}
+		now, err := gitx.Blobs(ctx, deps.Root, rev, paths)
+		if err != nil {
+			return nil, nil, err
+		}
+		for p, b := range pinned {
+			approved[p] = now[p] == b
 		}
 	}
 	return review.OutOfScope(scopeOf(t), changed, allowed), approved, nil
 }
 
+// approveAt records a protected-path approval of each file's content at rev.
+func approveAt(ctx context.Context, deps *TaskDeps, taskID, rev string, files []string, at time.Time) error {
+	blobs, err := gitx.Blobs(ctx, deps.Root, rev, files)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := deps.Store.AddApproval(ctx, &store.Approval{TaskID: taskID, Path: f, Kind: store.ApprovalProtected, ApprovedAt: at, Blob: blobs[f]}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // AcceptBlockers are the changed paths an accept would refuse today: out of
-// the task's scope and not allowed, and protected without an approval.
+// the task's scope and not allowed, and protected without an approval of
+// their content now.
 func AcceptBlockers(ctx context.Context, deps *TaskDeps, t *store.Task, changed []string) (outScope, needApproval []string, err error) {
-	oos, approved, err := outOfScope(ctx, deps, t, changed)
+	oos, approved, err := outOfScope(ctx, deps, t, t.Branch, changed)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -100,7 +132,34 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 		return jobResult{err: review.Refuse(cause, t.Ref(), t.Parent, args.Reason, files)}
 	}
 	root := deps.Root
-	ahead, behind, err := gitx.AheadBehind(ctx, root, t.Parent, t.Branch)
+	// the decision binds to what the reviewer saw: the head, and no
+	// comment of theirs left undelivered
+	head, err := gitx.RevParse(ctx, root, t.Branch)
+	if err != nil {
+		return jobResult{err: err}
+	}
+	if args.Head != "" {
+		seen, err := gitx.RevParse(ctx, root, args.Head+"^{commit}")
+		if err != nil || seen != head {
+			if err != nil {
+				seen = args.Head
+			}
+			commits, _ := gitx.CommitsSince(ctx, root, seen, head)
+			return jobResult{err: review.HeadMoved(t.Ref(), seen, head, commits)}
+		}
+	}
+	comments, err := deps.Store.ListReviewComments(ctx, t.ID)
+	if err != nil {
+		return jobResult{err: err}
+	}
+	if q := review.Queued(comments); len(q) > 0 {
+		ids := make([]string, len(q))
+		for i := range q {
+			ids[i] = q[i].ID
+		}
+		return refuse(review.ReasonCommentsQueued, ids)
+	}
+	ahead, behind, err := gitx.AheadBehind(ctx, root, t.Parent, head)
 	if err != nil {
 		return jobResult{err: err}
 	}
@@ -115,11 +174,11 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 	if behind > 0 {
 		return refuse(review.ReasonBehindParent, nil)
 	}
-	changed, err := gitx.ChangedPaths(ctx, root, t.Parent, t.Branch)
+	changed, err := gitx.ChangedPaths(ctx, root, t.Parent, head)
 	if err != nil {
 		return jobResult{err: err}
 	}
-	oos, approved, err := outOfScope(ctx, deps, t, changed)
+	oos, approved, err := outOfScope(ctx, deps, t, head, changed)
 	if err != nil {
 		return jobResult{err: err}
 	}
@@ -144,10 +203,8 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 			r.Message, r.Cause = err.Error(), err
 			return jobResult{err: r}
 		}
-		for _, f := range need {
-			if err := deps.Store.AddApproval(ctx, &store.Approval{TaskID: t.ID, Path: f, Kind: store.ApprovalProtected, ApprovedAt: nowUTC()}); err != nil {
-				return jobResult{err: err}
-			}
+		if err := approveAt(ctx, deps, t.ID, head, need, nowUTC()); err != nil {
+			return jobResult{err: err}
 		}
 	}
 	if deps.Remote != "" {
@@ -165,10 +222,8 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 	if err != nil {
 		return jobResult{err: err}
 	}
-	head, err := gitx.RevParse(ctx, root, t.Branch)
-	if err != nil {
-		return jobResult{err: err}
-	}
+	// exactly the head checked above: nothing moves the project's task
+	// ref but this daemon's jobs, and this is one
 	if err := gitx.FastForward(ctx, root, t.Parent, head); err != nil {
 		return jobResult{err: err}
 	}
@@ -184,7 +239,7 @@ func runDecide(ctx context.Context, deps *TaskDeps, t *store.Task, args Violatio
 	if err != nil {
 		return jobResult{err: err}
 	}
-	oos, _, err := outOfScope(ctx, deps, t, changed)
+	oos, _, err := outOfScope(ctx, deps, t, t.Branch, changed)
 	if err != nil {
 		return jobResult{err: err}
 	}

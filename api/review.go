@@ -99,6 +99,9 @@ type AcceptArgs struct {
 	Reason          string `json:"reason"`
 	Passphrase      string `json:"passphrase,omitempty"`
 	AllowOutOfScope bool   `json:"allow_out_of_scope,omitempty"`
+	// Head is the task branch head the reviewer saw (CONTRACT §14): the
+	// page and the CLI always send it; another head is refused, head_moved.
+	Head string `json:"head,omitempty"`
 }
 
 // SyncResult is what a sync did (or that it was queued).

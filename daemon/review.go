@@ -319,7 +319,7 @@ func (r *Review) Accept(ctx context.Context, ref string, a api.AcceptArgs) (*api
 	if err != nil {
 		return nil, err
 	}
-	done, err := supervisor.AskWithin[*actors.AcceptDone](r.svc.sup, t.ID, &actors.Accept{Reason: a.Reason, Passphrase: a.Passphrase, AllowOutOfScope: a.AllowOutOfScope}, 5*time.Minute)
+	done, err := supervisor.AskWithin[*actors.AcceptDone](r.svc.sup, t.ID, &actors.Accept{Reason: a.Reason, Passphrase: a.Passphrase, AllowOutOfScope: a.AllowOutOfScope, Head: strings.TrimSpace(a.Head)}, 5*time.Minute)
 	if err != nil {
 		return nil, err
 	}

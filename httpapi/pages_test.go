@@ -220,7 +220,7 @@ func TestGoldenPages(t *testing.T) {
 		}
 		golden(t, tc.name, rec.Body.Bytes())
 	}
-	rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", url.Values{"reason": {"looks right"}, "draft_feedback": {"my <draft>"}}.Encode())
+	rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", url.Values{"reason": {"looks right"}, "draft_feedback": {"my <draft>"}, "head": {"abc123"}}.Encode())
 	if rec.Code != 409 {
 		t.Fatalf("refused accept: %d", rec.Code)
 	}
@@ -285,7 +285,7 @@ func TestReviewForms(t *testing.T) {
 		t.Errorf("unblock: %d %s", rec.Code, rec.Header().Get("Location"))
 	}
 	// a refused accept keeps the typed reason and feedback, and never echoes a passphrase
-	rec = serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", url.Values{"draft_reason": {"my reason"}, "draft_feedback": {"my feedback"}, "passphrase": {"SECRET-PASS"}}.Encode())
+	rec = serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", url.Values{"draft_reason": {"my reason"}, "draft_feedback": {"my feedback"}, "passphrase": {"SECRET-PASS"}, "head": {"abc123"}}.Encode())
 	body := rec.Body.String()
 	if !strings.Contains(body, `name="draft_reason" value="my reason"`) || !strings.Contains(body, ">my feedback</textarea>") || strings.Contains(body, "SECRET-PASS") {
 		t.Errorf("refused accept lost input or echoed the passphrase")
@@ -294,13 +294,27 @@ func TestReviewForms(t *testing.T) {
 	f.acceptFn = func(api.AcceptArgs) (*api.TaskInfo, error) {
 		return nil, &review.Refusal{Message: "Something odd happened.", Remedy: &review.Remedy{Reason: "martian", Next: "x"}}
 	}
-	body = serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r").Body.String()
+	body = serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r&head=abc123").Body.String()
 	if !strings.Contains(body, "Something odd happened.") || strings.Contains(body, `class="remedy"`) {
 		t.Error("an unmapped reason must show the message without a panel")
 	}
-	f.acceptFn = func(api.AcceptArgs) (*api.TaskInfo, error) { return &api.TaskInfo{ID: fakeID, Parent: "main"}, nil }
-	if rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r"); rec.Code != 303 {
-		t.Errorf("accept: %d", rec.Code)
+	var got api.AcceptArgs
+	f.acceptFn = func(a api.AcceptArgs) (*api.TaskInfo, error) { got = a; return &api.TaskInfo{ID: fakeID, Parent: "main"}, nil }
+	if rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r&head=abc123"); rec.Code != 303 || got.Head != "abc123" {
+		t.Errorf("accept: %d, head sent %q", rec.Code, got.Head)
+	}
+	// a form that names no head (an older page) decides nothing
+	got = api.AcceptArgs{}
+	if rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r"); rec.Code != 400 || got.Reason != "" || !strings.Contains(rec.Body.String(), "which commit you reviewed") {
+		t.Errorf("accept without a head: %d (accept called: %v)", rec.Code, got.Reason != "")
+	}
+	// head_moved: the new commits listed, the way back to review them
+	f.acceptFn = func(api.AcceptArgs) (*api.TaskInfo, error) {
+		return nil, review.HeadMoved("fix-login", "abc123", "def456", []string{"def4567 add backdoor.sh"})
+	}
+	body = serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r&head=abc123").Body.String()
+	if !strings.Contains(body, "moved since you reviewed it") || !strings.Contains(body, "<code>def4567 add backdoor.sh</code>") || !strings.Contains(body, `class="review-new"`) {
+		t.Errorf("head_moved page lacks the new commits or the way to review them")
 	}
 	if rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", ""); rec.Code != 400 || !strings.Contains(rec.Body.String(), "Say why you accept") {
 		t.Errorf("accept without a reason: %d", rec.Code)

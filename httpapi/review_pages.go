@@ -87,6 +87,7 @@ type reviewState struct {
 	refusal       *review.Refusal
 	draftReason   string
 	draftFeedback string
+	head          string // the head the reviewer's accept named
 }
 
 func (h *handler) reviewPage(c echo.Context) error {
@@ -157,8 +158,15 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 			rv.HasRemedy, rv.Next, rv.Command, rv.Files = true, r.Remedy.Next, r.Remedy.Command, r.Remedy.Files
 			rv.IsPassphrase = r.Remedy.UIAction == review.ActionPassphrase
 			rv.IsSync = r.Remedy.UIAction == review.ActionSync
+			rv.IsReview = r.Remedy.UIAction == review.ActionReview
+			rv.IsUnblock = r.Remedy.UIAction == review.ActionUnblock
+			rv.Commits = r.Remedy.Commits
 		}
 		p.Refusal = rv
+	}
+	p.AcceptHead = p.Head
+	if st.head != "" && (st.refusal == nil || st.refusal.Remedy == nil || st.refusal.Remedy.Reason != review.ReasonHeadMoved) {
+		p.AcceptHead = st.head
 	}
 	return h.render(c, code, "review", p)
 }
@@ -287,12 +295,19 @@ func (h *handler) accept(c echo.Context) error {
 		reason = c.FormValue("draft_reason")
 	}
 	feedback := c.FormValue("draft_feedback")
-	st := reviewState{draftReason: reason, draftFeedback: feedback}
+	head := strings.TrimSpace(c.FormValue("head"))
+	st := reviewState{draftReason: reason, draftFeedback: feedback, head: head}
 	if strings.TrimSpace(reason) == "" {
 		st.notice = "Say why you accept: the reason is recorded with the merge."
 		return h.renderReview(c, http.StatusBadRequest, st)
 	}
-	t, err := h.d.Review.Accept(c.Request().Context(), c.Param("task"), api.AcceptArgs{Reason: reason, Passphrase: c.FormValue("passphrase")})
+	if head == "" {
+		// the decision binds to what the page showed: a form that names
+		// no head came from an older page
+		st.notice = "Not accepted: this form does not say which commit you reviewed. Review the page as it is now, then accept."
+		return h.renderReview(c, http.StatusBadRequest, st)
+	}
+	t, err := h.d.Review.Accept(c.Request().Context(), c.Param("task"), api.AcceptArgs{Reason: reason, Passphrase: c.FormValue("passphrase"), Head: head})
 	if err != nil {
 		var ref *review.Refusal
 		if r, ok := refusalOf(err); ok {

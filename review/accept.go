@@ -13,12 +13,16 @@ const (
 	ReasonBehindParent       = "behind_parent"
 	ReasonMergeInProgress    = "merge_in_progress"
 	ReasonNoCommits          = "no_commits"
+	ReasonHeadMoved          = "head_moved"
+	ReasonCommentsQueued     = "comments_queued"
 )
 
 // In-page actions a remedy can offer.
 const (
 	ActionPassphrase = "passphrase"
 	ActionSync       = "sync"
+	ActionReview     = "review"  // reload the page and review the new commits
+	ActionUnblock    = "unblock" // deliver the queued comments
 )
 
 // Remedy is what to do about a refused accept. It travels in the RPC error
@@ -29,9 +33,13 @@ type Remedy struct {
 	Command  string   `json:"command,omitempty"`
 	UIAction string   `json:"uiAction,omitempty"`
 	Files    []string `json:"files,omitempty"`
+	// Commits are the commits made since the head the reviewer saw
+	// (head_moved), newest first, "<short sha> <subject>".
+	Commits []string `json:"commits,omitempty"`
 }
 
-var knownReasons = map[string]bool{ReasonPassphraseRequired: true, ReasonOutOfScope: true, ReasonBehindParent: true, ReasonMergeInProgress: true, ReasonNoCommits: true}
+var knownReasons = map[string]bool{ReasonPassphraseRequired: true, ReasonOutOfScope: true, ReasonBehindParent: true, ReasonMergeInProgress: true,
+	ReasonNoCommits: true, ReasonHeadMoved: true, ReasonCommentsQueued: true}
 
 // Usable reports whether a remedy should be shown: a known reason and a
 // non-blank next step. Anything else degrades to no remedy (no panel).
@@ -112,6 +120,28 @@ func Refuse(cause, ref, parent, reason string, files []string) *Refusal {
 	case ReasonPassphraseRequired:
 		return &Refusal{Message: fmt.Sprintf("Task %s changed protected files: %s. Accepting needs the approval passphrase.", ref, strings.Join(files, ", ")),
 			Remedy: &Remedy{Reason: cause, Next: "Enter the approval passphrase to approve these files and accept.", Command: acceptCommand(ref, reason, files), UIAction: ActionPassphrase, Files: files}}
+	case ReasonCommentsQueued:
+		return &Refusal{Message: fmt.Sprintf("Task %s has %d comment(s) queued for the agent that it has not seen; accepting would drop them.", ref, len(files)),
+			Remedy: &Remedy{Reason: cause, Next: "Deliver them with an unblock (the agent works on them), or withdraw them; then accept again.", Command: "lazy unblock " + q, UIAction: ActionUnblock}}
 	}
 	return &Refusal{Message: cause}
+}
+
+// HeadMoved is the refusal of an accept whose reviewer saw head seen while
+// the branch is at now: commits lists what was committed since (nil when
+// the branch was rewritten rather than added to).
+func HeadMoved(ref, seen, now string, commits []string) *Refusal {
+	msg := fmt.Sprintf("The branch of task %s moved since you reviewed it (you saw %s, it is at %s): nothing was merged.", ref, short(seen), short(now))
+	if len(commits) == 0 {
+		msg = fmt.Sprintf("The branch of task %s was rewritten since you reviewed it (you saw %s, it is at %s): nothing was merged.", ref, short(seen), short(now))
+	}
+	return &Refusal{Message: msg, Remedy: &Remedy{Reason: ReasonHeadMoved, Next: "Reload and review the new commits, then accept what you reviewed.",
+		Command: "lazy accept " + ShellQuote(ref) + " --head " + short(now) + " --reason REASON", UIAction: ActionReview, Commits: commits}}
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
 }

@@ -150,6 +150,9 @@ var migrations = []migration{
 		`ALTER TABLE tasks ADD COLUMN end_base TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE tasks ADD COLUMN end_head TEXT NOT NULL DEFAULT ''`,
 	}},
+	{23, "approvals.blob: an approval pins the content it approved", []string{
+		`ALTER TABLE approvals ADD COLUMN blob TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

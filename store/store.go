@@ -118,6 +118,11 @@ type Approval struct {
 	Path       string    `json:"path" gorm:"primaryKey"`
 	Kind       string    `json:"kind" gorm:"primaryKey"`
 	ApprovedAt time.Time `json:"approved_at"`
+	// Blob is the git blob id of the path's content that was approved
+	// (protected paths): other content needs a new approval. "" for a
+	// deletion, and for approvals older than content pinning (they no
+	// longer approve anything).
+	Blob string `json:"blob,omitempty"`
 }
 
 // UsageCall is one model call of a task as the proxy saw it: what the

@@ -89,8 +89,10 @@ type StatusBar struct {
 type RefusalView struct {
 	Message, Next, Command string
 	Files                  []string
-	HasRemedy              bool
-	IsPassphrase, IsSync   bool
+	// Commits are what was committed since the head the reviewer saw
+	Commits                                  []string
+	HasRemedy                                bool
+	IsPassphrase, IsSync, IsReview, IsUnblock bool
 }
 
 // ReviewPage is /review/:task.
@@ -106,6 +108,9 @@ type ReviewPage struct {
 	AskWarning                                 string
 	Refusal                                    *RefusalView
 	DraftReason, DraftFeedback                 string
+	// AcceptHead is the head a passphrase form accepts: the one the
+	// reviewer's accept named (Head when none was posted)
+	AcceptHead string
 	// Summary is the agent's last word; Commits the branch's commits the
 	// parent lacks; Merge the dry run of accepting now (nil: none made)
 	Summary string

@@ -49,6 +49,9 @@ func (a *app) refusal(err error) error {
 		if len(r.Files) > 0 {
 			fmt.Fprintf(a.errOut, "files: %s\n", strings.Join(r.Files, ", "))
 		}
+		for _, c := range r.Commits {
+			fmt.Fprintf(a.errOut, "new commit: %s\n", c)
+		}
 		if r.Command != "" {
 			fmt.Fprintf(a.errOut, "run: %s\n", r.Command)
 		}
@@ -60,8 +63,11 @@ func (a *app) acceptCmd() *cobra.Command {
 	var args api.AcceptArgs
 	var approve []string
 	c := &cobra.Command{
-		Use:   "accept TASK --reason TEXT [--approve-file PATH]...",
+		Use:   "accept TASK --reason TEXT [--head SHA] [--approve-file PATH]...",
 		Short: "Merge a task into its parent (refusals say what to do next)",
+		Long: "Merge a task into its parent. The accept binds to one head of the task branch: the one given\n" +
+			"with --head, else the branch's head now, printed before it is sent. If the branch has moved\n" +
+			"from it by the time the daemon merges, nothing is merged and the new commits are listed.",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			cl, err := a.client(cmd.Context())
@@ -73,6 +79,16 @@ func (a *app) acceptCmd() *cobra.Command {
 					return err
 				}
 			}
+			if args.Head == "" {
+				commits, err := client.Do(cmd.Context(), cl, api.CmdTaskCommits, api.TaskRef{Task: argv[0]})
+				if err != nil {
+					return err
+				}
+				if len(commits) > 0 {
+					args.Head = commits[0].SHA
+					fmt.Fprintf(a.errOut, "accepting %s at %s %s (%d commit(s); give --head SHA to name another)\n", argv[0], shortSHA(args.Head), commits[0].Subject, len(commits))
+				}
+			}
 			t, err := client.Do(cmd.Context(), cl, api.CmdReviewAccept, api.ReviewAcceptArgs{Task: argv[0], AcceptArgs: args})
 			if err != nil {
 				return a.refusal(err)
@@ -81,6 +97,7 @@ func (a *app) acceptCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&args.Reason, "reason", "", "why you accept (required)")
+	c.Flags().StringVar(&args.Head, "head", "", "the task branch head you reviewed (default: its head now, printed); another head is refused")
 	c.Flags().StringArrayVar(&approve, "approve-file", nil, "approve this protected file first (asks for the passphrase; repeatable)")
 	c.Flags().BoolVar(&args.AllowOutOfScope, "allow-out-of-scope", false, "allow the task's changes outside its --scope")
 	_ = c.MarkFlagRequired("reason")
@@ -257,4 +274,12 @@ func findAsk(pl review.Payload, q review.ReviewComment) (review.ReviewComment, s
 		}
 	}
 	return q, ""
+}
+
+// shortSHA is a commit's first 12 hex digits.
+func shortSHA(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
 }
