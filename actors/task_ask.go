@@ -146,9 +146,14 @@ func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), renderPr
 	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Detail: "ask turn"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
-	launcher := a.deps.Launcher
+	launcher, repo := a.deps.Launcher, a.taskRepo()
 	return func(ctx context.Context, onStart func(int), _ renderPrompt) jobResult {
 		req.OnStart = onStart
+		// the task repository starts from the project's branch; nothing an
+		// ask turn does is imported
+		if err := repo.Prepare(ctx); err != nil {
+			return jobResult{err: fmt.Errorf("prepare the task repository: %w", err)}
+		}
 		r, out, err := launcher.RunTurn(ctx, req)
 		return jobResult{result: r, outcome: out, err: err}
 	}

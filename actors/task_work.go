@@ -118,7 +118,7 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderP
 	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Detail: "work turn (" + tu.Trigger + ")"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Prompt: tu.Prompt, Number: tu.Number}
-	launcher := a.deps.Launcher
+	launcher, repo := a.deps.Launcher, a.taskRepo()
 	unblock := tu.Trigger == "unblock"
 	j.message = tu.Prompt
 	return func(ctx context.Context, onStart func(int), render renderPrompt) jobResult {
@@ -129,9 +129,29 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderP
 			// never sent
 			req.RenderPrompt = func(context.Context) (string, error) { return render() }
 		}
+		// the turn starts from the project's branch (verified), and what it
+		// committed comes back only through a verified import
+		if err := repo.Prepare(ctx); err != nil {
+			return jobResult{err: fmt.Errorf("prepare the task repository: %w", err)}
+		}
 		r, out, err := launcher.RunTurn(ctx, req)
+		if _, ierr := repo.Import(ctx); ierr != nil {
+			if err == nil {
+				err = ierr
+			} else {
+				err = fmt.Errorf("%w; %v", err, ierr)
+			}
+		}
 		return jobResult{result: r, outcome: out, err: err}
 	}
+}
+
+// taskRepo is the task's own repository, its worktree and the project it is
+// imported into.
+func (a *TaskActor) taskRepo() gitx.TaskRepo { return taskRepoOf(a.deps, a.task) }
+
+func taskRepoOf(deps *TaskDeps, t *store.Task) gitx.TaskRepo {
+	return gitx.TaskRepo{Project: deps.Root, Worktree: t.Worktree, Branch: t.Branch, Parent: t.Parent}
 }
 
 // renderUnblock renders an unblock's prompt from the comments still queued
