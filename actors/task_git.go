@@ -26,7 +26,9 @@ func (a *TaskActor) prepareGit(ctx actor.Context, j *job) func(context.Context, 
 	deps := a.deps
 	switch j.kind {
 	case jobSync:
-		return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult { return runSync(ctx, taskRepoOf(deps, &t)) }
+		return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult {
+			return runSync(ctx, taskRepoOf(deps, &t))
+		}
 	case jobAccept:
 		args := *j.accept
 		return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult {
