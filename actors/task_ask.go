@@ -151,8 +151,10 @@ func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), renderPr
 		req.OnStart = onStart
 		// the task repository starts from the project's branch; nothing an
 		// ask turn does is imported
-		if err := repo.Prepare(ctx); err != nil {
-			return jobResult{err: fmt.Errorf("prepare the task repository: %w", err)}
+		if repo.on() {
+			if err := repo.Prepare(ctx); err != nil {
+				return jobResult{err: fmt.Errorf("prepare the task repository: %w", err)}
+			}
 		}
 		r, out, err := launcher.RunTurn(ctx, req)
 		return jobResult{result: r, outcome: out, err: err}

@@ -241,8 +241,10 @@ func (a *TaskActor) finishGit(ctx actor.Context, j *job, r jobResult) {
 			if err := a.endTask(task.Accepted); err != nil {
 				reply = err
 			} else {
-				if err := a.taskRepo().Remove(); err != nil {
-					a.log.Warn("remove the worktree and repository of an accepted task", "err", err)
+				if tr := a.taskRepo(); tr.on() {
+					if err := tr.Remove(); err != nil {
+						a.log.Warn("remove the worktree and repository of an accepted task", "err", err)
+					}
 				}
 				reply = &AcceptDone{Task: *a.task}
 				defer ctx.Stop(ctx.Self())

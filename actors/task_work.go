@@ -131,6 +131,10 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderP
 		}
 		// the turn starts from the project's branch (verified), and what it
 		// committed comes back only through a verified import
+		if !repo.on() {
+			r, out, err := launcher.RunTurn(ctx, req)
+			return jobResult{result: r, outcome: out, err: err}
+		}
 		if err := repo.Prepare(ctx); err != nil {
 			return jobResult{err: fmt.Errorf("prepare the task repository: %w", err)}
 		}
@@ -148,11 +152,18 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderP
 
 // taskRepo is the task's own repository, its worktree and the project it is
 // imported into.
-func (a *TaskActor) taskRepo() gitx.TaskRepo { return taskRepoOf(a.deps, a.task) }
+func (a *TaskActor) taskRepo() repo { return repo{taskRepoOf(a.deps, a.task)} }
 
 func taskRepoOf(deps *TaskDeps, t *store.Task) gitx.TaskRepo {
 	return gitx.TaskRepo{Project: deps.Root, Worktree: t.Worktree, Branch: t.Branch, Parent: t.Parent}
 }
+
+// repo is a task's repository for its turns.
+type repo struct{ gitx.TaskRepo }
+
+// on: the task has a project and a worktree (a task made by the daemon
+// always has both; tests of the actor tree without git have neither).
+func (r repo) on() bool { return r.Project != "" && r.Worktree != "" }
 
 // renderUnblock renders an unblock's prompt from the comments still queued
 // now, in the actor (so no withdrawal interleaves), and holds them as being

@@ -433,6 +433,9 @@ func gitWhy(stderr string, err error) string {
 // Remove deletes the worktree and the task repository. Every commit of the
 // branch the project took is in the project.
 func (t TaskRepo) Remove() error {
+	if !filepath.IsAbs(t.Worktree) {
+		return fmt.Errorf("remove the task's worktree: %q is no absolute path", t.Worktree)
+	}
 	err := os.RemoveAll(t.Worktree)
 	if err2 := os.RemoveAll(t.GitDir()); err == nil {
 		err = err2
