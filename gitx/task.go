@@ -211,6 +211,9 @@ func (t TaskRepo) create(ctx context.Context, objects string) error {
 	if err := os.RemoveAll(gd); err != nil {
 		return fmt.Errorf("clear a half-made task repository: %w", err)
 	}
+	if err := os.MkdirAll(filepath.Dir(gd), 0o700); err != nil {
+		return fmt.Errorf("create the task repositories' dir: %w", err)
+	}
 	for _, d := range []string{"hooks", "info", "objects/info", "objects/pack", "refs/heads", "refs/tags"} {
 		if err := os.MkdirAll(filepath.Join(gd, d), 0o755); err != nil {
 			return fmt.Errorf("create the task repository: %w", err)
