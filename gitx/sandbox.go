@@ -14,11 +14,12 @@ import (
 //
 //   - Visible: the project's object directory (and any it borrows from
 //     through its own alternates), which the task repository names as its
-//     alternate: read-only. In an ask turn, the task repository too.
+//     alternate: read-only.
 //   - Writable (work turns): the task repository, and its objects/ again as
 //     its own mount (so it cannot be renamed away from under objects/info).
-//   - ReadOnly: the task repository's config, hooks/, info/ and
-//     objects/info/ (the alternates), and the worktree's .git file.
+//   - ReadOnly: in an ask turn the whole task repository; then its config,
+//     hooks/, info/ and objects/info/ (the alternates), and the worktree's
+//     .git file.
 //
 // Nothing else of the project's git dir: its refs, config, hooks and other
 // tasks' repositories are out of sight.
@@ -42,7 +43,9 @@ func ForSandbox(worktree string, ask bool) (SandboxPaths, error) {
 	}
 	sp := SandboxPaths{Visible: visible}
 	if ask {
-		sp.Visible = append(sp.Visible, gd)
+		// read-only, and bound last: a runner that hides the state dir
+		// hides it after Visible, before ReadOnly
+		sp.ReadOnly = []string{gd}
 	} else {
 		sp.Writable = []string{gd, filepath.Join(gd, "objects")}
 	}

@@ -13,6 +13,13 @@ package gitx
 // sandbox. The worktree's .git file points at it for the agent's git; the
 // daemon never reads that file: it names the git dir, the common dir, the
 // work tree and the object store itself on every call (TaskRepo.run).
+//
+// gc: a gc in the project never prunes what a task repository borrows: the
+// branch's base and every imported commit are reachable from the project's
+// refs/heads/lazy/<ref>; commits not yet imported are in the task
+// repository's own objects, which no gc of the project touches. The daemon's
+// calls on a task repository run with gc.auto=0 (their object store is the
+// project's, and a gc there would prune by the task repository's refs).
 
 import (
 	"bytes"
@@ -357,7 +364,12 @@ func (t TaskRepo) Import(ctx context.Context) (string, error) {
 		"-c", "fetch.recurseSubmodules=false", "-c", "protocol.file.allow=always",
 		"fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-gc", "--atomic"}
 	if before != "" {
+		// what the project has of the branch and its parent: not every ref
+		// of a project with thousands of task branches
 		args = append(args, "--negotiation-tip="+ref)
+		if _, err := RevParse(ctx, t.Project, "refs/heads/"+t.Parent); err == nil && t.Parent != "" {
+			args = append(args, "--negotiation-tip=refs/heads/"+t.Parent)
+		}
 	}
 	args = append(args, gd, "+"+ref+":"+ref)
 	cmd := exec.CommandContext(ctx, "git", append(append([]string{}, SafeConfig...), args...)...)
