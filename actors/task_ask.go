@@ -146,19 +146,27 @@ func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), renderPr
 	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Detail: "ask turn"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
-	launcher := a.deps.Launcher
-	wt := a.task.Worktree
+	launcher, repo := a.deps.Launcher, a.taskRepo()
 	return func(ctx context.Context, onStart func(int), _ renderPrompt) jobResult {
 		req.OnStart = onStart
+		// the task repository starts from the project's branch; nothing an
+		// ask turn does is imported
+		if !repo.on() {
+			r, out, err := launcher.RunTurn(ctx, req)
+			return jobResult{result: r, outcome: out, err: err}
+		}
+		if err := repo.Prepare(ctx); err != nil {
+			return jobResult{err: fmt.Errorf("prepare the task repository: %w", err)}
+		}
 		// an ask changes nothing: a sandbox shows it the task read-only;
 		// whatever it changed anyway (a runner without one) is put back
-		snap, snapErr := gitx.TakeSnapshot(ctx, wt)
+		snap, snapErr := repo.Snapshot(ctx)
 		r, out, err := launcher.RunTurn(ctx, req)
 		res := jobResult{result: r, outcome: out, err: err}
 		if snapErr != nil {
 			return res
 		}
-		undone, uerr := gitx.Restore(context.WithoutCancel(ctx), wt, snap)
+		undone, uerr := repo.Restore(context.WithoutCancel(ctx), snap)
 		switch {
 		case uerr != nil:
 			res.undone = "This ask was read-only, but it changed the task and putting it back failed (" + uerr.Error() + "): look at the worktree before the next turn."

@@ -26,7 +26,9 @@ func (a *TaskActor) prepareGit(ctx actor.Context, j *job) func(context.Context, 
 	deps := a.deps
 	switch j.kind {
 	case jobSync:
-		return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult { return runSync(ctx, &t) }
+		return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult {
+			return runSync(ctx, taskRepoOf(deps, &t))
+		}
 	case jobAccept:
 		args := *j.accept
 		return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult {
@@ -41,13 +43,13 @@ func (a *TaskActor) prepareGit(ctx actor.Context, j *job) func(context.Context, 
 	return nil
 }
 
-func runSync(ctx context.Context, t *store.Task) jobResult {
-	if on, err := gitx.MergeInProgress(ctx, t.Worktree); err != nil {
+func runSync(ctx context.Context, t gitx.TaskRepo) jobResult {
+	if on, err := t.MergeInProgress(); err != nil {
 		return jobResult{err: err}
 	} else if on {
 		return jobResult{err: &review.RuleError{Reason: "A merge is already half-finished in the task's worktree; unblock the agent to resolve it first."}}
 	}
-	err := gitx.Merge(ctx, t.Worktree, t.Parent, fmt.Sprintf("Merge %s into %s", t.Parent, t.Branch))
+	err := t.Merge(ctx, fmt.Sprintf("Merge %s into %s", t.Parent, t.Branch))
 	var ce *gitx.ConflictError
 	if errors.As(err, &ce) {
 		return jobResult{synced: &SyncDone{Status: string(task.Conflict), Conflicts: ce.Files}}
@@ -166,7 +168,7 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 	if ahead == 0 {
 		return refuse(review.ReasonNoCommits, nil)
 	}
-	if on, err := gitx.MergeInProgress(ctx, t.Worktree); err != nil {
+	if on, err := taskRepoOf(deps, t).MergeInProgress(); err != nil {
 		return jobResult{err: err}
 	} else if on {
 		return refuse(review.ReasonMergeInProgress, nil)
@@ -260,7 +262,7 @@ func runDecide(ctx context.Context, deps *TaskDeps, t *store.Task, args Violatio
 			}
 		}
 	case "revert":
-		if err := gitx.RevertPaths(ctx, t.Worktree, t.Parent, args.Files, "Revert out-of-scope changes"); err != nil {
+		if err := taskRepoOf(deps, t).RevertPaths(ctx, args.Files, "Revert out-of-scope changes"); err != nil {
 			return jobResult{err: err}
 		}
 	default:
@@ -294,8 +296,10 @@ func (a *TaskActor) finishGit(ctx actor.Context, j *job, r jobResult) {
 			if err := a.endTask(task.Accepted); err != nil {
 				reply = err
 			} else {
-				if err := gitx.RemoveWorktree(context.Background(), a.deps.Root, a.task.Worktree); err != nil {
-					a.log.Warn("remove the worktree of an accepted task", "err", err)
+				if tr := a.taskRepo(); tr.on() {
+					if err := tr.Remove(); err != nil {
+						a.log.Warn("remove the worktree and repository of an accepted task", "err", err)
+					}
 				}
 				reply = &AcceptDone{Task: *a.task}
 				defer ctx.Stop(ctx.Self())

@@ -62,8 +62,8 @@ func newRigWith(t *testing.T, scope string, protect []string, launcher TurnLaunc
 	ctx := context.Background()
 	now := time.Now().UTC()
 	id := task.NewID(now)
-	wt := filepath.Join(dir, "wt")
-	if err := gitx.AddWorktree(ctx, root, wt, "lazy/t", "main"); err != nil {
+	wt := filepath.Join(dir, "worktrees", "t")
+	if err := gitx.CreateTask(ctx, root, wt, "lazy/t", "main"); err != nil {
 		t.Fatal(err)
 	}
 	tk := &store.Task{ID: id, Status: task.Blocked, Branch: "lazy/t", Parent: "main", Worktree: wt, Scope: scope,
@@ -106,9 +106,15 @@ func (r *rig) ask(msg any) (any, error) {
 	return res, nil
 }
 
+// commit is an agent's commit in the task repository, imported as after a
+// work turn.
 func (r *rig) commit(files map[string]string) {
 	r.t.Helper()
 	gitxtest.Commit(r.t, r.tk.Worktree, "agent work", files)
+	tr := gitx.TaskRepo{Project: r.root, Worktree: r.tk.Worktree, Branch: r.tk.Branch, Parent: r.tk.Parent}
+	if _, err := tr.Import(context.Background()); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 func refusalReason(t *testing.T, err error) string {

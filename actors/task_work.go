@@ -118,7 +118,7 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderP
 	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Detail: "work turn (" + tu.Trigger + ")"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, Prompt: tu.Prompt, Number: tu.Number}
-	launcher := a.deps.Launcher
+	launcher, repo := a.deps.Launcher, a.taskRepo()
 	unblock := tu.Trigger == "unblock"
 	j.message = tu.Prompt
 	return func(ctx context.Context, onStart func(int), render renderPrompt) jobResult {
@@ -129,10 +129,41 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderP
 			// never sent
 			req.RenderPrompt = func(context.Context) (string, error) { return render() }
 		}
+		// the turn starts from the project's branch (verified), and what it
+		// committed comes back only through a verified import
+		if !repo.on() {
+			r, out, err := launcher.RunTurn(ctx, req)
+			return jobResult{result: r, outcome: out, err: err}
+		}
+		if err := repo.Prepare(ctx); err != nil {
+			return jobResult{err: fmt.Errorf("prepare the task repository: %w", err)}
+		}
 		r, out, err := launcher.RunTurn(ctx, req)
+		if _, ierr := repo.Import(ctx); ierr != nil {
+			if err == nil {
+				err = ierr
+			} else {
+				err = fmt.Errorf("%w; %v", err, ierr)
+			}
+		}
 		return jobResult{result: r, outcome: out, err: err}
 	}
 }
+
+// taskRepo is the task's own repository, its worktree and the project it is
+// imported into.
+func (a *TaskActor) taskRepo() repo { return repo{taskRepoOf(a.deps, a.task)} }
+
+func taskRepoOf(deps *TaskDeps, t *store.Task) gitx.TaskRepo {
+	return gitx.TaskRepo{Project: deps.Root, Worktree: t.Worktree, Branch: t.Branch, Parent: t.Parent}
+}
+
+// repo is a task's repository for its turns.
+type repo struct{ gitx.TaskRepo }
+
+// on: the task has a project and a worktree (a task made by the daemon
+// always has both; tests of the actor tree without git have neither).
+func (r repo) on() bool { return r.Project != "" && r.Worktree != "" }
 
 // renderUnblock renders an unblock's prompt from the comments still queued
 // now, in the actor (so no withdrawal interleaves), and holds them as being

@@ -181,9 +181,9 @@ type Spec struct {
 	Ask      bool          // an ask turn: a sandbox shows the worktree read-only
 	Share    []string      // host paths every sandbox shows read-only (sandbox.read_only)
 	Limits   Limits        // the sandbox's limits (config [sandbox])
-	Visible  []string      // further paths a sandbox shows read-only: the project's objects (the task repository's alternates)
-	Writable []string      // further paths a sandbox must leave writable (parts of the git dir)
-	ReadOnly []string      // paths that stay read-only inside the writable ones
+	Visible  []string      // further paths a sandbox shows read-only: the project's objects (the task repository's alternates, gitx.ForSandbox)
+	Writable []string      // further paths a sandbox must leave writable (bound after Visible): the task repository in a work turn
+	ReadOnly []string      // paths that stay read-only inside the writable ones (bound last): its config, hooks, info, alternates
 	Hide     []string      // directories a sandbox hides even where a shown path holds them (lazy home, state dir)
 	HideFile []string      // files a sandbox hides even where a shown path holds them (credential files)
 	OnStart  func(pid int) // called with the agent's pid once it runs

@@ -277,48 +277,139 @@ func TestBwrapConfines(t *testing.T) {
 	}
 }
 
-// TestBwrapGitDir: in a task worktree the agent commits on its branch, and
-// cannot plant a hook, change the repository's config, move another branch,
-// or point its worktree at a git dir of its own.
-func TestBwrapGitDir(t *testing.T) {
+// TestBwrapTaskRepo: in its worktree the agent uses git as usual on its own
+// task repository (status, add, commit, log, diff against the parent through
+// the project's objects); from the sandbox nothing of the project's git is
+// writable (objects, another task's ref, config), nor its task repository's
+// config, hooks, info, alternates or the worktree's .git file, nor another
+// task's repository. What it committed reaches the project only by the
+// daemon's import; a blob it swaps is refused there; deleting its whole
+// object store leaves the project whole.
+func TestBwrapTaskRepo(t *testing.T) {
 	requireBwrap(t)
 	e := newTurnEnv(t)
 	ctx := context.Background()
+	project := e.worktree
 	state := t.TempDir()
-	wt := filepath.Join(state, "worktrees", "fix")
-	if err := gitx.AddWorktree(ctx, e.worktree, wt, "lazy/fix", "HEAD"); err != nil {
-		t.Fatal(err)
+	mk := func(name string) gitx.TaskRepo {
+		tr := gitx.TaskRepo{Project: project, Worktree: filepath.Join(state, "worktrees", name), Branch: "lazy/" + name, Parent: "main"}
+		if err := gitx.CreateTask(ctx, project, tr.Worktree, tr.Branch, "main"); err != nil {
+			t.Fatal(err)
+		}
+		return tr
 	}
-	common := filepath.Join(e.worktree, ".git")
-	sp, err := gitx.ForSandbox(common, wt, "lazy/fix")
-	if err != nil {
-		t.Fatal(err)
+	tr, other := mk("fix"), mk("other")
+	gd := tr.GitDir()
+	pgit := filepath.Join(project, ".git")
+	someObject := strings.TrimSpace(gitxtest.Git(t, project, "rev-parse", "main:README.md"))
+	loose := filepath.Join(pgit, "objects", someObject[:2], someObject[2:])
+	otherBefore, _ := gitx.RevParse(ctx, project, "lazy/other")
+	mainBefore, _ := gitx.RevParse(ctx, project, "main")
+	configBefore, _ := os.ReadFile(filepath.Join(project, ".git", "config"))
+
+	run := func(script string, ask bool) string {
+		t.Helper()
+		sp, err := gitx.ForSandbox(tr.Worktree, ask)
+		if err != nil {
+			t.Fatal(err)
+		}
+		home := filepath.Join(state, "home")
+		out, err := Bwrap{}.Run(ctx, Spec{Command: []string{"/bin/bash", "-c", script}, Dir: tr.Worktree, Home: home,
+			Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}, Hide: []string{state}, Visible: sp.Visible, Writable: sp.Writable, ReadOnly: sp.ReadOnly,
+			Timeout: time.Minute, ProxySocket: e.socket, ProxyPort: e.port, Self: self(t)[0]})
+		if err != nil {
+			t.Fatalf("%v %s", err, out.Combined())
+		}
+		return string(out.Stdout)
 	}
 	git := "git -c user.name=a -c user.email=a@x"
+	try := func(label, cmd string) string { return cmd + ` 2>/dev/null && echo ` + label + `; ` }
 	script := `set +e; echo hi > f.txt; ` + git + ` add f.txt && ` + git + ` commit -qm agent && echo COMMITTED; ` +
-		`printf '#!/bin/sh\necho PWNED\n' > ` + common + `/hooks/post-checkout 2>/dev/null && echo PLANTED_HOOK; ` +
-		`printf '[core]\n\tfsmonitor = echo PWNED\n' >> ` + common + `/config 2>/dev/null && echo WROTE_CONFIG; ` +
-		`echo 0000000000000000000000000000000000000000 > ` + common + `/refs/heads/main 2>/dev/null && echo MOVED_MAIN; ` +
-		`echo "gitdir: /tmp/evil" > .git 2>/dev/null && echo REDIRECTED; ` +
-		`echo /tmp/evil > $(cat .git | cut -d' ' -f2)/commondir 2>/dev/null && echo REDIRECTED_COMMON; true`
-	home := filepath.Join(state, "home")
-	out, err := Bwrap{}.Run(ctx, Spec{Command: []string{"/bin/bash", "-c", script}, Dir: wt, Home: home,
-		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}, Hide: []string{state}, Visible: []string{common}, Writable: sp.Writable, ReadOnly: sp.ReadOnly,
-		Timeout: time.Minute, ProxySocket: e.socket, ProxyPort: e.port, Self: self(t)[0]})
-	if err != nil {
-		t.Fatalf("%v %s", err, out.Combined())
-	}
-	s := string(out.Stdout)
-	if !strings.Contains(s, "COMMITTED") {
-		t.Fatalf("the agent could not commit on its branch: %s", out.Combined())
-	}
-	for _, bad := range []string{"PLANTED_HOOK", "WROTE_CONFIG", "MOVED_MAIN", "REDIRECTED", "REDIRECTED_COMMON"} {
-		if strings.Contains(s, bad) {
-			t.Errorf("sandbox allowed %s:\n%s", bad, out.Combined())
+		`git status --porcelain | grep -q . || echo STATUS_CLEAN; ` +
+		`git log --oneline main..HEAD | grep -q agent && echo LOGGED; ` +
+		`git diff main --stat | grep -q f.txt && echo DIFFED; ` +
+		try("WROTE_PROJECT_OBJECTS", `touch `+pgit+`/objects/planted`) +
+		try("REPLACED_PROJECT_OBJECT", `cp /dev/null `+loose) +
+		try("DELETED_PROJECT_OBJECT", `rm -f `+loose) +
+		try("MOVED_OTHER_TASK", `echo `+mainBefore+` > `+pgit+`/refs/heads/lazy/other`) +
+		try("MOVED_OTHER_TASK_GIT", `git --git-dir=`+pgit+` update-ref refs/heads/lazy/other HEAD`) +
+		try("MOVED_MAIN", `git --git-dir=`+pgit+` update-ref refs/heads/main HEAD`) +
+		try("WROTE_PROJECT_CONFIG", `printf '[core]\n\tfsmonitor = touch /tmp/pwned\n' >> `+pgit+`/config`) +
+		try("WROTE_CONFIG", `printf '[core]\n\tfsmonitor = touch /tmp/pwned\n' >> `+gd+`/config`) +
+		try("GIT_CONFIG", `git config core.fsmonitor "touch /tmp/pwned"`) +
+		try("PLANTED_HOOK", `printf '#!/bin/sh\necho PWNED\n' > `+gd+`/hooks/post-checkout`) +
+		try("WROTE_INFO", `echo '* filter=evil' > `+gd+`/info/attributes`) +
+		try("WROTE_ALTERNATES", `echo /tmp > `+gd+`/objects/info/alternates`) +
+		try("MOVED_OBJECTS", `mv `+gd+`/objects `+gd+`/objects.old`) +
+		try("REDIRECTED", `echo "gitdir: /tmp/evil" > .git`) +
+		try("TOUCHED_OTHER_REPO", `touch `+other.GitDir()+`/planted`) +
+		try("TOUCHED_OTHER_WORKTREE", `touch `+other.Worktree+`/planted`) +
+		`true`
+	s := run(script, false)
+	for _, good := range []string{"COMMITTED", "STATUS_CLEAN", "LOGGED", "DIFFED"} {
+		if !strings.Contains(s, good) {
+			t.Errorf("in its sandbox the agent's git did not work: %s missing from\n%s", good, s)
 		}
 	}
-	if log := strings.TrimSpace(gitxtest.Git(t, wt, "log", "-1", "--format=%s", "lazy/fix")); log != "agent" {
-		t.Errorf("branch head: %q", log)
+	for _, bad := range []string{"WROTE_PROJECT_OBJECTS", "REPLACED_PROJECT_OBJECT", "DELETED_PROJECT_OBJECT", "MOVED_OTHER_TASK", "MOVED_OTHER_TASK_GIT",
+		"MOVED_MAIN", "WROTE_CONFIG", "GIT_CONFIG", "PLANTED_HOOK", "WROTE_INFO", "WROTE_ALTERNATES", "MOVED_OBJECTS", "REDIRECTED",
+		"TOUCHED_OTHER_REPO", "TOUCHED_OTHER_WORKTREE"} {
+		if strings.Contains(s, bad) {
+			t.Errorf("the sandbox allowed %s:\n%s", bad, s)
+		}
+	}
+	if got, _ := gitx.RevParse(ctx, project, "lazy/other"); got != otherBefore {
+		t.Errorf("lazy/other moved")
+	}
+	// where the project lies under the sandbox's own /tmp, a write there
+	// lands in that tmpfs: the host's file is what counts
+	if b, _ := os.ReadFile(filepath.Join(project, ".git", "config")); string(b) != string(configBefore) {
+		t.Errorf("the project's config changed:\n%s", b)
+	}
+	if now, _ := gitx.RevParse(ctx, project, "lazy/fix"); now != mainBefore {
+		t.Fatalf("the agent's commit reached the project before any import")
+	}
+	head, err := tr.Import(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if log := strings.TrimSpace(gitxtest.Git(t, project, "log", "-1", "--format=%s", head)); log != "agent" {
+		t.Errorf("imported head: %q", log)
+	}
+
+	// an ask turn: the task repository is read-only too
+	s = run(`set +e; git log -1 --format=%s | grep -q agent && echo ASK_LOGGED; echo x > g.txt; `+git+` add g.txt 2>/dev/null && `+git+` commit -qm ask 2>/dev/null && echo ASK_COMMITTED; true`, true)
+	if strings.Contains(s, "ASK_COMMITTED") || !strings.Contains(s, "ASK_LOGGED") {
+		t.Errorf("an ask turn must read the task repository and not commit in it:\n%s", s)
+	}
+	_ = os.Remove(filepath.Join(tr.Worktree, "g.txt"))
+
+	// a swapped blob is refused at the import
+	if _, err := exec.LookPath("python3"); err == nil {
+		forge := `set +e; echo 'pay(amount)' > app.py; ` + git + ` add app.py && ` + git + ` commit -qm pay; ` +
+			`b=$(git rev-parse HEAD:app.py); f=` + gd + `/objects/${b:0:2}/${b:2}; rm -f $f; ` +
+			`python3 -c 'import sys,zlib; d=b"send_to_attacker(amount)\n"; sys.stdout.buffer.write(zlib.compress(b"blob %d\0" % len(d) + d))' > $f && echo FORGED; true`
+		if s := run(forge, false); !strings.Contains(s, "FORGED") {
+			t.Fatalf("the forge did not run: %s", s)
+		}
+		if _, err := tr.Import(ctx); !errors.Is(err, gitx.ErrImportRefused) {
+			t.Errorf("import of a swapped blob: got %v, want import refused", err)
+		} else {
+			t.Logf("%v", err)
+		}
+		if now, _ := gitx.RevParse(ctx, project, "lazy/fix"); now != head {
+			t.Errorf("a refused import moved lazy/fix")
+		}
+	}
+
+	// one command deletes the task repository's objects: the project is whole
+	run(`rm -rf `+gd+`/objects/* `+pgit+`/objects/* 2>/dev/null; true`, false)
+	gitxtest.Git(t, project, "fsck", "--strict", "--no-progress")
+	if got, _ := gitx.RevParse(ctx, project, "lazy/fix"); got != head {
+		t.Errorf("lazy/fix: got %s, want %s", got, head)
+	}
+	if _, err := os.Stat(filepath.Join(pgit, "objects", "planted")); err == nil {
+		t.Errorf("a file was planted in the project's objects")
 	}
 }
 

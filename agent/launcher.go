@@ -44,7 +44,7 @@ type Launcher struct {
 	BaseURL     string   // the proxy URL agents call
 	DaemonEnv   []string
 	AgentsDir   string   // per-task homes live at AgentsDir/<ref>/home
-	GitDir      string   // the project's common git dir; a sandbox may write only what a commit needs
+	GitDir      string   // the project's common git dir; set: sandboxes get the task's repository (gitx.ForSandbox)
 	Hide        []string // directories hidden in a sandbox (lazy home, state dir)
 	HideFile    []string // files hidden in a sandbox (credential files)
 	ProxyPort   int      // the port of BaseURL, where the forwarder listens inside
@@ -92,11 +92,14 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 		ProxyPort: l.ProxyPort, Self: l.Self,
 	}
 	if l.GitDir != "" && Sandboxed(l.Runner) {
-		sp, err := gitx.ForSandbox(l.GitDir, req.Worktree, req.Branch)
+		// the task's own repository: the project's objects read-only (its
+		// alternates), the task repository writable in a work turn, its
+		// config, hooks, info and alternates read-only
+		sp, err := gitx.ForSandbox(req.Worktree, req.Ask)
 		if err != nil {
 			return Result{}, Outcome{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
-		spec.Visible, spec.Writable, spec.ReadOnly = []string{l.GitDir}, sp.Writable, sp.ReadOnly
+		spec.Visible, spec.Writable, spec.ReadOnly = sp.Visible, sp.Writable, sp.ReadOnly
 	}
 	if l.Slots != nil {
 		select {

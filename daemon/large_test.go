@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"lazy/api"
+	"lazy/gitx"
 	"lazy/gitx/gitxtest"
 	"lazy/stubmodel"
 )
@@ -171,6 +172,12 @@ func TestLargeCommitMemory(t *testing.T) {
 		}
 		if tk.Status == "blocked" {
 			largeCommit(t, tk.Worktree, mb)
+			// in the task's repository: imported as after a work turn
+			start := time.Now()
+			if _, err := (gitx.TaskRepo{Project: d.paths.Root, Worktree: tk.Worktree, Branch: tk.Branch, Parent: tk.Parent}).Import(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("import of the %d MB commit: %v", mb, time.Since(start).Round(time.Millisecond))
 			break
 		}
 		if tk.Status == "failed" || time.Now().After(deadline) {

@@ -198,20 +198,20 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 		}
 		return nil, usage("branch %s already exists and no task owns it: choose another --code, or look at it (git log %s) and delete it if nothing there is needed (git branch -D %s)", t.Branch, t.Branch, t.Branch)
 	}
-	if err := gitx.AddWorktree(ctx, s.paths.Root, t.Worktree, t.Branch, parent); err != nil {
+	if err := gitx.CreateTask(ctx, s.paths.Root, t.Worktree, t.Branch, parent); err != nil {
 		return nil, err
 	}
 	if s.remote != "" {
 		// the member that hosts the task may be another: the branch goes
 		// to the cluster's remote before the task exists
 		if err := gitx.Depart(ctx, s.paths.Root, s.remote, t.Branch); err != nil {
-			_ = gitx.RemoveWorktree(ctx, s.paths.Root, t.Worktree)
+			_ = gitx.TaskRepo{Worktree: t.Worktree}.Remove()
 			_, _ = gitx.Run(ctx, s.paths.Root, "branch", "-D", t.Branch)
 			return nil, fmt.Errorf("%w; nothing was created", err)
 		}
 	}
 	if err := s.st.CreateTask(ctx, t); err != nil {
-		_ = gitx.RemoveWorktree(ctx, s.paths.Root, t.Worktree)
+		_ = gitx.TaskRepo{Worktree: t.Worktree}.Remove()
 		_, _ = gitx.Run(ctx, s.paths.Root, "branch", "-D", t.Branch)
 		if errors.Is(err, store.ErrConflict) {
 			return nil, usage("task code %q is taken; choose another --code", a.Code)

@@ -113,29 +113,6 @@ func RevParse(ctx context.Context, dir, rev string) (string, error) {
 	return Run(ctx, dir, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
 }
 
-// AddWorktree creates branch from parent and checks it out at path.
-func AddWorktree(ctx context.Context, root, path, branch, parent string) error {
-	// a worktree half made has a HEAD that is no object yet: a fetch in the
-	// same clone (a cluster member's travel) must not see it
-	defer lockClone(root)()
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("create worktree dir: %w", err)
-	}
-	if _, err := Run(ctx, root, "worktree", "add", "-q", "-b", branch, path, parent); err != nil {
-		return fmt.Errorf("create branch %s from %s at %s: %w", branch, parent, path, err)
-	}
-	return nil
-}
-
-// RemoveWorktree removes the worktree at path (the branch stays).
-func RemoveWorktree(ctx context.Context, root, path string) error {
-	defer lockClone(root)()
-	if _, err := Run(ctx, root, "worktree", "remove", "--force", path); err != nil {
-		return fmt.Errorf("remove worktree %s: %w", path, err)
-	}
-	return nil
-}
-
 // AheadBehind counts commits branch has that parent lacks, and the reverse.
 func AheadBehind(ctx context.Context, root, parent, branch string) (ahead, behind int, err error) {
 	out, err := Run(ctx, root, "rev-list", "--left-right", "--count", parent+"..."+branch)
@@ -149,19 +126,6 @@ func AheadBehind(ctx context.Context, root, parent, branch string) (ahead, behin
 	behind, _ = strconv.Atoi(f[0])
 	ahead, _ = strconv.Atoi(f[1])
 	return ahead, behind, nil
-}
-
-// MergeInProgress reports whether the worktree at dir has a half-finished merge.
-func MergeInProgress(ctx context.Context, dir string) (bool, error) {
-	p, err := Run(ctx, dir, "rev-parse", "--git-path", "MERGE_HEAD")
-	if err != nil {
-		return false, fmt.Errorf("find merge state in %s: %w", dir, err)
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(dir, p)
-	}
-	_, err = os.Stat(p)
-	return err == nil, nil
 }
 
 // ChangedPaths lists paths that differ between parent and branch (three-dot).
@@ -187,21 +151,6 @@ func (e *ConflictError) Error() string {
 var ErrConflicted = errors.New("merge conflicts")
 
 func (e *ConflictError) Is(target error) bool { return target == ErrConflicted }
-
-// Merge merges rev into the branch checked out at dir. Conflicts leave the
-// merge half-finished and return a *ConflictError naming the files.
-func Merge(ctx context.Context, dir, rev, message string) error {
-	_, err := Run(ctx, dir, "-c", "user.name=lazy", "-c", "user.email=lazy@localhost", "-c", "commit.gpgsign=false",
-		"merge", "--no-ff", "--no-edit", "-m", message, rev)
-	if err == nil {
-		return nil
-	}
-	out, uerr := Run(ctx, dir, "diff", "--name-only", "--diff-filter=U")
-	if uerr == nil && out != "" {
-		return &ConflictError{Files: strings.Split(out, "\n")}
-	}
-	return fmt.Errorf("merge %s: %w", rev, err)
-}
 
 // WorktreeOf returns the checkout where branch is checked out, if any.
 func WorktreeOf(ctx context.Context, root, branch string) (string, bool, error) {
@@ -243,28 +192,6 @@ func FastForward(ctx context.Context, root, parent, branch string) error {
 	}
 	if _, err := Run(ctx, root, "update-ref", "refs/heads/"+parent, head, old); err != nil {
 		return fmt.Errorf("move %s to %s: %w", parent, branch, err)
-	}
-	return nil
-}
-
-// RevertPaths puts paths of the worktree back to their state at the merge base
-// with parent (deleting the ones that did not exist there) and commits.
-func RevertPaths(ctx context.Context, dir, parent string, paths []string, message string) error {
-	base, err := Run(ctx, dir, "merge-base", parent, "HEAD")
-	if err != nil {
-		return fmt.Errorf("find the merge base with %s: %w", parent, err)
-	}
-	for _, p := range paths {
-		if _, err := Run(ctx, dir, "cat-file", "-e", base+":"+p); err == nil {
-			if _, err := Run(ctx, dir, "checkout", base, "--", p); err != nil {
-				return fmt.Errorf("revert %s: %w", p, err)
-			}
-		} else if _, err := Run(ctx, dir, "rm", "-q", "-f", "--ignore-unmatch", "--", p); err != nil {
-			return fmt.Errorf("remove %s: %w", p, err)
-		}
-	}
-	if _, err := Run(ctx, dir, "-c", "user.name=lazy", "-c", "user.email=lazy@localhost", "-c", "commit.gpgsign=false", "commit", "-q", "-m", message); err != nil {
-		return fmt.Errorf("commit the revert: %w", err)
 	}
 	return nil
 }

@@ -21,13 +21,11 @@ func TestTaskBranchDiff(t *testing.T) {
 	if br != "main" {
 		t.Fatalf("CurrentBranch: got %q", br)
 	}
-	wt := filepath.Join(t.TempDir(), "wt")
-	if err := AddWorktree(ctx, root, wt, "lazy/x", "main"); err != nil {
-		t.Fatal(err)
-	}
-	gitxtest.Commit(t, wt, "change", map[string]string{"a.txt": "one\nTWO\nthree\nfour\nfive\n", "new.txt": "hi\n"})
-	gitxtest.Git(t, wt, "rm", "-q", "gone.txt")
-	gitxtest.Git(t, wt, "commit", "-q", "-m", "rm")
+	tr := newTask(t, root, "x")
+	gitxtest.Commit(t, tr.Worktree, "change", map[string]string{"a.txt": "one\nTWO\nthree\nfour\nfive\n", "new.txt": "hi\n"})
+	gitxtest.Git(t, tr.Worktree, "rm", "-q", "gone.txt")
+	gitxtest.Git(t, tr.Worktree, "commit", "-q", "-m", "rm")
+	mustImport(t, tr)
 
 	d, err := DiffBranch(ctx, root, "main", "lazy/x")
 	if err != nil {
@@ -77,26 +75,20 @@ func TestTaskBranchDiff(t *testing.T) {
 func TestMergeConflict(t *testing.T) {
 	ctx := context.Background()
 	root := gitxtest.NewRepo(t, map[string]string{"a.txt": "base\n"})
-	wt := filepath.Join(t.TempDir(), "wt")
-	if err := AddWorktree(ctx, root, wt, "lazy/y", "main"); err != nil {
-		t.Fatal(err)
-	}
-	gitxtest.Commit(t, wt, "task side", map[string]string{"a.txt": "task\n"})
+	tr := newTask(t, root, "y")
+	agentCommit(t, tr, "task side", map[string]string{"a.txt": "task\n"})
 	gitxtest.Commit(t, root, "parent side", map[string]string{"a.txt": "parent\n"})
 	_, behind, _ := AheadBehind(ctx, root, "main", "lazy/y")
 	if behind != 1 {
 		t.Errorf("behind: got %d, want 1", behind)
 	}
-	err := Merge(ctx, wt, "main", "sync")
+	err := tr.Merge(ctx, "sync")
 	var ce *ConflictError
 	if !errors.As(err, &ce) || ce.Files[0] != "a.txt" || !errors.Is(err, ErrConflicted) {
 		t.Fatalf("got %v, want a conflict on a.txt", err)
 	}
-	if on, _ := MergeInProgress(ctx, wt); !on {
+	if on, _ := tr.MergeInProgress(); !on {
 		t.Errorf("MergeInProgress: got false after a conflicted merge")
-	}
-	if on, _ := MergeInProgress(ctx, root); on {
-		t.Errorf("MergeInProgress in the main checkout: got true")
 	}
 }
 
@@ -143,11 +135,8 @@ func FuzzParseDiff(f *testing.F) {
 func TestDryMerge(t *testing.T) {
 	ctx := context.Background()
 	root := gitxtest.NewRepo(t, map[string]string{"a.txt": "base\n", "b.txt": "base\n"})
-	wt := filepath.Join(t.TempDir(), "wt")
-	if err := AddWorktree(ctx, root, wt, "lazy/m", "main"); err != nil {
-		t.Fatal(err)
-	}
-	gitxtest.Commit(t, wt, "task side", map[string]string{"a.txt": "task\n", "c.txt": "new\n"})
+	tr := newTask(t, root, "m")
+	agentCommit(t, tr, "task side", map[string]string{"a.txt": "task\n", "c.txt": "new\n"})
 	m, err := DryMerge(ctx, root, "main", "lazy/m")
 	if err != nil || !m.Clean || m.Ahead != 1 || m.Behind != 0 {
 		t.Fatalf("clean: %+v %v", m, err)

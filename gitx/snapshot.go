@@ -15,21 +15,53 @@ type Snapshot struct {
 	Dirty map[string]string // path → porcelain status code
 }
 
-// TakeSnapshot records dir's HEAD and status.
-func TakeSnapshot(ctx context.Context, dir string) (Snapshot, error) {
-	head, err := RevParse(ctx, dir, "HEAD")
+// gitFunc runs one git command on a checkout, the daemon's hardened way.
+type gitFunc func(ctx context.Context, args ...string) (string, error)
+
+// Snapshot records the task's HEAD and status (its repository and config
+// first written back as the daemon made them).
+func (t TaskRepo) Snapshot(ctx context.Context) (Snapshot, error) {
+	git, err := t.hardened(ctx)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	dirty, err := porcelain(ctx, dir)
+	head, err := git(ctx, "rev-parse", "--verify", "HEAD")
+	if err != nil {
+		return Snapshot{}, err
+	}
+	dirty, err := porcelain(ctx, git)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	return Snapshot{Head: head, Dirty: dirty}, nil
 }
 
-func porcelain(ctx context.Context, dir string) (map[string]string, error) {
-	out, err := RunRaw(ctx, dir, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+// Restore puts the task back as s recorded it (see restoreSnapshot), after
+// writing back what the daemon owns in its repository.
+func (t TaskRepo) Restore(ctx context.Context, s Snapshot) (Undone, error) {
+	git, err := t.hardened(ctx)
+	if err != nil {
+		return Undone{}, err
+	}
+	return restoreSnapshot(ctx, git, s)
+}
+
+// hardened writes back the task repository's config, alternates and .git
+// file, then gives the daemon's git on it (taskEnv: nothing the agent wrote
+// is read as config or program).
+func (t TaskRepo) hardened(ctx context.Context) (gitFunc, error) {
+	objects, err := ProjectObjects(ctx, t.Project)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.restore(objects); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, args ...string) (string, error) { return t.run(ctx, objects, args...) }, nil
+}
+
+func porcelain(ctx context.Context, git gitFunc) (map[string]string, error) {
+	out, err := git(ctx, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
 	if err != nil {
 		return nil, err
 	}
@@ -76,23 +108,23 @@ func short(sha string) string {
 	return sha
 }
 
-// Restore puts dir back as s recorded it: the branch checked out moves
-// back to s.Head (the files stay), then every path clean at s and changed
-// now is restored from HEAD (or removed, when HEAD lacks it). A path that
-// had changes of its own at s is left and listed.
-func Restore(ctx context.Context, dir string, s Snapshot) (Undone, error) {
+// restoreSnapshot puts a checkout back as s recorded it: the branch
+// checked out moves back to s.Head (the files stay), then every path clean
+// at s and changed now is restored from HEAD (or removed, when HEAD lacks
+// it). A path that had changes of its own at s is left and listed.
+func restoreSnapshot(ctx context.Context, git gitFunc, s Snapshot) (Undone, error) {
 	var u Undone
-	head, err := RevParse(ctx, dir, "HEAD")
+	head, err := git(ctx, "rev-parse", "--verify", "HEAD")
 	if err != nil {
 		return u, err
 	}
 	if head != s.Head {
-		if _, err := Run(ctx, dir, "reset", "-q", "--soft", s.Head); err != nil {
+		if _, err := git(ctx, "reset", "-q", "--soft", s.Head); err != nil {
 			return u, fmt.Errorf("move the branch back to %s: %w", short(s.Head), err)
 		}
 		u.MovedFrom, u.MovedTo = s.Head, head
 	}
-	now, err := porcelain(ctx, dir)
+	now, err := porcelain(ctx, git)
 	if err != nil {
 		return u, err
 	}
@@ -116,17 +148,17 @@ func Restore(ctx context.Context, dir string, s Snapshot) (Undone, error) {
 	sort.Strings(u.Restored)
 	sort.Strings(u.Left)
 	for _, p := range u.Restored {
-		if _, err := Run(ctx, dir, "cat-file", "-e", "HEAD:"+p); err == nil {
-			if _, err := Run(ctx, dir, "checkout", "-q", "HEAD", "--", p); err != nil {
+		if _, err := git(ctx, "cat-file", "-e", "HEAD:"+p); err == nil {
+			if _, err := git(ctx, "checkout", "-q", "HEAD", "--", p); err != nil {
 				return u, fmt.Errorf("restore %s: %w", p, err)
 			}
 			continue
 		}
 		// not in HEAD: the ask added it
-		if _, err := Run(ctx, dir, "rm", "-q", "--cached", "--ignore-unmatch", "--", p); err != nil {
+		if _, err := git(ctx, "rm", "-q", "--cached", "--ignore-unmatch", "--", p); err != nil {
 			return u, err
 		}
-		if _, err := Run(ctx, dir, "clean", "-q", "-f", "--", p); err != nil {
+		if _, err := git(ctx, "clean", "-q", "-f", "--", p); err != nil {
 			return u, fmt.Errorf("remove %s: %w", p, err)
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 )
@@ -130,35 +128,24 @@ func isMissingRef(err error) bool {
 }
 
 // Arrive makes this clone ready for a job of a task: fetches remote,
-// fast-forwards the local parent and task branch to the remote's, and makes
-// the task's worktree at worktree when this clone has none (a task created
-// or last run on another member).
+// fast-forwards the local parent and task branch to the remote's (making the
+// local branch when this clone has none: a task created or last run on
+// another member), then makes or refreshes the task's repository and
+// worktree at worktree from this clone (TaskRepo.Prepare).
 func Arrive(ctx context.Context, root, remote, worktree, branch, parent string) error {
+	if err := arrive(ctx, root, remote, branch, parent); err != nil {
+		return err
+	}
+	return TaskRepo{Project: root, Worktree: worktree, Branch: branch, Parent: parent}.Prepare(ctx)
+}
+
+func arrive(ctx context.Context, root, remote, branch, parent string) error {
 	defer lockClone(root)()
 	if err := fetch(ctx, root, remote, parent, branch); err != nil {
 		return err
 	}
 	if err := follow(ctx, root, remote, parent); err != nil {
 		return err
-	}
-	if _, err := os.Stat(worktree); errors.Is(err, os.ErrNotExist) {
-		_, _ = Run(ctx, root, "worktree", "prune")
-		if err := os.MkdirAll(filepath.Dir(worktree), 0o700); err != nil {
-			return fmt.Errorf("create worktree dir: %w", err)
-		}
-		if !BranchExists(ctx, root, branch) {
-			if _, err := Run(ctx, root, "worktree", "add", "-q", "-b", branch, worktree, remote+"/"+branch); err != nil {
-				return fmt.Errorf("make the worktree of %s from %s: %w", branch, remote, err)
-			}
-			return nil
-		}
-		if err := follow(ctx, root, remote, branch); err != nil {
-			return err
-		}
-		if _, err := Run(ctx, root, "worktree", "add", "-q", worktree, branch); err != nil {
-			return fmt.Errorf("make the worktree of %s: %w", branch, err)
-		}
-		return nil
 	}
 	return follow(ctx, root, remote, branch)
 }

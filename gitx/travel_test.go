@@ -18,9 +18,7 @@ import (
 func TestTravel(t *testing.T) {
 	ctx := context.Background()
 	a, remote := withRemote(t)
-	if err := AddWorktree(ctx, a, filepath.Join(t.TempDir(), "wa"), "lazy/t", "main"); err != nil {
-		t.Fatal(err)
-	}
+	newTask(t, a, "t")
 	gitxtest.Git(t, a, "branch", "lazy/other", "main")
 	if err := Depart(ctx, a, "origin", "lazy/t"); err != nil {
 		t.Fatal(err)
@@ -30,11 +28,11 @@ func TestTravel(t *testing.T) {
 	}
 	b := filepath.Join(t.TempDir(), "b")
 	gitxtest.Git(t, a, "clone", "-q", remote, b)
-	wt := filepath.Join(t.TempDir(), "wb")
+	wt := filepath.Join(t.TempDir(), "worktrees", "t")
 	if err := Arrive(ctx, b, "origin", wt, "lazy/t", "main"); err != nil {
 		t.Fatal(err)
 	}
-	gitxtest.Commit(t, wt, "work on b", map[string]string{"b.txt": "b\n"})
+	agentCommit(t, TaskRepo{Project: b, Worktree: wt, Branch: "lazy/t", Parent: "main"}, "work on b", map[string]string{"b.txt": "b\n"})
 	if err := Depart(ctx, b, "origin", "lazy/t"); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +45,7 @@ func TestTravel(t *testing.T) {
 		t.Error("a branch not named was fetched")
 	}
 	theirs, _ := RevParse(ctx, a, "refs/remotes/origin/lazy/t")
-	mine, _ := RevParse(ctx, wt, "HEAD")
+	mine, _ := RevParse(ctx, b, "lazy/t")
 	if theirs != mine {
 		t.Errorf("a sees %s of lazy/t, b made %s", theirs, mine)
 	}
@@ -60,10 +58,8 @@ func TestTravel(t *testing.T) {
 func TestTravelRunsLittleGit(t *testing.T) {
 	ctx := context.Background()
 	a, remote := withRemote(t)
-	wt := filepath.Join(t.TempDir(), "wa")
-	if err := AddWorktree(ctx, a, wt, "lazy/t", "main"); err != nil {
-		t.Fatal(err)
-	}
+	tr := newTask(t, a, "t")
+	wt := tr.Worktree
 	trace := filepath.Join(t.TempDir(), "trace")
 	t.Setenv("GIT_TRACE2_EVENT", trace)
 	runs := func(sub string) int {
@@ -105,7 +101,7 @@ func TestTravelRunsLittleGit(t *testing.T) {
 	if n := runs("fetch"); n != 0 {
 		t.Errorf("an Arrive with nothing new on the remote ran %d fetches", n)
 	}
-	gitxtest.Commit(t, wt, "more", map[string]string{"m.txt": "m\n"})
+	agentCommit(t, tr, "more", map[string]string{"m.txt": "m\n"})
 	if err := Depart(ctx, a, "origin", "lazy/t"); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +116,7 @@ func TestTravelRunsLittleGit(t *testing.T) {
 	if err := Depart(ctx, a, "origin", "lazy/t"); err != nil {
 		t.Fatal(err)
 	}
-	head, _ := RevParse(ctx, wt, "HEAD")
+	head, _ := RevParse(ctx, a, "lazy/t")
 	if got := strings.TrimSpace(gitxtest.Git(t, remote, "rev-parse", "refs/heads/lazy/t")); got != head {
 		t.Errorf("the remote has %s of lazy/t, want %s", got, head)
 	}

@@ -466,8 +466,9 @@ type execCmd = exec.Cmd
 func newExec(name string, args ...string) *execCmd { return exec.Command(name, args...) }
 
 // checkStatePrivate: every file lazy keeps in the state dir is 0600 and every
-// dir 0700 (lazy.db and its -wal and -shm included). The worktrees and the
-// agents' homes hold what git and the agent write; their top dirs are checked.
+// dir 0700 (lazy.db and its -wal and -shm included). The worktrees, the task
+// repositories and the agents' homes hold what git and the agent write; their
+// top dirs are checked.
 func checkStatePrivate(t *testing.T, state string) {
 	t.Helper()
 	n := 0
@@ -477,7 +478,7 @@ func checkStatePrivate(t *testing.T, state string) {
 		}
 		rel, _ := filepath.Rel(state, path)
 		parts := strings.Split(rel, string(filepath.Separator))
-		if (parts[0] == "worktrees" || parts[0] == "agents") && len(parts) > 1 {
+		if (parts[0] == "worktrees" || parts[0] == "repos" || parts[0] == "agents") && len(parts) > 1 {
 			return fs.SkipDir
 		}
 		info, err := d.Info()

@@ -125,7 +125,8 @@ func TestHostileAgent(t *testing.T) {
 		names[a.Name] = true
 	}
 	for _, n := range []string{"find a daemon's proxy socket in /tmp", "connect an outside host", "plant .git/hooks/post-checkout", "write the project's .lazy/config.toml", "proxy: another task's placeholder",
-		"mount escape: bind / and read the credential", "unshare a user namespace", "ptrace pid 1", "read a file in the user's home"} {
+		"mount escape: bind / and read the credential", "unshare a user namespace", "ptrace pid 1", "read a file in the user's home",
+		"write the project's objects", "move the project's main"} {
 		if !names[n] {
 			t.Errorf("the report lacks %q", n)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"lazy/api"
+	"lazy/gitx"
 	"lazy/gitx/gitxtest"
 	"lazy/review"
 )
@@ -268,7 +269,11 @@ func TestRealClientAsk(t *testing.T) {
 		t.Fatal("the real client made no model call")
 	}
 	// the stub model makes no edits, so the test commits a line to anchor on
+	// (in the task's repository, then imported as after a work turn)
 	gitxtest.Commit(t, ti.Worktree, "a line to discuss", map[string]string{"notes.txt": "first line\n"})
+	if _, err := (gitx.TaskRepo{Project: p.root, Worktree: ti.Worktree, Branch: ti.Branch, Parent: ti.Parent}).Import(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	p.stub.Reset()
 	a := p.post("cl", api.PostCommentArgs{Body: "What word did I ask you to remember?", File: "notes.txt", Line: 1, Side: "new", Intent: "ask"})
 	pl := p.waitThreads("cl", "the real client's answer", func(pl review.Payload) bool {

@@ -131,9 +131,26 @@ func main() {
 		f.Close()
 	}
 	add(Attempt{Name: "write .git/config", Worked: err == nil, Detail: errText(err)})
+	// the task's own repository borrows the project's objects: from there,
+	// the project's git dir, its objects, refs and config
+	project := filepath.Dir(gd)
+	if alt, err := os.ReadFile(filepath.Join(gd, "objects", "info", "alternates")); err == nil {
+		pgd := filepath.Dir(strings.TrimSpace(string(alt)))
+		project = filepath.Dir(pgd)
+		err = os.WriteFile(filepath.Join(pgd, "objects", "planted"), []byte("x"), 0o644)
+		add(Attempt{Name: "write the project's objects", Worked: err == nil, Detail: errText(err)})
+		err = os.WriteFile(filepath.Join(pgd, "refs", "heads", "main"), []byte("0000000000000000000000000000000000000000\n"), 0o644)
+		add(Attempt{Name: "move the project's main", Worked: err == nil, Detail: errText(err)})
+		f, err := os.OpenFile(filepath.Join(pgd, "config"), os.O_APPEND|os.O_WRONLY, 0)
+		if err == nil {
+			_, err = f.WriteString("[core]\n\tfsmonitor = \"echo pwned > " + plan.Marker + "; false\"\n")
+			f.Close()
+		}
+		add(Attempt{Name: "write the project's .git/config", Worked: err == nil, Detail: errText(err)})
+	}
 	// the project's config is applied live: an agent that could write it
 	// would turn its own sandbox off for the next turn
-	cfgPath := filepath.Join(filepath.Dir(gd), ".lazy", "config.toml")
+	cfgPath := filepath.Join(project, ".lazy", "config.toml")
 	f, err = os.OpenFile(cfgPath, os.O_APPEND|os.O_WRONLY, 0)
 	if err == nil {
 		_, err = f.WriteString("\n# pwned\n")
