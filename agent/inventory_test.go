@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"lazy/agent/inventory"
+	"lazy/gitx"
 )
 
 // sandboxLayout is a daemon's state as it lays out one task's turn: a
@@ -29,9 +30,18 @@ func newSandboxLayout(t *testing.T, ask bool) sandboxLayout {
 	e := newTurnEnv(t)
 	lh := t.TempDir()
 	state := filepath.Join(lh, "daemon", "proj-12345678")
-	l := sandboxLayout{lazyHome: lh, worktree: e.worktree, home: filepath.Join(state, "agents", "fix", "home"),
-		repo: filepath.Join(state, "repos", "fix.git"), other: filepath.Join(state, "worktrees", "other")}
-	for _, d := range []string{l.home, filepath.Join(l.repo, "hooks"), l.other, filepath.Join(lh, "credentials")} {
+	ctx := context.Background()
+	// the project (e.worktree is a repository of its own) and two tasks of
+	// it, each with its repository, made as the daemon makes them
+	l := sandboxLayout{lazyHome: lh, worktree: filepath.Join(state, "worktrees", "fix"), home: filepath.Join(state, "agents", "fix", "home"),
+		other: filepath.Join(state, "worktrees", "other")}
+	for ref, wt := range map[string]string{"fix": l.worktree, "other": l.other} {
+		if err := gitx.CreateTask(ctx, e.worktree, wt, "lazy/"+ref, "HEAD"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.repo = gitx.TaskGitDir(l.worktree)
+	for _, d := range []string{l.home, filepath.Join(lh, "credentials")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -39,11 +49,15 @@ func newSandboxLayout(t *testing.T, ask bool) sandboxLayout {
 	for f, body := range map[string]string{
 		filepath.Join(state, "auth-token"): "tok", filepath.Join(state, "dashboard-token"): "dash",
 		filepath.Join(state, "proxy-tokens.json"): "{}", filepath.Join(lh, "credentials", "provider"): "sk-ant-real",
-		filepath.Join(l.other, "secret.go"): "package other", filepath.Join(l.repo, "config"): "[core]\n",
+		filepath.Join(l.other, "secret.go"): "package other",
 	} {
 		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	sp, err := gitx.ForSandbox(l.worktree, ask)
+	if err != nil {
+		t.Fatal(err)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -51,7 +65,7 @@ func newSandboxLayout(t *testing.T, ask bool) sandboxLayout {
 	}
 	l.spec = Spec{Command: []string{self, "sandbox-inventory"}, Args: []string{lh, "/etc"}, Dir: l.worktree, Home: l.home,
 		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + l.home}, Timeout: 2 * time.Minute, Ask: ask,
-		Writable: []string{l.repo}, ReadOnly: []string{filepath.Join(l.repo, "config"), filepath.Join(l.repo, "hooks")},
+		Visible: sp.Visible, Writable: sp.Writable, ReadOnly: sp.ReadOnly,
 		Hide: []string{lh}, Limits: Limits{OpenFiles: 1024, Procs: 256, Memory: 2 << 30, TmpSize: 16 << 20},
 		ProxySocket: e.socket, ProxyPort: e.port, Self: self}
 	return l
@@ -180,7 +194,7 @@ func checkInventory(l sandboxLayout, inv inventory.Inventory) []string {
 	}
 	// what it shows
 	shown := []string{s.Dir, s.Home}
-	shown = append(append(append(shown, s.Writable...), s.Visible...), s.Share...)
+	shown = append(append(append(append(shown, s.Writable...), s.Visible...), s.Share...), s.ReadOnly...)
 	shown = append(shown, installRoots(s.Command[0])...)
 	mountOK := append([]string{"/", "/proc", "/dev", "/tmp", "/run", "/run/lazy/proxy.sock", "/run/lazy/lazy"}, shown...)
 	mountOK = append(mountOK, s.ReadOnly...)
