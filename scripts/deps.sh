@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs what the tests need, when it is missing: Debian's bubblewrap,
-# chromium, postgresql, etcd-server and protobuf-compiler, the npm package @anthropic-ai/claude-code (into a cache dir outside
-# the repo), and staticcheck. Idempotent; prints what it does.
+# chromium, postgresql, etcd-server and protobuf-compiler, the npm packages @anthropic-ai/claude-code,
+# @openai/codex and @google/gemini-cli (into cache dirs outside the repo), and staticcheck. Idempotent; prints what it does.
 set -euo pipefail
 
 CLAUDE_DIR="${CLAUDE_DIR:-$HOME/.cache/lazy/claude-code}"
 CLAUDE_VERSION="${CLAUDE_VERSION:-2.1.328}"
+# the other agent clients lazy drives (issue 28), pinned like claude
+AGENTS_DIR="${AGENTS_DIR:-$HOME/.cache/lazy/agents}"
+CODEX_VERSION="${CODEX_VERSION:-0.169.0}"
+GEMINI_VERSION="${GEMINI_VERSION:-0.61.0}"
 
 need_apt=()
 command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
@@ -38,6 +42,16 @@ if [[ ! -x "$CLAUDE_DIR/node_modules/.bin/claude" ]]; then
     echo "deps: npm is missing: install Node.js and npm for the real-client tests" >&2
   fi
 fi
+
+for pkg in "@openai/codex@$CODEX_VERSION:codex" "@google/gemini-cli@$GEMINI_VERSION:gemini"; do
+  spec="${pkg%:*}" bin="${pkg##*:}"
+  if [[ ! -x "$AGENTS_DIR/node_modules/.bin/$bin" ]] && command -v npm >/dev/null 2>&1; then
+    echo "deps: installing $spec into $AGENTS_DIR (about 20 s)..."
+    mkdir -p "$AGENTS_DIR"
+    (cd "$AGENTS_DIR" && npm install --no-audit --no-fund --loglevel=error "$spec" >/dev/null)
+    echo "deps: $bin $("$AGENTS_DIR/node_modules/.bin/$bin" --version 2>/dev/null || echo '(version unknown)')"
+  fi
+done
 
 if ! command -v staticcheck >/dev/null 2>&1 && [[ ! -x "$(go env GOPATH)/bin/staticcheck" ]]; then
   echo "deps: installing staticcheck..."
