@@ -284,9 +284,27 @@ func (b Bwrap) Run(ctx context.Context, s Spec) (Outcome, error) {
 	if _, err := exec.LookPath(exe); err != nil {
 		return Outcome{}, fmt.Errorf("%w: bwrap not found: install Debian's bubblewrap (apt-get install bubblewrap) or set agent.runner = \"process\" (no sandbox)", ErrUnavailable)
 	}
-	argv, err := b.Argv(s)
+	// the sandbox as a whole in a control group of its own, joined before
+	// bwrap starts (see cgroup.go); its memory bound replaces the
+	// per-process address-space limit, which large runtimes (V8) trip over
+	var g *turnGroup
+	if s.Self != "" {
+		var err error
+		if g, err = newTurnGroup(s.Name, s.Limits); err != nil {
+			return Outcome{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		defer g.remove()
+	}
+	spec := s
+	if g != nil {
+		spec.Limits.Memory = 0
+	}
+	argv, err := b.Argv(spec)
 	if err != nil {
 		return Outcome{}, err
+	}
+	if g != nil {
+		argv = append(append(append([]string{s.Self, "cgroup-exec"}, g.procs...), "--"), argv...)
 	}
 	filter, err := seccompFile()
 	if err != nil {

@@ -43,8 +43,8 @@ var SystemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 // Limits bound one sandbox (config [sandbox]).
 type Limits struct {
 	OpenFiles uint64 // RLIMIT_NOFILE of every process
-	Procs     uint64 // RLIMIT_NPROC: processes and threads of the sandbox's user namespace
-	Memory    uint64 // RLIMIT_AS of every process, bytes (0: none)
+	Procs     uint64 // RLIMIT_NPROC (processes and threads of the sandbox's user namespace), and the cgroup's pids.max
+	Memory    uint64 // bytes: the sandbox's cgroup (see cgroup.go), else RLIMIT_AS of every process (0: none)
 	TmpSize   uint64 // bytes of /tmp and /dev/shm (tmpfs, in host memory; 0: 512 MiB)
 }
 
@@ -66,11 +66,12 @@ func (l Limits) rlimits() []string {
 	return out
 }
 
-// Describe says the limits in one line, for `lazy daemon status`.
-func (l Limits) Describe() string {
+// Describe says the limits in one line, for `lazy daemon status`; how
+// says how the memory bound is enforced.
+func (l Limits) Describe(how string) string {
 	mem := "no memory bound"
 	if l.Memory > 0 {
-		mem = "memory " + sizeString(l.Memory) + " per process (RLIMIT_AS)"
+		mem = "memory " + sizeString(l.Memory) + " " + how
 	}
 	tmp := l.TmpSize
 	if tmp == 0 {

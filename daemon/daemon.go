@@ -383,9 +383,9 @@ func sandboxSettings(cfg *config.Config) ([]string, agent.Limits, []string) {
 func sandboxLine(r agent.Runner, l agent.Limits) string {
 	switch r.(type) {
 	case agent.Bwrap:
-		return fmt.Sprintf("bwrap: uid %d in its own user namespace, no capabilities, seccomp; limits: %s (cgroup v2 is not used: rlimits per process)", agent.SandboxUID, l.Describe())
+		return fmt.Sprintf("bwrap: uid %d in its own user namespace, no capabilities, seccomp; limits: %s", agent.SandboxUID, l.Describe(agent.MemoryBound()))
 	case agent.Docker:
-		return fmt.Sprintf("docker: non-root user, no capabilities, read-only image; limits: %s (the engine's cgroup)", l.Describe())
+		return fmt.Sprintf("docker: non-root user, no capabilities, read-only image; limits: %s", l.Describe("per container (the engine's cgroup)"))
 	}
 	return ""
 }

@@ -66,7 +66,7 @@ func TestHostileAgent(t *testing.T) {
 		t.Fatalf("runner %q, want bwrap (auto)", info.Runner)
 	}
 	// status says what the agent gets and how its limits are enforced
-	if st := p.lazy(0, "daemon", "status"); !strings.Contains(st, "sandbox: bwrap: uid 1000 in its own user namespace, no capabilities, seccomp; limits: open files 4096, processes 2048, memory 8 GiB per process (RLIMIT_AS), /tmp 512 MiB") {
+	if st := p.lazy(0, "daemon", "status"); !strings.Contains(st, "sandbox: bwrap: uid 1000 in its own user namespace, no capabilities, seccomp; limits: open files 4096, processes 2048, memory 8 GiB per sandbox (cgroup v1), /tmp 512 MiB") {
 		t.Errorf("daemon status lacks the sandbox line:\n%s", st)
 	}
 	anyPort, err := net.Listen("tcp", "127.0.0.1:0")

@@ -34,6 +34,10 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "sandbox-exec" {
 		os.Exit(forwarder.Main(os.Args[2:], os.Stderr))
 	}
+	// the process that becomes bwrap, joining the turn's control group first
+	if len(os.Args) > 1 && os.Args[1] == "cgroup-exec" {
+		os.Exit(forwarder.CgroupExec(os.Args[2:], os.Stderr))
+	}
 	// what a sandbox has, listed from inside it (see agent/inventory)
 	if len(os.Args) > 1 && os.Args[1] == "sandbox-inventory" {
 		if err := inventory.Take(os.Args[2:]...).Write(os.Stdout); err != nil {

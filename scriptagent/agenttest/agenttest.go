@@ -21,6 +21,12 @@ func Main(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "sandbox-exec" {
 		os.Exit(forwarder.Main(os.Args[2:], os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "cgroup-exec" {
+		os.Exit(forwarder.CgroupExec(os.Args[2:], os.Stderr))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "sandbox-alloc" {
+		os.Exit(forwarder.Alloc(os.Args[2:], os.Stdout))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "sandbox-inventory" {
 		if err := inventory.Take(os.Args[2:]...).Write(os.Stdout); err != nil {
 			os.Exit(1)
