@@ -299,7 +299,10 @@ func TestReviewForms(t *testing.T) {
 		t.Error("an unmapped reason must show the message without a panel")
 	}
 	var got api.AcceptArgs
-	f.acceptFn = func(a api.AcceptArgs) (*api.TaskInfo, error) { got = a; return &api.TaskInfo{ID: fakeID, Parent: "main"}, nil }
+	f.acceptFn = func(a api.AcceptArgs) (*api.TaskInfo, error) {
+		got = a
+		return &api.TaskInfo{ID: fakeID, Parent: "main"}, nil
+	}
 	if rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r&head=abc123"); rec.Code != 303 || got.Head != "abc123" {
 		t.Errorf("accept: %d, head sent %q", rec.Code, got.Head)
 	}

@@ -90,8 +90,8 @@ type RefusalView struct {
 	Message, Next, Command string
 	Files                  []string
 	// Commits are what was committed since the head the reviewer saw
-	Commits                                  []string
-	HasRemedy                                bool
+	Commits                                   []string
+	HasRemedy                                 bool
 	IsPassphrase, IsSync, IsReview, IsUnblock bool
 }
 

@@ -68,7 +68,7 @@ func (a *app) acceptCmd() *cobra.Command {
 		Long: "Merge a task into its parent. The accept binds to one head of the task branch: the one given\n" +
 			"with --head, else the branch's head now, printed before it is sent. If the branch has moved\n" +
 			"from it by the time the daemon merges, nothing is merged and the new commits are listed.",
-		Args:  cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			cl, err := a.client(cmd.Context())
 			if err != nil {
