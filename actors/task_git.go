@@ -209,6 +209,13 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 			return jobResult{err: err}
 		}
 	}
+	// the user's own checkout of the parent: a fast-forward there must not
+	// meet uncommitted changes to what the task changed
+	if dir, dirty, err := gitx.DirtyCheckout(ctx, root, t.Parent, changed); err != nil {
+		return jobResult{err: err}
+	} else if len(dirty) > 0 {
+		return jobResult{err: review.CheckoutDirty(t.Ref(), t.Parent, dir, args.Reason, dirty)}
+	}
 	if deps.Remote != "" {
 		// the remote's parent moves first, and only as a fast-forward: when
 		// it moved on meanwhile, the accept is refused and nothing changed

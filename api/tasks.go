@@ -62,6 +62,9 @@ type NewTaskArgs struct {
 type NewTaskResult struct {
 	Task TaskInfo `json:"task"`
 	Turn Turn     `json:"turn"`
+	// Warnings are what the user should know of the start: uncommitted
+	// changes in their checkout, which the task does not start from.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // CommentResult is the reply of comment.

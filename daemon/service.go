@@ -223,7 +223,16 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 	if err != nil {
 		return nil, fmt.Errorf("queue the first turn of %s: %w", ref, err)
 	}
-	return &api.NewTaskResult{Task: Info(t), Turn: *httpapi.TurnOf(&wq.Turn)}, nil
+	res := &api.NewTaskResult{Task: Info(t), Turn: *httpapi.TurnOf(&wq.Turn)}
+	if dir, dirty, err := gitx.DirtyCheckout(ctx, s.paths.Root, t.Parent, nil); err == nil && len(dirty) > 0 {
+		shown := dirty
+		if len(shown) > 10 {
+			shown = append(shown[:10:10], fmt.Sprintf("and %d more", len(dirty)-10))
+		}
+		res.Warnings = append(res.Warnings, fmt.Sprintf("your checkout at %s has uncommitted changes (%s): the task starts from the last commit of %s, without them; commit them first if the agent should see them",
+			dir, strings.Join(shown, ", "), t.Parent))
+	}
+	return res, nil
 }
 
 func title(prompt string) string {

@@ -58,3 +58,31 @@ func Blobs(ctx context.Context, root, rev string, paths []string) (map[string]st
 	}
 	return out, nil
 }
+
+// DirtyCheckout lists the paths among changed (all paths when changed is
+// nil) that have uncommitted changes (staged, unstaged or untracked) where
+// parent is checked out: a fast-forward there would have to overwrite
+// them. Nothing when parent is checked out nowhere.
+func DirtyCheckout(ctx context.Context, root, parent string, changed []string) (dir string, dirty []string, err error) {
+	dir, ok, err := WorktreeOf(ctx, root, parent)
+	if err != nil || !ok {
+		return dir, nil, err
+	}
+	args := []string{"status", "--porcelain=v1", "-z", "--untracked-files=no", "--no-renames"}
+	if changed != nil {
+		if len(changed) == 0 {
+			return dir, nil, nil
+		}
+		args = append(append(args, "--untracked-files=all", "--"), changed...)
+	}
+	out, err := RunRaw(ctx, dir, args...)
+	if err != nil {
+		return dir, nil, err
+	}
+	for _, rec := range strings.Split(string(out), "\x00") {
+		if len(rec) > 3 {
+			dirty = append(dirty, rec[3:])
+		}
+	}
+	return dir, dirty, nil
+}

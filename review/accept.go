@@ -15,6 +15,7 @@ const (
 	ReasonNoCommits          = "no_commits"
 	ReasonHeadMoved          = "head_moved"
 	ReasonCommentsQueued     = "comments_queued"
+	ReasonCheckoutDirty      = "checkout_dirty"
 )
 
 // In-page actions a remedy can offer.
@@ -39,7 +40,7 @@ type Remedy struct {
 }
 
 var knownReasons = map[string]bool{ReasonPassphraseRequired: true, ReasonOutOfScope: true, ReasonBehindParent: true, ReasonMergeInProgress: true,
-	ReasonNoCommits: true, ReasonHeadMoved: true, ReasonCommentsQueued: true}
+	ReasonNoCommits: true, ReasonHeadMoved: true, ReasonCommentsQueued: true, ReasonCheckoutDirty: true}
 
 // Usable reports whether a remedy should be shown: a known reason and a
 // non-blank next step. Anything else degrades to no remedy (no panel).
@@ -125,6 +126,14 @@ func Refuse(cause, ref, parent, reason string, files []string) *Refusal {
 			Remedy: &Remedy{Reason: cause, Next: "Deliver them with an unblock (the agent works on them), or withdraw them; then accept again.", Command: "lazy unblock " + q, UIAction: ActionUnblock}}
 	}
 	return &Refusal{Message: cause}
+}
+
+// CheckoutDirty is the refusal of an accept whose parent is checked out at
+// dir with uncommitted changes to files the task changed.
+func CheckoutDirty(ref, parent, dir, reason string, files []string) *Refusal {
+	return &Refusal{Message: fmt.Sprintf("Your checkout of %s at %s has uncommitted changes to files task %s changed: %s. Nothing was merged.", parent, dir, ref, strings.Join(files, ", ")),
+		Remedy: &Remedy{Reason: ReasonCheckoutDirty, Next: fmt.Sprintf("Commit or stash the local changes in %s (git -C %s stash), then accept again.", dir, ShellQuote(dir)),
+			Command: "lazy accept " + ShellQuote(ref) + " --reason " + ShellQuote(reason), Files: files}}
 }
 
 // HeadMoved is the refusal of an accept whose reviewer saw head seen while

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -173,5 +175,47 @@ func (p *project) waitTurns(ref string, n int) {
 			p.t.Fatalf("task %s: fewer than %d turns", ref, n)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestAcceptRefusesADirtyCheckout: with the user's own checkout of main
+// holding uncommitted edits to a file the task changed, an accept is
+// refused with the files and "commit or stash" — on the page (the remedy
+// panel), the RPC (409, checkout_dirty) and the CLI (exit 1) — never an
+// internal error; once stashed, the accept merges.
+func TestAcceptRefusesADirtyCheckout(t *testing.T) {
+	p := newProject(t, "process")
+	p.lazy(0, "daemon", "start")
+	if err := os.WriteFile(filepath.Join(p.root, "README.md"), []byte("# p, edited\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// a task started from a dirty checkout says it starts without the edits
+	if _, errOut, exit := p.run("task", "new", "-m", "@write main.go package main // by the agent\n@commit edit main", "--code", "d"); exit != 0 ||
+		!strings.Contains(errOut, "warning: your checkout at") || !strings.Contains(errOut, "README.md") {
+		t.Fatalf("task new on a dirty checkout: exit %d\n%s", exit, errOut)
+	}
+	p.waitStatus("d", "blocked")
+	if err := os.WriteFile(filepath.Join(p.root, "main.go"), []byte("package main // my own edit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, body := p.acceptForm("d", p.pageHead("d"))
+	if code != http.StatusConflict || !strings.Contains(body, "uncommitted changes") || !strings.Contains(body, "<code>main.go</code>") || !strings.Contains(body, "stash") {
+		t.Fatalf("page accept with a dirty checkout: %d\n%s", code, grepLines(body, "refusal"))
+	}
+	err := p.rpc().Call(context.Background(), "reviewAccept", map[string]string{"task": "d", "reason": "ok"}, nil)
+	var ce *client.Error
+	if got := remedyReason(t, err); got != review.ReasonCheckoutDirty || !errors.As(err, &ce) || ce.Status != http.StatusConflict {
+		t.Fatalf("RPC accept with a dirty checkout: %s %v", got, err)
+	}
+	_, errOut, exit := p.run("accept", "d", "--reason", "ok")
+	if exit != 1 || !strings.Contains(errOut, "main.go") || strings.Contains(errOut, "internal error") {
+		t.Fatalf("CLI accept with a dirty checkout: exit %d\n%s", exit, errOut)
+	}
+	if b, _ := os.ReadFile(filepath.Join(p.root, "main.go")); string(b) != "package main // my own edit\n" {
+		t.Fatal("the user's edit was touched")
+	}
+	gitxtest.Git(t, p.root, "stash")
+	if _, errOut, exit := p.run("accept", "d", "--reason", "ok"); exit != 0 {
+		t.Fatalf("accept once stashed: exit %d\n%s", exit, errOut)
 	}
 }

@@ -33,6 +33,9 @@ func (a *app) taskCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			for _, w := range res.Warnings {
+				fmt.Fprintf(a.errOut, "warning: %s\n", w)
+			}
 			return a.printed(res.Task, "%s %s\n", res.Task.Ref, res.Task.ID)
 		},
 	}
