@@ -8,12 +8,16 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"lazy/agent"
 	"lazy/gitx"
+	"lazy/internal/safefs"
 	"lazy/review"
 	"lazy/store"
 	"lazy/task"
@@ -375,11 +379,27 @@ func (tr *travel) agentTurn() bool {
 }
 
 // homeMark records, in the home, which archive it is; homeCwd the worktree
-// its agent ran in (claude keys its sessions by it).
+// its agent ran in (claude keys its sessions by it). The daemon writes both,
+// but they sit in the agent's home: the agent may have replaced either by a
+// link, a pipe or a huge file, so they are read and written beneath the home
+// without following links (safefs), and read bounded.
 const (
 	homeMark = ".lazy-home-at"
 	homeCwd  = ".lazy-home-cwd"
+	// maxMark bounds a marker as read: a time, or a path
+	maxMark = 4096
 )
+
+// parseHomeCwd reads the worktree recorded in a home's homeCwd marker: an
+// absolute, clean path with no control character, or an error.
+func parseHomeCwd(b []byte) (string, error) {
+	p := string(b)
+	if len(p) == 0 || len(p) > maxMark || !filepath.IsAbs(p) || filepath.Clean(p) != p || !utf8.ValidString(p) ||
+		strings.ContainsFunc(p, unicode.IsControl) {
+		return "", fmt.Errorf("the agent home's %s is not a worktree path (%d bytes)", homeCwd, len(b))
+	}
+	return p, nil
+}
 
 // bringHome replaces this member's copy of the agent home by the store's
 // when the store's is newer (the task last ran elsewhere).
@@ -392,18 +412,48 @@ func (tr *travel) bringHome(ctx context.Context) error {
 		return fmt.Errorf("bring the agent home from the store: %w", err)
 	}
 	mark := at.UTC().Format(time.RFC3339Nano)
-	if b, err := os.ReadFile(filepath.Join(tr.home, homeMark)); err == nil && string(b) == mark {
+	if b, err := readMark(tr.home, homeMark); err == nil && string(b) == mark {
 		return nil // this member made it, or brought it already
 	}
 	if err := agent.RestoreHome(tr.home, archive); err != nil {
 		return fmt.Errorf("bring the agent home from the store: %w", err)
 	}
-	if old, err := os.ReadFile(filepath.Join(tr.home, homeCwd)); err == nil {
-		if err := agent.MoveSessions(tr.home, string(old), tr.worktree); err != nil {
+	if b, err := readMark(tr.home, homeCwd); err == nil {
+		old, err := parseHomeCwd(b)
+		if err != nil {
+			return fmt.Errorf("bring the agent home from the store: %w", err)
+		}
+		if err := agent.MoveSessions(tr.home, old, tr.worktree); err != nil {
 			return fmt.Errorf("re-key the agent's sessions to this member's worktree: %w", err)
 		}
 	}
-	return os.WriteFile(filepath.Join(tr.home, homeMark), []byte(mark), 0o600)
+	return writeMarks(tr.home, map[string]string{homeMark: mark})
+}
+
+// readMark reads marker name of the home at dir, beneath it, bounded.
+func readMark(dir, name string) ([]byte, error) {
+	root, err := safefs.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return root.ReadFile(name, maxMark)
+}
+
+// writeMarks writes markers into the home at dir, each replacing whatever
+// the agent left at its name (a link is replaced, never followed).
+func writeMarks(dir string, marks map[string]string) error {
+	root, err := safefs.Open(dir)
+	if err != nil {
+		return fmt.Errorf("mark the agent home: %w", err)
+	}
+	defer root.Close()
+	for name, body := range marks {
+		if err := root.WriteFile(name, []byte(body), 0o600); err != nil {
+			return fmt.Errorf("mark the agent home: %w", err)
+		}
+	}
+	return nil
 }
 
 // depart sends the branch after a job that may have changed it (an accept
@@ -420,13 +470,15 @@ func (tr *travel) depart(ctx context.Context) {
 	if !tr.agentTurn() {
 		return
 	}
-	if _, err := os.Stat(tr.home); err != nil {
+	if fi, err := os.Lstat(tr.home); err != nil || !fi.IsDir() {
 		return // the agent never started
 	}
 	at := time.Now().UTC().Truncate(time.Microsecond) // what the store keeps
-	_ = os.WriteFile(filepath.Join(tr.home, homeMark), []byte(at.Format(time.RFC3339Nano)), 0o600)
-	_ = os.WriteFile(filepath.Join(tr.home, homeCwd), []byte(tr.worktree), 0o600)
-	archive, err := agent.ArchiveHome(tr.home)
+	err := writeMarks(tr.home, map[string]string{homeMark: at.Format(time.RFC3339Nano), homeCwd: tr.worktree})
+	var archive []byte
+	if err == nil {
+		archive, err = agent.ArchiveHome(tr.home)
+	}
 	if err == nil {
 		err = tr.homes.SaveAgentHome(ctx, tr.taskID, archive, at)
 	}

@@ -11,7 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"lazy/internal/safefs"
 )
 
 // MaxHomeArchive bounds a task's agent home as it travels between the
@@ -20,41 +21,27 @@ const MaxHomeArchive = 64 << 20
 
 // ArchiveHome packs a task's agent home (its sessions and settings) as
 // tar.gz: regular files and directories only. The agent wrote the home, so
-// nothing in it is trusted: a link is never followed (not even one swapped
-// in for a file while packing), a pipe or device is never opened, and a
-// home over MaxHomeArchive (unpacked, or packed) is refused before it is
-// read whole.
+// nothing in it is trusted: it is walked beneath the home through
+// descriptors (safefs), so a link is never followed, not even one swapped in
+// for a file or a parent directory while packing; a pipe or device is never
+// opened; and a home over MaxHomeArchive (unpacked, or packed) is refused
+// before it is read whole.
 func ArchiveHome(dir string) ([]byte, error) {
+	root, err := safefs.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("pack the agent home: %w", err)
+	}
+	defer root.Close()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&limitedWriter{w: &buf, left: MaxHomeArchive})
 	tw := tar.NewWriter(zw)
 	var total int64
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil || rel == "." {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
+	err = root.Walk(func(e safefs.Entry) error {
+		info := e.Info
 		if !info.Mode().IsRegular() && !info.IsDir() {
-			return nil // sockets, links: not part of a session
+			return nil // sockets, pipes, devices: not part of a session
 		}
-		var f *os.File
-		if info.Mode().IsRegular() {
-			// the file as opened, not as listed: no link followed, no pipe
-			// waited on
-			if f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0); err != nil {
-				return nil // gone or swapped for a link since the listing
-			}
-			defer f.Close()
-			if info, err = f.Stat(); err != nil || !info.Mode().IsRegular() {
-				return nil
-			}
+		if e.File != nil {
 			if total += info.Size(); total > MaxHomeArchive {
 				return fmt.Errorf("the agent home %s is over %d MiB", dir, MaxHomeArchive>>20)
 			}
@@ -63,14 +50,15 @@ func ArchiveHome(dir string) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		h.Name = filepath.ToSlash(rel)
+		h.Name = e.Rel
+		h.Uname, h.Gname = "", ""
 		if err := tw.WriteHeader(h); err != nil {
 			return err
 		}
-		if f != nil {
+		if e.File != nil {
 			// as much as the header says, even if the file grows meanwhile
-			if _, err := io.CopyN(tw, f, info.Size()); err != nil {
-				return fmt.Errorf("pack %s: %w", rel, err)
+			if _, err := io.CopyN(tw, e.File, info.Size()); err != nil {
+				return fmt.Errorf("pack %s: %w", e.Rel, err)
 			}
 		}
 		return nil
@@ -107,8 +95,10 @@ func (c *limitedWriter) Write(p []byte) (int, error) {
 }
 
 // RestoreHome replaces the agent home at dir by an archive ArchiveHome
-// made (on another member). Entries that would land outside dir, and more
-// than MaxHomeArchive bytes unpacked, are refused.
+// made (on another member). The archive came from an agent's home, so it is
+// data: only directories and regular files are unpacked, each beneath a
+// fresh directory without following a link; entries that would land outside
+// it, and more than MaxHomeArchive bytes unpacked, are refused.
 func RestoreHome(dir string, archive []byte) error {
 	zr, err := gzip.NewReader(bytes.NewReader(archive))
 	if err != nil {
@@ -119,52 +109,9 @@ func RestoreHome(dir string, archive []byte) error {
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
 		return err
 	}
-	tr := tar.NewReader(zr)
-	var total int64
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			_ = os.RemoveAll(tmp)
-			return fmt.Errorf("agent home archive: %w", err)
-		}
-		name := filepath.FromSlash(h.Name)
-		if !filepath.IsLocal(name) {
-			_ = os.RemoveAll(tmp)
-			return fmt.Errorf("agent home archive: entry %q leaves the home", h.Name)
-		}
-		target := filepath.Join(tmp, name)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o700); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			total += h.Size
-			if total > MaxHomeArchive {
-				_ = os.RemoveAll(tmp)
-				return fmt.Errorf("agent home archive unpacks to over %d MiB", MaxHomeArchive>>20)
-			}
-			if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode)&0o700|0o600)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				_ = os.RemoveAll(tmp)
-				return err
-			}
-		default:
-			// nothing else is written by ArchiveHome
-		}
+	if err := unpack(tmp, zr); err != nil {
+		_ = os.RemoveAll(tmp)
+		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -172,30 +119,91 @@ func RestoreHome(dir string, archive []byte) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return err
+	return os.Rename(tmp, dir)
+}
+
+// unpack writes the tar stream r beneath dir.
+func unpack(dir string, r io.Reader) error {
+	root, err := safefs.Open(dir)
+	if err != nil {
+		return fmt.Errorf("unpack the agent home: %w", err)
 	}
-	return nil
+	defer root.Close()
+	tr := tar.NewReader(r)
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("agent home archive: %w", err)
+		}
+		name := filepath.FromSlash(h.Name)
+		if !filepath.IsLocal(name) {
+			return fmt.Errorf("agent home archive: entry %q leaves the home", h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := root.MkdirAll(name, 0o700); err != nil {
+				return fmt.Errorf("agent home archive: %w", err)
+			}
+		case tar.TypeReg:
+			if h.Size < 0 {
+				return fmt.Errorf("agent home archive: entry %q has a negative size", h.Name)
+			}
+			if total += h.Size; total > MaxHomeArchive {
+				return fmt.Errorf("agent home archive unpacks to over %d MiB", MaxHomeArchive>>20)
+			}
+			if err := root.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+				return fmt.Errorf("agent home archive: %w", err)
+			}
+			f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode)&0o700|0o600)
+			if err != nil {
+				return fmt.Errorf("agent home archive: %w", err)
+			}
+			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("agent home archive: %w", err)
+			}
+		default:
+			// links, devices, pipes: nothing else is written by ArchiveHome
+		}
+	}
 }
 
 // MoveSessions re-keys the claude CLI's sessions in home from the directory
 // the agent ran in on one member (oldCwd) to the one it runs in here
 // (newCwd): claude keeps a project's sessions under .claude/projects/<cwd
 // with every character but letters and digits as '-'>, and --resume looks
-// there. Nothing to move is not an error.
+// there. Nothing to move is not an error. The home is the agent's: every
+// step stays beneath it and follows no link.
 func MoveSessions(home, oldCwd, newCwd string) error {
 	if oldCwd == "" || oldCwd == newCwd {
 		return nil
 	}
-	from := filepath.Join(home, ".claude", "projects", claudeProjectKey(oldCwd))
-	to := filepath.Join(home, ".claude", "projects", claudeProjectKey(newCwd))
-	if _, err := os.Stat(from); err != nil {
+	root, err := safefs.Open(home)
+	if err != nil {
+		return fmt.Errorf("move the agent's sessions: %w", err)
+	}
+	defer root.Close()
+	from := filepath.Join(".claude", "projects", claudeProjectKey(oldCwd))
+	to := filepath.Join(".claude", "projects", claudeProjectKey(newCwd))
+	if fi, err := root.Stat(from); errors.Is(err, fs.ErrNotExist) || err == nil && !fi.IsDir() {
 		return nil
+	} else if err != nil {
+		return fmt.Errorf("move the agent's sessions: %w", err)
 	}
-	if err := os.RemoveAll(to); err != nil {
-		return err
+	if err := root.RemoveAll(to); err != nil {
+		return fmt.Errorf("move the agent's sessions: %w", err)
 	}
-	return os.Rename(from, to)
+	if err := root.Rename(from, to); err != nil {
+		return fmt.Errorf("move the agent's sessions: %w", err)
+	}
+	return nil
 }
 
 // claudeProjectKey is claude's name for a project directory (paths up to 200

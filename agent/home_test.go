@@ -141,3 +141,108 @@ func TestArchiveTrustsNothingInTheHome(t *testing.T) {
 		t.Fatalf("the home back under the limit: %v", err)
 	}
 }
+
+// TestMoveSessionsNeverFollowsALink: the home's .claude is a link to a
+// directory outside: re-keying the sessions removes and renames nothing
+// there.
+func TestMoveSessionsNeverFollowsALink(t *testing.T) {
+	outside := t.TempDir()
+	keep := filepath.Join(outside, "projects", claudeProjectKey("/new"))
+	if err := os.MkdirAll(keep, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(outside, "projects", claudeProjectKey("/old")), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(home, ".claude")); err != nil {
+		t.Fatal(err)
+	}
+	if err := MoveSessions(home, "/old", "/new"); err == nil {
+		t.Fatal("sessions moved through a link")
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("a directory outside the home was removed: %v", err)
+	}
+}
+
+// TestRestoreWritesOnlyFilesAndDirectories: an archive holding a link
+// entry (to /etc, to a file outside) and then a file beneath that link
+// writes nothing outside the home.
+func TestRestoreWritesOnlyFilesAndDirectories(t *testing.T) {
+	outside := t.TempDir()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	_ = tw.WriteHeader(&tar.Header{Name: "out", Typeflag: tar.TypeSymlink, Linkname: outside})
+	_ = tw.WriteHeader(&tar.Header{Name: "out/evil", Mode: 0o600, Size: 4, Typeflag: tar.TypeReg})
+	_, _ = tw.Write([]byte("evil"))
+	_ = tw.Close()
+	_ = zw.Close()
+	to := filepath.Join(t.TempDir(), "home")
+	_ = RestoreHome(to, buf.Bytes())
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("the archive wrote outside the home: %v", ents)
+	}
+	if fi, err := os.Lstat(filepath.Join(to, "out")); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		t.Fatal("a link entry was unpacked")
+	}
+}
+
+// FuzzRestoreHome: whatever bytes the store hands back as a home's archive
+// (it was packed from a home an agent wrote), unpacking never writes
+// outside the home's directory and never panics.
+func FuzzRestoreHome(f *testing.F) {
+	home := filepath.Join(f.TempDir(), "home")
+	_ = os.MkdirAll(filepath.Join(home, ".claude"), 0o700)
+	_ = os.WriteFile(filepath.Join(home, ".claude", "s.jsonl"), []byte("{}"), 0o600)
+	if a, err := ArchiveHome(home); err == nil {
+		f.Add(a)
+	}
+	for _, entries := range [][]tar.Header{
+		{{Name: "../evil", Size: 1, Typeflag: tar.TypeReg}},
+		{{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/"}, {Name: "l/x", Size: 1, Typeflag: tar.TypeReg}},
+		{{Name: "d", Typeflag: tar.TypeDir}, {Name: "d/../../x", Size: 1, Typeflag: tar.TypeReg}},
+		{{Name: "big", Size: MaxHomeArchive + 1, Typeflag: tar.TypeReg}},
+	} {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		tw := tar.NewWriter(zw)
+		for _, h := range entries {
+			h.Mode = 0o600
+			_ = tw.WriteHeader(&h)
+			if h.Size > 0 && h.Size < 10 {
+				_, _ = tw.Write(bytes.Repeat([]byte("x"), int(h.Size)))
+			}
+		}
+		_ = tw.Close()
+		_ = zw.Close()
+		f.Add(buf.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, archive []byte) {
+		base := t.TempDir()
+		dir := filepath.Join(base, "agents", "t1")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		_ = RestoreHome(filepath.Join(dir, "home"), archive)
+		err := filepath.WalkDir(base, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if p == base || p == filepath.Join(base, "agents") || p == dir {
+				return nil
+			}
+			if !strings.HasPrefix(p, filepath.Join(dir, "home")) {
+				t.Fatalf("unpacking wrote %s, outside the home", p)
+			}
+			if d.Type()&os.ModeSymlink != 0 {
+				t.Fatalf("unpacking made a link: %s", p)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}

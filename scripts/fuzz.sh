@@ -35,6 +35,8 @@ targets=( # package:target:executions
   ./views:FuzzRenderLine:60000x
   ./store:FuzzFileStoreLoad:20000x
   ./grain:FuzzDecode:40000x
+  ./agent:FuzzRestoreHome:40000x
+  ./actors:FuzzParseHomeCwd:300000x
 )
 cache="$(go env GOCACHE)/fuzz/lazy"
 out="$(mktemp)"

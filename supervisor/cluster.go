@@ -10,7 +10,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -62,7 +61,7 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 			etcdCfg.TLS = o.TLS.Client.Clone()
 		}
 	}
-	prov := &etcdProvider{base: "/lazy/" + o.Name, cfg: etcdCfg}
+	prov := &etcdProvider{base: "/lazy/" + o.Name, cfg: etcdCfg, log: s.log}
 	s.secret = o.Secret
 	s.describe = o.Describe
 	if s.deps != nil {
@@ -115,40 +114,6 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 		return fmt.Errorf("cluster: joining %q through etcd at %v took over 30 s (is etcd running?)", o.Name, o.Etcd)
 	}
 	return nil
-}
-
-// etcdProvider makes protoactor's etcd provider when the member starts,
-// after the member's remote is up: the remote sets gRPC's process-wide
-// logger as it starts, and an etcd client made before would be reading it
-// from its own goroutines meanwhile (a data race in the libraries).
-type etcdProvider struct {
-	base string
-	cfg  clientv3.Config
-	p    *etcd.Provider
-}
-
-func (e *etcdProvider) StartMember(c *cluster.Cluster) error {
-	return e.start(func(p *etcd.Provider) error { return p.StartMember(c) })
-}
-
-func (e *etcdProvider) StartClient(c *cluster.Cluster) error {
-	return e.start(func(p *etcd.Provider) error { return p.StartClient(c) })
-}
-
-func (e *etcdProvider) start(join func(*etcd.Provider) error) error {
-	p, err := etcd.NewWithConfig(e.base, e.cfg)
-	if err != nil {
-		return err
-	}
-	e.p = p
-	return join(p)
-}
-
-func (e *etcdProvider) Shutdown(graceful bool) error {
-	if e.p == nil {
-		return nil
-	}
-	return e.p.Shutdown(graceful)
 }
 
 // askGrain sends msg to the grain of task id, wherever the cluster places

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Server is one running etcd.
@@ -79,3 +80,14 @@ func start(t testing.TB, tc *TLS) *Server {
 
 // Stop ends the server (a test may stop it early to see lazy without it).
 func (s *Server) Stop() { testsvc.Stop(s.cmd, syscall.SIGTERM) }
+
+// Pause stops the server's process for d and lets it go on (SIGSTOP, then
+// SIGCONT): it answers nothing meanwhile, as when its disk or its machine
+// stalls under load.
+func (s *Server) Pause(d time.Duration) error {
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	time.Sleep(d)
+	return s.cmd.Process.Signal(syscall.SIGCONT)
+}
