@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"lazy/canary"
 	"lazy/gitx"
 )
 
@@ -63,6 +64,9 @@ type Launcher struct {
 	// Slots bounds the agents running at once (nil: no bound). Make it with
 	// NewSlots.
 	Slots chan struct{}
+	// Decoys returns the task's decoy secrets (package canary), written
+	// into its home before every turn over whatever is there (nil: none).
+	Decoys func(taskID, ref string) []canary.File
 }
 
 // NewSlots makes the semaphore of at most n concurrent agents.
@@ -71,6 +75,18 @@ func NewSlots(n int) chan struct{} { return make(chan struct{}, n) }
 // HomeFor is the per-task HOME of ref.
 func (l *Launcher) HomeFor(ref string) string { return filepath.Join(l.AgentsDir, ref, "home") }
 
+// writeDecoys puts the task's decoys into its home (never trusting the
+// copy the agent had).
+func (l *Launcher) writeDecoys(taskID, ref, home string) error {
+	if l.Decoys == nil {
+		return nil
+	}
+	if err := WriteDecoys(home, l.Decoys(taskID, ref)); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return nil
+}
+
 // RunTurn runs one turn and parses its result.
 func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcome, error) {
 	ph, err := l.Placeholders(ctx, req.TaskID, req.Ref, req.Role)
@@ -78,6 +94,9 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 		return Result{}, Outcome{}, fmt.Errorf("%w: mint placeholders: %v", ErrUnavailable, err)
 	}
 	home := l.HomeFor(req.Ref)
+	if err := l.writeDecoys(req.TaskID, req.Ref, home); err != nil {
+		return Result{}, Outcome{}, err
+	}
 	args := l.Driver.WorkArgv(req.Session)
 	timeout := l.TurnTimeout
 	if req.Ask {

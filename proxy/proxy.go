@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"lazy/api"
+	"lazy/canary"
 	"lazy/config"
 )
 
@@ -47,6 +48,10 @@ type Options struct {
 	// OverBudget says whether a task has used its token budget, and why in
 	// words; its calls are then refused before they leave (nil: no budgets)
 	OverBudget func(taskID string) (bool, string)
+	// Canaries is the decoy secrets of every sandbox home, as they are now
+	// (package canary); a request carrying one is refused before it
+	// leaves, tripwire canary (nil: none).
+	Canaries func() *canary.Set
 }
 
 // Refusal causes, as the traffic stream and the 401 body name them.
@@ -275,6 +280,9 @@ type plan struct {
 	usage     api.CallUsage
 	usageSeen bool
 	usageScan usageScanner // the reader that fills usage (no allocation of its own)
+	// canaryHit is the owner of a decoy the body's reader saw (set from
+	// the transport's goroutine)
+	canaryHit atomic.Pointer[canary.Owner]
 }
 
 type planKey struct{}
@@ -295,6 +303,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pl := &plan{rt: p.routes.Load(), via: viaOf(r.Context()), stopWatchdog: func() {}}
 	logPath := r.URL.EscapedPath()
 	defer func() {
+		p.canaryTripped(pl) // a decoy seen after the reply began
 		if pl.reserved > 0 {
 			p.replay.Add(-pl.reserved)
 		}
@@ -361,8 +370,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if !p.canaryCheck(rec, r, pl) {
+		return
+	}
 	if len(pl.chain) > 1 && r.Body != nil && r.Body != http.NoBody {
 		if err := p.bufferForReplay(r, pl); err != nil {
+			if p.canaryTripped(pl) {
+				p.refuseStatus(rec, pl, http.StatusForbidden, "permission_error", CauseTripwire, canaryText)
+				return
+			}
 			if pl.bodyTimedOut.Load() {
 				writeAPIError(rec, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("lazy proxy: the request body did not arrive within %s", p.bodyTimeout()), CauseBodyTimeout)
 				return
@@ -593,6 +609,12 @@ func (p *Proxy) trip(pl *plan, what string) {
 	}
 	pl.tripwire = what
 	id, ref := pl.tripTask()
+	p.tripOn(id, ref, what)
+}
+
+// tripOn refuses the task's placeholders from this instant and tells the
+// daemon (nothing for no task).
+func (p *Proxy) tripOn(id, ref, what string) {
 	if id == "" {
 		return
 	}
@@ -883,7 +905,19 @@ func (c *chainTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			out.Body = io.NopCloser(pl.body.reader())
 			out.ContentLength = pl.body.n
 		}
+		if c.p.canaryTripped(pl) { // the editor route read the body
+			return nil, errCanary
+		}
 		resp, err := c.base.RoundTrip(out)
+		if c.p.canaryTripped(pl) || IsCanary(err) {
+			if err == nil {
+				resp.Body.Close()
+			}
+			if lastResp != nil {
+				lastResp.Body.Close()
+			}
+			return nil, errCanary
+		}
 		last := i == len(pl.chain)-1
 		if err == nil && (resp.StatusCode < 500 || last) {
 			tt := t
