@@ -632,6 +632,7 @@ type Paths struct {
 	Home, Root, State                                   string
 	DaemonJSON, AuthToken, ProxyTokens, DB, Passphrase  string
 	DashboardToken                                      string
+	CanaryKey                                           string // the key the sandbox homes' decoys are derived from (package canary)
 	LogDir, Log, Agents, Worktrees, FileStore, Recovery string
 	CredentialsDir                                      string
 }
@@ -644,6 +645,7 @@ func PathsFor(home, root string) Paths {
 		DaemonJSON:     filepath.Join(st, "daemon.json"),
 		AuthToken:      filepath.Join(st, "auth-token"),
 		DashboardToken: filepath.Join(st, "dashboard-token"),
+		CanaryKey:      filepath.Join(st, "canary-key"),
 		ProxyTokens:    filepath.Join(st, "proxy-tokens.json"),
 		DB:             filepath.Join(st, "lazy.db"),
 		Passphrase:     filepath.Join(st, "passphrase"),

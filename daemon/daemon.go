@@ -192,6 +192,15 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	launcher.Placeholders = func(ctx context.Context, taskID, ref, role string) (map[string]string, error) {
 		return d.mint(creds, taskID, ref, role)
 	}
+	var clusterSecret []byte
+	if clusterOpts != nil {
+		clusterSecret = clusterOpts.Secret
+	}
+	decoys, err := newCanaries(ctx, paths.CanaryKey, clusterSecret, st)
+	if err != nil {
+		return nil, err
+	}
+	launcher.Decoys = decoys.Decoys
 	modelErrs.publish = sup.Publish
 	book := newUsageBook(st, o.Log)
 	var links *supervisor.LinkTLS
@@ -235,6 +244,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			book.record(t)
 		},
 		OverBudget: book.overBudget,
+		Canaries:   decoys.Set,
 		Tripwire: func(taskID, ref, what string) {
 			// the proxy refuses the task's placeholders from this instant;
 			// the task's actor records the trip and revokes its grants

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -13,9 +15,10 @@ import (
 // a header, its body as it streams — is refused before it leaves: the
 // request line and headers are scanned before any upstream is chosen, and
 // the body passes canary.Set.Reader, which fails the read before a byte of
-// a decoy is handed on (the transport then drops the request: a body cut
-// inside the first few KiB never leaves the proxy's write buffer, a longer
-// one is cut before the decoy, so no upstream gets a whole request). The
+// a decoy is handed on. Its first MiB is read (and so scanned) before the
+// upstream request opens (readAhead): a model call's body is refused before
+// the upstream hears of it; a longer body is cut before the decoy and the
+// upstream never gets a whole request. The
 // task whose socket (or grant) sent it trips the wire `canary`; a request
 // of no task trips it on the task whose decoy it carried.
 //
@@ -109,6 +112,57 @@ func (p *Proxy) canaryCheck(w http.ResponseWriter, r *http.Request, pl *plan) bo
 		return false
 	}
 	r.Body = p.CanaryBody(r.Body, func(o canary.Owner) { pl.canaryHit.Store(&o) })
+	return true
+}
+
+// scanAhead is how much of a body the proxy reads, and so scans, before
+// it opens the upstream request (net/http sends a streamed body's headers
+// first): a body that ends within it is refused before the upstream hears
+// of it at all. A longer body, or one that arrives when the bodies read
+// ahead hold maxReplayTotal, is scanned as it streams and cut before the
+// decoy (the upstream gets its headers and a body that never completes).
+const scanAhead = 1 << 20
+
+// readAhead reads the start of a single-target request's body through the
+// canary reader before anything is sent upstream; false: a decoy (or a
+// broken body) was answered here.
+func (p *Proxy) readAhead(w http.ResponseWriter, r *http.Request, pl *plan) bool {
+	if r.Body == nil || r.Body == http.NoBody || p.canaries().Len() == 0 || pl.body != nil {
+		return true
+	}
+	size := int64(scanAhead)
+	if r.ContentLength >= 0 {
+		size = min(size, r.ContentLength+1) // +1: see the end
+	}
+	if p.replay.Add(size) > maxReplayTotal {
+		p.replay.Add(-size)
+		return true // stream it, scanned
+	}
+	pl.reserved += size
+	buf := make([]byte, size)
+	n, err := io.ReadFull(r.Body, buf)
+	switch {
+	case p.canaryTripped(pl):
+		p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, canaryText)
+		return false
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{bytes.NewReader(buf[:n]), r.Body}
+	case err != nil:
+		if pl.bodyTimedOut.Load() {
+			writeAPIError(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("lazy proxy: the request body did not arrive within %s", p.bodyTimeout()), CauseBodyTimeout)
+			return false
+		}
+		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "lazy proxy: could not read the request body: "+err.Error(), "")
+		return false
+	default:
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(buf[:n]), r.Body), r.Body}
+	}
 	return true
 }
 

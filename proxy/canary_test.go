@@ -25,6 +25,7 @@ type canaryFixture struct {
 		sync.Mutex
 		bytes.Buffer
 		requests int
+		calls    int // the handler ran: the upstream heard of a request
 	}
 }
 
@@ -35,6 +36,7 @@ func newCanaryFixture(t *testing.T, fallback bool) *canaryFixture {
 		b, err := io.ReadAll(r.Body)
 		c.got.Lock()
 		c.got.Write(b)
+		c.got.calls++
 		if err == nil {
 			c.got.requests++
 		}
@@ -80,7 +82,9 @@ func TestCanaryRefused(t *testing.T) {
 		body     func(mark string) string
 		header   bool
 		query    bool
+		long     bool // past the read-ahead: the upstream gets the head and a cut body
 	}{
+		{name: "streamed, short", chunked: true, body: func(m string) string { return `{"content":"` + m + `"}` }},
 		{name: "json body", body: func(m string) string { return `{"messages":[{"role":"user","content":"my key: ` + m + `"}]}` }},
 		{name: "20 bytes of it", body: func(m string) string {
 			if m == "" {
@@ -88,8 +92,8 @@ func TestCanaryRefused(t *testing.T) {
 			}
 			return `{"content":"` + m[3:3+canary.Window] + `"}`
 		}},
-		{name: "past 1 MB", body: func(m string) string { return `{"content":"` + big + m + `"}` }},
-		{name: "streamed", chunked: true, body: func(m string) string { return `{"content":"` + big + m + big + `"}` }},
+		{name: "past 1 MB", long: true, body: func(m string) string { return `{"content":"` + big + m + `"}` }},
+		{name: "streamed", chunked: true, long: true, body: func(m string) string { return `{"content":"` + big + m + big + `"}` }},
 		{name: "buffered for a fallback", fallback: true, body: func(m string) string { return `{"content":"` + big + m + `"}` }},
 		{name: "header", header: true, body: func(string) string { return msgBody }},
 		{name: "query", query: true, body: func(string) string { return msgBody }},
@@ -126,7 +130,7 @@ func TestCanaryRefused(t *testing.T) {
 			}
 			c.got.Lock()
 			c.got.Reset()
-			c.got.requests = 0
+			c.got.requests, c.got.calls = 0, 0
 			c.got.Unlock()
 
 			mark := c.marks[taskB][2] // another task's decoy: the sender trips
@@ -139,8 +143,11 @@ func TestCanaryRefused(t *testing.T) {
 				t.Fatalf("tripwire on %q, want the sending task", got)
 			}
 			c.got.Lock()
-			n, sent := c.got.requests, c.got.String()
+			n, sent, calls := c.got.requests, c.got.String(), c.got.calls
 			c.got.Unlock()
+			if !tc.long && calls != 0 {
+				t.Fatalf("the upstream heard of the request (%d bytes of body)", len(sent))
+			}
 			if n != 0 || strings.Contains(sent, mark[:10]) {
 				t.Fatalf("the upstream got %d whole requests and %d bytes, the decoy's start among them: %v", n, len(sent), strings.Contains(sent, mark[:10]))
 			}

@@ -387,6 +387,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if !p.readAhead(rec, r, pl) {
+		return
+	}
 	p.rp.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), planKey{}, pl)))
 }
 

@@ -15,6 +15,9 @@
 //	@sneak PATH TEXT     write PATH and commit it in ANY mode, plan included:
 //	                     a misbehaving agent, for the tests of what an ask
 //	                     may change; a failure is noted in the answer
+//	@readsend PATH       read PATH (relative to $HOME, "~/" allowed) and put
+//	                     it into this turn's model call, after the prompt: a
+//	                     prompt-injected agent exfiltrating a secret
 //
 // In plan mode (ask turns) it changes nothing: @write, @append and @commit are
 // refused and noted in the answer. Every turn is appended to
@@ -136,6 +139,7 @@ func Main(argv []string, env func(string) string, stdin io.Reader, stdout, stder
 	readOnly := a.mode == "plan"
 
 	calls, stream := 1, false
+	var sent []string // what @readsend read, sent with the prompt
 	var answer string
 	var notes []string
 	for _, raw := range strings.Split(a.prompt, "\n") {
@@ -201,9 +205,21 @@ func Main(argv []string, env func(string) string, stdin io.Reader, stdout, stder
 			calls = n
 		case "stream":
 			stream = true
+		case "readsend":
+			p := strings.TrimPrefix(rest, "~/")
+			b, err := os.ReadFile(filepath.Join(home, p))
+			if err != nil {
+				fmt.Fprintf(stderr, "script-agent: @readsend: %v\n", err)
+				return 1
+			}
+			sent = append(sent, "contents of ~/"+p+":\n"+string(b))
 		}
 	}
-	history = append(history, map[string]string{"role": "user", "content": a.prompt})
+	content := a.prompt
+	if len(sent) > 0 {
+		content += "\n" + strings.Join(sent, "\n")
+	}
+	history = append(history, map[string]string{"role": "user", "content": content})
 	var reply string
 	for i := 0; i < calls; i++ {
 		reply, err = callModel(env, history, stream)
