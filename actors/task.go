@@ -26,10 +26,20 @@ type TurnLauncher interface {
 	RunTurn(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error)
 }
 
+// SetupRunner runs the project's setup ([setup] run) in a task's sandbox
+// and worktree before its first work turn (agent.Launcher in production).
+type SetupRunner interface {
+	SetupCommands() []string
+	// RunSetup returns the commands' output; its error names the command
+	// that failed.
+	RunSetup(ctx context.Context, req agent.TurnRequest, commands []string) (string, error)
+}
+
 // TaskDeps is what every task actor needs.
 type TaskDeps struct {
 	Store    store.Store
 	Launcher TurnLauncher
+	Setup    SetupRunner // nil: no setup
 	Publish  func(api.Event)
 	Revoke   func(taskID string) error
 	LockDir  string
@@ -114,6 +124,7 @@ type job struct {
 
 	// set when the job starts
 	turn      *store.Turn // the work or ask turn row
+	setup     *store.Turn // the setup turn row run before the first work turn
 	delivered []string    // comments rendered into an unblock prompt
 	launched  bool
 	message   string // an unblock's own message, rendered after its comments at launch
@@ -130,6 +141,10 @@ type jobResult struct {
 	base, head string
 	// undone is what an ask changed and the daemon put back, in words
 	undone string
+	// setupOut is the setup's output; setupFailed: it failed (err says
+	// which command) and the work turn did not run
+	setupOut    string
+	setupFailed bool
 }
 
 // TaskActor owns one task. Its FIFO runs one job at a time — work turns,
@@ -667,6 +682,10 @@ func (a *TaskActor) abort(ctx actor.Context, cause string) {
 	}
 	a.running, a.cancel = nil, nil
 	a.epoch = nextEpoch()
+	if j.setup != nil {
+		a.endTurn(j.setup, agent.Outcome{Stdout: []byte(r.setupOut)}, "", store.TurnInterrupted, cause)
+		j.setup = nil
+	}
 	if j.turn != nil {
 		a.endTurn(j.turn, r.outcome, "", store.TurnInterrupted, cause)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"lazy/agent"
 	"lazy/api"
@@ -121,6 +122,7 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderP
 	launcher, repo := a.deps.Launcher, a.taskRepo()
 	unblock := tu.Trigger == "unblock"
 	j.message = tu.Prompt
+	setup, commands := a.startSetup(j)
 	return func(ctx context.Context, onStart func(int), render renderPrompt) jobResult {
 		req.OnStart = onStart
 		if unblock {
@@ -138,6 +140,14 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderP
 		if err := repo.Prepare(ctx); err != nil {
 			return jobResult{err: fmt.Errorf("prepare the task repository: %w", err)}
 		}
+		var setupOut string
+		if len(commands) > 0 {
+			out, err := setup.RunSetup(ctx, req, commands)
+			if err != nil {
+				return jobResult{err: err, setupOut: out, setupFailed: true}
+			}
+			setupOut = out
+		}
 		r, out, err := launcher.RunTurn(ctx, req)
 		if _, ierr := repo.Import(ctx); ierr != nil {
 			if err == nil {
@@ -146,8 +156,47 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderP
 				err = fmt.Errorf("%w; %v", err, ierr)
 			}
 		}
-		return jobResult{result: r, outcome: out, err: err}
+		return jobResult{result: r, outcome: out, err: err, setupOut: setupOut}
 	}
+}
+
+// startSetup records the setup turn a task's first work turn runs first,
+// when [setup] run has commands, and returns what runs it.
+func (a *TaskActor) startSetup(j *job) (SetupRunner, []string) {
+	if a.deps.Setup == nil || j.turn.Trigger != "start" || !a.taskRepo().on() {
+		return nil, nil
+	}
+	commands := a.deps.Setup.SetupCommands()
+	if len(commands) == 0 {
+		return nil, nil
+	}
+	now := a.now()
+	st := &store.Turn{ID: task.NewID(now), TaskID: a.id, Kind: store.TurnSetup, Trigger: "start", Prompt: strings.Join(commands, "\n"),
+		Status: store.TurnRunning, QueuedAt: now, StartedAt: &now}
+	if err := a.deps.Store.CreateTurn(a.bg(), st); err != nil {
+		a.log.Error("record the setup turn", "err", err)
+		st = nil
+	} else {
+		a.publish(api.Event{Kind: "turn_start", Turn: st.Number, Detail: "setup"})
+	}
+	j.setup = st
+	return a.deps.Setup, commands
+}
+
+// finishSetup records the setup turn's end.
+func (a *TaskActor) finishSetup(j *job, r jobResult) {
+	if j.setup == nil {
+		return
+	}
+	out := agent.Outcome{Stdout: []byte(r.setupOut)}
+	if r.setupFailed {
+		a.endTurn(j.setup, out, "", store.TurnFailed, r.err.Error())
+	} else if r.setupOut != "" || r.err == nil {
+		a.endTurn(j.setup, out, "", store.TurnDone, "")
+	} else {
+		a.endTurn(j.setup, out, "", store.TurnFailed, "not finished: "+r.err.Error())
+	}
+	j.setup = nil
 }
 
 // taskRepo is the task's own repository, its worktree and the project it is
@@ -222,6 +271,14 @@ func (a *TaskActor) onLaunched(j *job) {
 func (a *TaskActor) finishWork(j *job, r jobResult) {
 	a.delivering = nil // a launch that failed delivered nothing
 	tu := j.turn
+	a.finishSetup(j, r)
+	if r.setupFailed {
+		// the work turn never ran: the task fails with the command named
+		a.lastErr = r.err.Error()
+		a.endTurn(tu, agent.Outcome{}, "", store.TurnFailed, "not run: the setup failed")
+		a.setStatus(task.Failed, r.err.Error())
+		return
+	}
 	if r.err != nil {
 		var le *gitx.LockedError
 		if errors.As(r.err, &le) || !j.launched {

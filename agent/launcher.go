@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"lazy/canary"
@@ -64,6 +66,9 @@ type Launcher struct {
 	// Slots bounds the agents running at once (nil: no bound). Make it with
 	// NewSlots.
 	Slots chan struct{}
+	// Setup is [setup] run: the commands RunSetup runs before a task's
+	// first work turn.
+	Setup []string
 	// Decoys returns the task's decoy secrets (package canary), written
 	// into its home before every turn over whatever is there (nil: none).
 	Decoys func(taskID, ref string) []canary.File
@@ -85,6 +90,66 @@ func (l *Launcher) writeDecoys(taskID, ref, home string) error {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	return nil
+}
+
+// SetupCommands is [setup] run as this launcher was built with.
+func (l *Launcher) SetupCommands() []string { return l.Setup }
+
+// RunSetup runs each command with `sh -c` in the task's sandbox and
+// worktree, under the Spec a work turn gets (runner, home with its decoys,
+// task repository, proxy socket, sandbox.env, limits, turn timeout), with
+// no placeholder and no model call. It stops at the first command that
+// fails; the error names it. The output is each command's, after a
+// "$ command" line.
+func (l *Launcher) RunSetup(ctx context.Context, req TurnRequest, commands []string) (string, error) {
+	home := l.HomeFor(req.Ref)
+	if err := l.writeDecoys(req.TaskID, req.Ref, home); err != nil {
+		return "", err
+	}
+	spec := Spec{
+		Command: []string{"sh"}, Dir: req.Worktree, Home: home,
+		Env:   append(Env(l.DaemonEnv, home, l.BaseURL, nil), l.ExtraEnv...),
+		Share: l.Share, Limits: l.Limits, Timeout: l.TurnTimeout, Hide: l.Hide, HideFile: l.HideFile,
+		ProxyPort: l.ProxyPort, Self: l.Self,
+	}
+	if l.GitDir != "" && Sandboxed(l.Runner) {
+		sp, err := gitx.ForSandbox(req.Worktree, false)
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		spec.Visible, spec.Writable, spec.ReadOnly = sp.Visible, sp.Writable, sp.ReadOnly
+	}
+	if l.Slots != nil {
+		select {
+		case l.Slots <- struct{}{}:
+			defer func() { <-l.Slots }()
+		case <-ctx.Done():
+			return "", fmt.Errorf("waiting for a free agent slot (agent.max_concurrent = %d): %w", cap(l.Slots), ctx.Err())
+		}
+	}
+	if l.Sockets != nil && Sandboxed(l.Runner) {
+		path, release, err := l.Sockets(req.TaskID, req.Ref)
+		if err != nil {
+			return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		defer release()
+		spec.ProxySocket = path
+	}
+	var out strings.Builder
+	for i, c := range commands {
+		s := spec
+		s.Name, s.Args = fmt.Sprintf("%s-setup-%d", req.Ref, i+1), []string{"-c", c}
+		fmt.Fprintf(&out, "$ %s\n", c)
+		o, err := l.Runner.Run(ctx, s)
+		out.WriteString(o.Combined())
+		if err != nil {
+			if o.ExitCode > 0 && ctx.Err() == nil && !errors.Is(err, ErrTimeout) {
+				err = fmt.Errorf("exited with status %d: %s", o.ExitCode, lastLine(o.Stderr))
+			}
+			return out.String(), fmt.Errorf("setup command `%s` (%d of %d) failed: %w", c, i+1, len(commands), err)
+		}
+	}
+	return out.String(), nil
 }
 
 // RunTurn runs one turn and parses its result.

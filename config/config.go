@@ -43,6 +43,7 @@ type Config struct {
 	Storage     Storage     `koanf:"storage"`
 	Cluster     Cluster     `koanf:"cluster"`
 	Sandbox     Sandbox     `koanf:"sandbox"`
+	Setup       Setup       `koanf:"setup"`
 }
 
 // Cluster makes several daemons one: a shared PostgreSQL store, membership
@@ -261,7 +262,7 @@ func Load(root string, environ []string) (*Config, error) {
 	unused := dc.Metadata.Unused
 	if len(unused) > 0 {
 		sort.Strings(unused)
-		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster, sandbox)", unused[0], path)
+		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster, sandbox, setup)", unused[0], path)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -424,6 +425,9 @@ func (c *Config) Validate() error {
 		return bad("storage.sync", "%q is not a sync mode; use full (survives a power cut) or normal (survives a crash of lazy only)", c.Storage.Sync)
 	}
 	if err := c.Sandbox.validate(); err != nil {
+		return err
+	}
+	if err := c.Setup.validate(); err != nil {
 		return err
 	}
 	if _, err := c.Targets(); err != nil {

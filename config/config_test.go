@@ -93,6 +93,7 @@ func TestLoadRefusals(t *testing.T) {
 		{"max_connections zero", "[sandbox]\nmax_connections = 0\n", nil, "sandbox.max_connections"},
 		{"max_connections env", "", []string{"LAZY_SANDBOX__MAX_CONNECTIONS=1000000"}, "sandbox.max_connections"},
 		{"bad no_grant", "[proxy]\nno_grant = \"inject\"\n", nil, "proxy.no_grant"},
+		{"empty setup command", "[setup]\nrun = [\"make deps\", \"  \"]\n", nil, "setup.run: command 2 is empty"},
 		{"collision", "[proxy]\nupstream = \"https://api.example.com/v1\"\ncredential = \"provider\"\n[[proxy.fallback]]\nupstream = \"https://api.example.com:443/other\"\ncredential = \"none\"\n", nil, "proxy.fallback[0]"},
 		{"toml syntax", "[agent\n", nil, "TOML"},
 		{"postgres without dsn", "[storage]\nbackend = \"postgres\"\n", nil, "storage.dsn"},

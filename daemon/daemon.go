@@ -154,6 +154,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	launcher.Command = agentCommand(cfg, o.SelfExe)
 	launcher.Share, launcher.Limits, launcher.ExtraEnv = sandboxSettings(cfg)
+	launcher.Setup = cfg.Setup.Run
 	if agent.Sandboxed(launcher.Runner) {
 		agent.WarmMasks()
 	}
@@ -165,7 +166,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	guesses := &approval.Limiter{}
 	modelErrs := &trouble{}
 	d.launcher.cur.Store(launcher)
-	d.taskDeps = &actors.TaskDeps{Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: launcher.HomeFor, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
+	d.taskDeps = &actors.TaskDeps{Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: launcher.HomeFor, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, Setup: d.launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
 		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(),
 		CheckPassphrase: func(taskID, pass string) error {
 			return guesses.Check(taskID, func() error { return approval.Check(paths.Passphrase, pass) })

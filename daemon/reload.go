@@ -42,6 +42,14 @@ func (l *liveLauncher) RunTurn(ctx context.Context, req agent.TurnRequest) (agen
 	return l.cur.Load().RunTurn(ctx, req)
 }
 
+// SetupCommands is [setup] run in force now.
+func (l *liveLauncher) SetupCommands() []string { return l.cur.Load().SetupCommands() }
+
+// RunSetup runs a task's setup with the launcher in force now.
+func (l *liveLauncher) RunSetup(ctx context.Context, req agent.TurnRequest, commands []string) (string, error) {
+	return l.cur.Load().RunSetup(ctx, req, commands)
+}
+
 // reloader applies config file changes to the running daemon.
 type reloader struct {
 	d       *Daemon
@@ -179,6 +187,7 @@ func (r *reloader) apply(next *config.Config) ([]string, error) {
 	l.TurnTimeout, l.AskTimeout = next.TurnTimeoutDuration(), next.AskTimeoutDuration()
 	l.HideFile = hiddenFiles(d.home, next)
 	l.Share, l.Limits, l.ExtraEnv = sandboxSettings(next)
+	l.Setup = next.Setup.Run
 	if err := d.proxy.Reconfigure(next); err != nil {
 		return nil, err
 	}

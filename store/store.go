@@ -68,8 +68,9 @@ func (t *Task) Ref() string { return task.Ref(t.ID, t.CodeString()) }
 
 // Turn kinds, triggers and states.
 const (
-	TurnWork = "work"
-	TurnAsk  = "ask"
+	TurnWork  = "work"
+	TurnAsk   = "ask"
+	TurnSetup = "setup" // [setup] run, before the first work turn
 
 	TurnQueued      = "queued"
 	TurnRunning     = "running"
