@@ -64,6 +64,9 @@ sync = "full"                   # full: a 201 is on disk first | normal: no fsyn
 
 # [sandbox]                     # each task's limits
 # max_connections = 256         # connections one task holds open to the proxy; more wait 1 s, then are refused
+
+# [setup]                       # before a task's first work turn, in its sandbox and worktree
+# run = ["make deps"]           # each with sh -c, in order; the first that fails fails the task
 `
 
 // WriteInit writes the commented config under root unless one exists.
