@@ -103,38 +103,17 @@ func (l *Launcher) SetupCommands() []string { return l.Setup }
 // "$ command" line.
 func (l *Launcher) RunSetup(ctx context.Context, req TurnRequest, commands []string) (string, error) {
 	home := l.HomeFor(req.Ref)
-	if err := l.writeDecoys(req.TaskID, req.Ref, home); err != nil {
-		return "", err
-	}
 	spec := Spec{
 		Command: []string{"sh"}, Dir: req.Worktree, Home: home,
 		Env:   append(Env(l.DaemonEnv, home, l.BaseURL, nil), l.ExtraEnv...),
 		Share: l.Share, Limits: l.Limits, Timeout: l.TurnTimeout, Hide: l.Hide, HideFile: l.HideFile,
 		ProxyPort: l.ProxyPort, Self: l.Self,
 	}
-	if l.GitDir != "" && Sandboxed(l.Runner) {
-		sp, err := gitx.ForSandbox(req.Worktree, false)
-		if err != nil {
-			return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		spec.Visible, spec.Writable, spec.ReadOnly = sp.Visible, sp.Writable, sp.ReadOnly
+	release, err := l.prepare(ctx, req, &spec)
+	if err != nil {
+		return "", err
 	}
-	if l.Slots != nil {
-		select {
-		case l.Slots <- struct{}{}:
-			defer func() { <-l.Slots }()
-		case <-ctx.Done():
-			return "", fmt.Errorf("waiting for a free agent slot (agent.max_concurrent = %d): %w", cap(l.Slots), ctx.Err())
-		}
-	}
-	if l.Sockets != nil && Sandboxed(l.Runner) {
-		path, release, err := l.Sockets(req.TaskID, req.Ref)
-		if err != nil {
-			return "", fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		defer release()
-		spec.ProxySocket = path
-	}
+	defer release()
 	var out strings.Builder
 	for i, c := range commands {
 		s := spec
@@ -152,6 +131,50 @@ func (l *Launcher) RunSetup(ctx context.Context, req TurnRequest, commands []str
 	return out.String(), nil
 }
 
+// prepare readies what a sandboxed run of spec needs, in order: the
+// decoys in the home, the task's repository paths (read-only in an ask),
+// a free agent slot, and the task's proxy socket. release gives back the
+// slot and the socket.
+func (l *Launcher) prepare(ctx context.Context, req TurnRequest, spec *Spec) (release func(), err error) {
+	var undo []func()
+	release = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	if err := l.writeDecoys(req.TaskID, req.Ref, spec.Home); err != nil {
+		return release, err
+	}
+	if l.GitDir != "" && Sandboxed(l.Runner) {
+		// the task's own repository: the project's objects read-only (its
+		// alternates), the task repository writable in a work turn, its
+		// config, hooks, info and alternates read-only
+		sp, err := gitx.ForSandbox(req.Worktree, spec.Ask)
+		if err != nil {
+			return release, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		spec.Visible, spec.Writable, spec.ReadOnly = sp.Visible, sp.Writable, sp.ReadOnly
+	}
+	if l.Slots != nil {
+		select {
+		case l.Slots <- struct{}{}:
+			undo = append(undo, func() { <-l.Slots })
+		case <-ctx.Done():
+			return release, fmt.Errorf("waiting for a free agent slot (agent.max_concurrent = %d): %w", cap(l.Slots), ctx.Err())
+		}
+	}
+	if l.Sockets != nil && Sandboxed(l.Runner) {
+		path, free, err := l.Sockets(req.TaskID, req.Ref)
+		if err != nil {
+			release()
+			return func() {}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		undo = append(undo, free)
+		spec.ProxySocket = path
+	}
+	return release, nil
+}
+
 // RunTurn runs one turn and parses its result.
 func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcome, error) {
 	ph, err := l.Placeholders(ctx, req.TaskID, req.Ref, req.Role)
@@ -159,9 +182,6 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 		return Result{}, Outcome{}, fmt.Errorf("%w: mint placeholders: %v", ErrUnavailable, err)
 	}
 	home := l.HomeFor(req.Ref)
-	if err := l.writeDecoys(req.TaskID, req.Ref, home); err != nil {
-		return Result{}, Outcome{}, err
-	}
 	args := l.Driver.WorkArgv(req.Session)
 	timeout := l.TurnTimeout
 	if req.Ask {
@@ -175,37 +195,16 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 		Timeout: timeout, Hide: l.Hide, HideFile: l.HideFile, OnStart: req.OnStart,
 		ProxyPort: l.ProxyPort, Self: l.Self,
 	}
-	if l.GitDir != "" && Sandboxed(l.Runner) {
-		// the task's own repository: the project's objects read-only (its
-		// alternates), the task repository writable in a work turn, its
-		// config, hooks, info and alternates read-only
-		sp, err := gitx.ForSandbox(req.Worktree, req.Ask)
-		if err != nil {
-			return Result{}, Outcome{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		spec.Visible, spec.Writable, spec.ReadOnly = sp.Visible, sp.Writable, sp.ReadOnly
+	release, err := l.prepare(ctx, req, &spec)
+	if err != nil {
+		return Result{}, Outcome{}, err
 	}
-	if l.Slots != nil {
-		select {
-		case l.Slots <- struct{}{}:
-			defer func() { <-l.Slots }()
-		case <-ctx.Done():
-			return Result{}, Outcome{}, fmt.Errorf("waiting for a free agent slot (agent.max_concurrent = %d): %w", cap(l.Slots), ctx.Err())
-		}
-	}
+	defer release()
 	prompt, err := req.FinalPrompt(ctx)
 	if err != nil {
 		return Result{}, Outcome{}, err
 	}
 	spec.Stdin = []byte(prompt)
-	if l.Sockets != nil && Sandboxed(l.Runner) {
-		path, release, err := l.Sockets(req.TaskID, req.Ref)
-		if err != nil {
-			return Result{}, Outcome{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		defer release()
-		spec.ProxySocket = path
-	}
 	out, err := l.Runner.Run(ctx, spec)
 	if err != nil {
 		return Result{}, out, err
