@@ -56,8 +56,8 @@ var (
 // way to it could be taken once more there within its window. That is
 // accepted: the links between members are mutual TLS where configured (a
 // capture needs a member's key), the window is two minutes, and the task
-// actor's own state refuses what would matter twice (an accept or a cancel
-// of a task that has ended).
+// actor's own state refuses a decision twice (an accept or a cancel of a
+// task that has ended); a comment or an unblock would be taken again.
 type Link struct {
 	secret []byte
 	now    func() time.Time
