@@ -22,7 +22,10 @@ import (
 // store (SQLite in the state dir) still holds it; once it is over the
 // right passphrase approves.
 func TestPassphraseTriesPerProject(t *testing.T) {
-	root := gitxtest.NewRepo(t, nil)
+	root := gitxtest.NewRepo(t, map[string]string{".github/ci.yml": "on: push\n"})
+	for _, b := range []string{"lazy/one", "lazy/two"} {
+		gitxtest.Git(t, root, "branch", b)
+	}
 	home := t.TempDir()
 	paths := config.PathsFor(home, root)
 	if err := os.MkdirAll(paths.State, 0o700); err != nil {
