@@ -45,7 +45,15 @@ type Options struct {
 	Log     *slog.Logger
 	// SelfExe is the lazy binary, which plays the scripted agent.
 	SelfExe string
+	// Now is the clock of the passphrase attempts' waits (nil: time.Now);
+	// tests turn it rather than sleep.
+	Now func() time.Time
 }
+
+// passphraseTries is the name the wrong approval passphrases are counted
+// under in the store: the store is the project's (shared by the members of
+// a cluster), and every task's passphrase is the project's one.
+const passphraseTries = "project"
 
 // Daemon is one running daemon.
 type Daemon struct {
@@ -163,13 +171,15 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		o.Log.Warn(w)
 	}
 
-	guesses := &approval.Limiter{}
+	guesses := &approval.Limiter{Book: st, Now: o.Now}
 	modelErrs := &trouble{}
 	d.launcher.cur.Store(launcher)
 	d.taskDeps = &actors.TaskDeps{Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: launcher.HomeFor, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, Setup: d.launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
 		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(),
 		CheckPassphrase: func(taskID, pass string) error {
-			return guesses.Check(taskID, func() error { return approval.Check(paths.Passphrase, pass) })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return guesses.Check(ctx, passphraseTries, func() error { return approval.Check(paths.Passphrase, pass) })
 		}}
 	clusterOpts, err := clusterOptions(ctx, cfg, st)
 	if err != nil {

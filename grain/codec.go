@@ -4,15 +4,14 @@
 // grainpb.Reply) carries every message as JSON under the registered name of
 // its Go type, so each message is defined once (package actors) and stays
 // typed at both ends; domain errors cross with their kind, so every member's
-// web layer answers them with the same status. Calls are signed with the
-// cluster's secret (kept in the shared store): a process that can reach a
-// member's port but not the database cannot drive a task.
+// web layer answers them with the same status. Calls and events are signed
+// with the cluster's secret (kept in the shared store) and bound to their
+// task, a nonce and the time they were sent (see Link): a process that can
+// reach a member's port but not the database cannot drive a task, and one
+// that captured a call can neither replay it nor aim it at another task.
 package grain
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,39 +70,6 @@ func init() {
 	register("AcceptDone", &actors.AcceptDone{})
 	register("Done", &actors.Done{})
 	register("ActorHealth", api.ActorHealth{})
-}
-
-// Encode wraps a message for a task grain, signed with secret.
-func Encode(msg any, timeout time.Duration, secret []byte) (*grainpb.Call, error) {
-	name, body, err := marshal(msg)
-	if err != nil {
-		return nil, err
-	}
-	c := &grainpb.Call{Type: name, Body: body, TimeoutMs: timeout.Milliseconds()}
-	c.Mac = sign(secret, c)
-	return c, nil
-}
-
-// Decode checks a call's signature and unwraps its message.
-func Decode(c *grainpb.Call, secret []byte) (any, error) {
-	if !hmac.Equal(c.GetMac(), sign(secret, c)) {
-		return nil, ErrUnsigned
-	}
-	return unmarshal(c.GetType(), c.GetBody())
-}
-
-// ErrUnsigned refuses a call that does not carry the cluster's signature.
-var ErrUnsigned = errors.New("task grain call refused: it is not signed with this cluster's secret (is every member on the same storage.dsn?)")
-
-func sign(secret []byte, c *grainpb.Call) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(c.GetType()))
-	m.Write([]byte{0})
-	m.Write(c.GetBody())
-	var t [8]byte
-	binary.BigEndian.PutUint64(t[:], uint64(c.GetTimeoutMs()))
-	m.Write(t[:])
-	return m.Sum(nil)
 }
 
 func marshal(v any) (string, []byte, error) {
@@ -268,27 +234,4 @@ func decodeError(e *grainpb.Error) error {
 		return &remoteError{msg: e.GetMessage(), kind: store.ErrConflict}
 	}
 	return errors.New(e.GetMessage())
-}
-
-// EncodeEvent wraps a task or traffic event for the other members, signed.
-func EncodeEvent(e api.Event, secret []byte) (*grainpb.Event, error) {
-	body, err := json.Marshal(e)
-	if err != nil {
-		return nil, err
-	}
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return &grainpb.Event{Body: body, Mac: m.Sum(nil)}, nil
-}
-
-// DecodeEvent checks an event's signature and unwraps it.
-func DecodeEvent(ev *grainpb.Event, secret []byte) (api.Event, error) {
-	var e api.Event
-	m := hmac.New(sha256.New, secret)
-	m.Write(ev.GetBody())
-	if !hmac.Equal(ev.GetMac(), m.Sum(nil)) {
-		return e, errors.New("event refused: it is not signed with this cluster's secret")
-	}
-	err := json.Unmarshal(ev.GetBody(), &e)
-	return e, err
 }

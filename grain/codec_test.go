@@ -39,7 +39,8 @@ func TestMessagesRoundTrip(t *testing.T) {
 		&actors.Done{},
 		api.ActorHealth{Name: "task/x", Queued: []string{"ask 1"}},
 	} {
-		c, err := Encode(msg, time.Minute, secret)
+		link := NewLink(secret, nil)
+		c, err := link.Encode(msg, "task-1", time.Minute)
 		if err != nil {
 			t.Fatalf("%T: %v", msg, err)
 		}
@@ -51,7 +52,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 		if err := proto.Unmarshal(b, &back); err != nil {
 			t.Fatal(err)
 		}
-		got, err := Decode(&back, secret)
+		got, err := link.Decode(&back, "task-1")
 		if err != nil || !reflect.DeepEqual(got, msg) {
 			t.Errorf("%T: got %#v, %v", msg, got, err)
 		}
@@ -63,20 +64,40 @@ func TestMessagesRoundTrip(t *testing.T) {
 }
 
 // TestCallsAreSigned: a call signed with another secret, or changed on the
-// way, is refused before it is decoded.
+// way (any field: its message, its task, its nonce, its time), is refused
+// before it is decoded.
 func TestCallsAreSigned(t *testing.T) {
-	c, err := Encode(&actors.CancelTask{}, time.Second, secret)
-	if err != nil {
-		t.Fatal(err)
+	link := NewLink(secret, nil)
+	for name, change := range map[string]func(c *grainpb.Call){
+		"nothing":     func(*grainpb.Call) {},
+		"the type":    func(c *grainpb.Call) { c.Type = "Wake" },
+		"the body":    func(c *grainpb.Call) { c.Body = []byte(`{"Title":"x"}`) },
+		"the timeout": func(c *grainpb.Call) { c.TimeoutMs++ },
+		"the task":    func(c *grainpb.Call) { c.Task = "task-2" },
+		"the nonce":   func(c *grainpb.Call) { c.Nonce[0] ^= 1 },
+		"the time":    func(c *grainpb.Call) { c.SentMs++ },
+	} {
+		c, err := link.Encode(&actors.Rename{Title: "t"}, "task-1", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(c)
+		_, err = link.Decode(c, "task-1")
+		if name == "nothing" {
+			if err != nil {
+				t.Errorf("an unchanged call: %v", err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrUnsigned) {
+			t.Errorf("a changed %s: %v", name, err)
+		}
 	}
-	if _, err := Decode(c, []byte("another cluster")); !errors.Is(err, ErrUnsigned) {
+	c, _ := link.Encode(&actors.CancelTask{}, "task-1", time.Second)
+	if _, err := NewLink([]byte("another cluster"), nil).Decode(c, "task-1"); !errors.Is(err, ErrUnsigned) {
 		t.Errorf("another secret: %v", err)
 	}
-	c.Type = "Wake"
-	if _, err := Decode(c, secret); !errors.Is(err, ErrUnsigned) {
-		t.Errorf("a changed type: %v", err)
-	}
-	if _, err := Encode(struct{}{}, time.Second, secret); err == nil || !strings.Contains(err.Error(), "not a registered") {
+	if _, err := link.Encode(struct{}{}, "task-1", time.Second); err == nil || !strings.Contains(err.Error(), "not a registered") {
 		t.Errorf("an unregistered message: %v", err)
 	}
 }
@@ -116,7 +137,8 @@ func TestErrorsKeepTheirStatus(t *testing.T) {
 // FuzzDecode: whatever bytes reach a member as a call are refused or
 // decoded, never a panic.
 func FuzzDecode(f *testing.F) {
-	c, _ := Encode(&actors.Unblock{Message: "go"}, time.Second, secret)
+	link := NewLink(secret, nil)
+	c, _ := link.Encode(&actors.Unblock{Message: "go"}, "task-1", time.Second)
 	b, _ := proto.Marshal(c)
 	f.Add(b)
 	f.Add([]byte{0x0a, 0x04, 'D', 'o', 'n', 'e'})
@@ -125,9 +147,9 @@ func FuzzDecode(f *testing.F) {
 		if proto.Unmarshal(b, &c) != nil {
 			return
 		}
-		_, _ = Decode(&c, secret)
-		c.Mac = sign(secret, &c)
-		_, _ = Decode(&c, secret)
+		_, _ = link.Decode(&c, "task-1")
+		c.Mac = link.signCall(&c)
+		_, _ = link.Decode(&c, c.GetTask())
 		var r grainpb.Reply
 		if proto.Unmarshal(b, &r) == nil {
 			_, _ = DecodeReply(&r)

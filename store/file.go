@@ -25,6 +25,16 @@ type File struct {
 	sync bool // fsync each append (WithSync)
 	mu   sync.Mutex
 	t    map[string]*fileTask
+	// tries are the wrong passphrases by name (triesFile, rewritten whole)
+	tries map[string]passphraseTries
+}
+
+// triesFile keeps the wrong passphrases counted (not a .jsonl: no task's).
+const triesFile = "passphrase-tries.json"
+
+type passphraseTries struct {
+	Wrong int       `json:"wrong"`
+	Until time.Time `json:"until"`
 }
 
 var _ Store = (*File)(nil)
@@ -70,6 +80,14 @@ func OpenFile(dir string, opts ...Option) (*File, error) {
 		if err := f.load(n); err != nil {
 			return nil, err
 		}
+	}
+	f.tries = map[string]passphraseTries{}
+	if b, err := os.ReadFile(filepath.Join(dir, triesFile)); err == nil {
+		if err := json.Unmarshal(b, &f.tries); err != nil {
+			return nil, fmt.Errorf("file store %s: %w (the count of wrong passphrases is damaged: delete the file to start it again)", filepath.Join(dir, triesFile), err)
+		}
+	} else if !os.IsNotExist(err) {
+		return nil, fmt.Errorf("read %s: %w", triesFile, err)
 	}
 	return f, nil
 }
@@ -555,6 +573,70 @@ func (f *File) ListApprovals(_ context.Context, taskID string) ([]Approval, erro
 		return out[i].Path < out[j].Path
 	})
 	return out, nil
+}
+
+// UpdatePassphraseTries updates the wrong passphrases counted under name,
+// under the store's lock, and rewrites their file (temp file, sync,
+// rename) before it returns.
+func (f *File) UpdatePassphraseTries(_ context.Context, name string, fn func(wrong int, until time.Time) (int, time.Time)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := f.tries[name]
+	next := map[string]passphraseTries{}
+	for k, v := range f.tries {
+		next[k] = v
+	}
+	wrong, until := fn(cur.Wrong, cur.Until)
+	if wrong <= 0 {
+		delete(next, name)
+	} else {
+		next[name] = passphraseTries{Wrong: wrong, Until: until.UTC()}
+	}
+	b, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(f.dir, triesFile)
+	if err := writeFileSynced(path, b, f.sync); err != nil {
+		return fmt.Errorf("count the passphrase tries: %w", err)
+	}
+	f.tries = next
+	return nil
+}
+
+// writeFileSynced replaces path with b whole: a crash leaves the old file
+// or the new one. With sync, the file and its directory are on disk first.
+func writeFileSynced(path string, b []byte, sync bool) error {
+	tmp := path + ".tmp"
+	fh, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := fh.Write(b); err != nil {
+		fh.Close()
+		return err
+	}
+	if sync {
+		if err := fh.Sync(); err != nil {
+			fh.Close()
+			return err
+		}
+	}
+	if err := fh.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if !sync {
+		return nil
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Close releases nothing: every write is already on disk.

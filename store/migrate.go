@@ -153,6 +153,14 @@ var migrations = []migration{
 	{23, "approvals.blob: an approval pins the content it approved", []string{
 		`ALTER TABLE approvals ADD COLUMN blob TEXT NOT NULL DEFAULT ''`,
 	}},
+	{24, "passphrase_tries: wrong approval passphrases, per project, for every member and the next start", []string{
+		`CREATE TABLE passphrase_tries (
+			name TEXT PRIMARY KEY,
+			wrong INTEGER NOT NULL DEFAULT 0,
+			wait_until DATETIME NOT NULL,
+			updated_at DATETIME NOT NULL
+		)`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

@@ -197,3 +197,43 @@ func TestAgentHomes(t *testing.T) {
 		t.Fatalf("home: %d bytes at %v, %v", len(got), at, err)
 	}
 }
+
+// TestPassphraseTriesAcrossMembers: two daemons on one database (members
+// of a cluster) count wrong passphrases under one name at once: no count is
+// lost, whichever member updates.
+func TestPassphraseTriesAcrossMembers(t *testing.T) {
+	srv := pgtest.Start(t)
+	dsn := srv.NewDatabase(t)
+	var members []*SQL
+	for i := 0; i < 2; i++ {
+		s, err := OpenPostgres(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		members = append(members, s)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for _, s := range members {
+		for i := 0; i < 4; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := 0; j < 10; j++ {
+					if err := s.UpdatePassphraseTries(ctx, "project", func(w int, u time.Time) (int, time.Time) { return w + 1, u }); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	var got int
+	if err := members[1].UpdatePassphraseTries(ctx, "project", func(w int, u time.Time) (int, time.Time) { got = w; return w, u }); err != nil {
+		t.Fatal(err)
+	}
+	if got != 80 {
+		t.Fatalf("two members counted 80 wrong passphrases, the store kept %d", got)
+	}
+}

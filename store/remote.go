@@ -141,6 +141,11 @@ func (r *Remote) ListApprovals(ctx context.Context, taskID string) ([]Approval, 
 	return as, r.call(ctx, "listApprovals", StorageArgs{TaskID: taskID}, &as)
 }
 
+// UpdatePassphraseTries is the daemon's alone: the storage RPC refuses it.
+func (r *Remote) UpdatePassphraseTries(context.Context, string, func(int, time.Time) (int, time.Time)) error {
+	return readOnly("updatePassphraseTries")
+}
+
 // Close has nothing to release.
 func (r *Remote) Close() error { return nil }
 

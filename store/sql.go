@@ -325,3 +325,33 @@ func (s *SQL) ListApprovals(ctx context.Context, taskID string) ([]Approval, err
 	err := s.read(ctx, func(db *gorm.DB) error { return db.Where("task_id = ?", taskID).Order("kind, path").Find(&as).Error })
 	return as, mapErr("list approvals", err)
 }
+
+// UpdatePassphraseTries updates the wrong passphrases counted under name
+// in one transaction. The row is made first (a write), so SQLite takes its
+// write lock before the read, and PostgreSQL's FOR UPDATE holds every other
+// member's update of name until this one commits.
+func (s *SQL) UpdatePassphraseTries(ctx context.Context, name string, fn func(wrong int, until time.Time) (int, time.Time)) error {
+	return mapErr("count the passphrase tries", s.w.do(ctx, func(tx *gorm.DB) error {
+		now := time.Now().UTC()
+		if err := tx.Exec(`INSERT INTO passphrase_tries(name, wrong, wait_until, updated_at) VALUES (?, 0, ?, ?) ON CONFLICT (name) DO NOTHING`,
+			name, time.Time{}.UTC(), now).Error; err != nil {
+			return err
+		}
+		lock := ""
+		if s.ck == nil { // PostgreSQL
+			lock = " FOR UPDATE"
+		}
+		var row struct {
+			Wrong     int
+			WaitUntil time.Time
+		}
+		if err := tx.Raw(`SELECT wrong, wait_until FROM passphrase_tries WHERE name = ?`+lock, name).Scan(&row).Error; err != nil {
+			return err
+		}
+		wrong, until := fn(row.Wrong, row.WaitUntil.UTC())
+		if wrong <= 0 {
+			return tx.Exec(`DELETE FROM passphrase_tries WHERE name = ?`, name).Error
+		}
+		return tx.Exec(`UPDATE passphrase_tries SET wrong = ?, wait_until = ?, updated_at = ? WHERE name = ?`, wrong, until.UTC(), now, name).Error
+	}))
+}

@@ -190,6 +190,14 @@ type Store interface {
 	AddUsage(ctx context.Context, u *UsageCall) error
 	ListUsage(ctx context.Context, taskID string) ([]UsageCall, error)
 
+	// UpdatePassphraseTries runs fn on the count of wrong approval
+	// passphrases kept under name and the time before which no attempt is
+	// checked (0 and the zero time when there is none), and keeps what fn
+	// returns (0: forgets name). fn runs in one transaction with every other
+	// update of name, on every daemon sharing the store: no count is lost
+	// to a race. It must be quick (no passphrase is hashed inside).
+	UpdatePassphraseTries(ctx context.Context, name string, fn func(wrong int, until time.Time) (int, time.Time)) error
+
 	Close() error
 }
 

@@ -32,6 +32,9 @@ type ClusterOptions struct {
 	Port int      // 0: any free port
 	// Secret signs every call to a grain (the shared store keeps it).
 	Secret []byte
+	// Now is the member's clock for the calls' time window (nil:
+	// time.Now); a test turns it to see a call age.
+	Now func() time.Time
 	// Describe fills what the daemon knows of itself into this member's
 	// info (base URL, pid, version); the supervisor adds its tasks.
 	Describe func(*grainpb.MemberInfo)
@@ -62,7 +65,7 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 		}
 	}
 	prov := &etcdProvider{base: "/lazy/" + o.Name, cfg: etcdCfg, log: s.log}
-	s.secret = o.Secret
+	s.link = grain.NewLink(o.Secret, o.Now)
 	s.describe = o.Describe
 	if s.deps != nil {
 		// before any task actor starts: a task moved here while its job
@@ -119,18 +122,22 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 // askGrain sends msg to the grain of task id, wherever the cluster places
 // it, and decodes its reply.
 func (s *Supervisor) askGrain(id string, msg any, timeout time.Duration) (any, error) {
-	call, err := grain.Encode(msg, timeout, s.secret)
-	if err != nil {
-		return nil, err
-	}
 	// a member that died is still in the topology for a few seconds (until
 	// its etcd lease runs out): calls to its tasks fail fast as dead letters
 	// and are tried again until the task is placed on a member alive, or
-	// the time is up
+	// the time is up. Each try is a call of its own (its nonce and time): a
+	// try that failed was not taken, and a long wait outlasts the window.
 	deadline := time.Now().Add(timeout)
-	var res any
+	var (
+		res  any
+		call *grainpb.Call
+		err  error
+	)
 	for {
 		left := time.Until(deadline)
+		if call, err = s.link.Encode(msg, id, left); err != nil {
+			return nil, err
+		}
 		res, err = s.cluster.Request(id, grain.Kind, call, cluster.WithTimeout(left))
 		if err == nil || time.Until(deadline) < time.Second {
 			break
@@ -173,7 +180,7 @@ func (s *Supervisor) handoff(id string) {
 
 // sendGrain delivers msg to the grain of task id without a reply.
 func (s *Supervisor) sendGrain(id string, msg any) error {
-	call, err := grain.Encode(msg, s.timeout, s.secret)
+	call, err := s.link.Encode(msg, id, s.timeout)
 	if err != nil {
 		return err
 	}
@@ -213,7 +220,7 @@ func (s *Supervisor) memberInfo(ctx actor.Context) {
 	case *grainpb.MemberInfoRequest:
 		ctx.Respond(s.localInfo())
 	case *grainpb.Event:
-		e, err := grain.DecodeEvent(m, s.secret)
+		e, err := s.link.DecodeEvent(m)
 		if err != nil {
 			s.log.Warn("refused an event from another member", "err", err)
 			return
@@ -224,7 +231,7 @@ func (s *Supervisor) memberInfo(ctx actor.Context) {
 
 // broadcast sends an event to the other members' watchers.
 func (s *Supervisor) broadcast(e api.Event) {
-	msg, err := grain.EncodeEvent(e, s.secret)
+	msg, err := s.link.EncodeEvent(e)
 	if err != nil {
 		s.log.Error("encode an event for the other members", "err", err)
 		return
@@ -286,7 +293,8 @@ type MemberStatus struct {
 func (s *Supervisor) Clustered() bool { return s.cluster != nil }
 
 // taskGrain is the cluster's activation of one task on this member: it
-// checks each call's signature and relays it to the member's task actor,
+// checks each call (its signature, that it is for this task, its time and
+// nonce: grain.Link) and relays it to the member's task actor,
 // answering with what that actor answers. Calls are relayed in the order
 // they arrive, and the task actor's mailbox keeps that order.
 type taskGrain struct {
@@ -317,9 +325,13 @@ func (g *taskGrain) Receive(ctx actor.Context) {
 		g.s.log.Info("task moves to another member", "task", g.id)
 		g.s.root.Send(pid.(*actor.PID), &actors.Drain{})
 	case *grainpb.Call:
-		msg, err := grain.Decode(m, g.s.secret)
+		msg, err := g.s.link.Decode(m, g.id)
 		if err != nil {
-			g.s.log.Warn("task grain refused a call", "task", g.id, "err", err)
+			from := "a send"
+			if ctx.Sender() != nil {
+				from = ctx.Sender().GetAddress()
+			}
+			g.s.log.Warn("task grain refused a call", "task", g.id, "type", m.GetType(), "from", from, "err", err)
 			if ctx.Sender() != nil {
 				ctx.Respond(grain.EncodeReply(nil, err))
 			}

@@ -236,7 +236,7 @@ func TestTaskGrainsAcrossMembers(t *testing.T) {
 	// a new PID: the one a resolved caches a's own process, and a send
 	// through it would not cross the network
 	pid := actor.NewPID(found.Address, found.Id)
-	forged, _ := grain.Encode(&actors.Rename{Title: "hijacked"}, 5*time.Second, []byte("a secret it guessed wrong!"))
+	forged, _ := grain.NewLink([]byte("a secret it guessed wrong!"), nil).Encode(&actors.Rename{Title: "hijacked"}, ids[1], 5*time.Second)
 	res, err := outsider.Root.RequestFuture(pid, forged, 10*time.Second).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +252,7 @@ func TestTaskGrainsAcrossMembers(t *testing.T) {
 		t.Error("the forged call renamed the task")
 	}
 	// and its forged event reaches no watcher
-	fake, _ := grain.EncodeEvent(api.Event{Kind: "status", Detail: "forged"}, []byte("a secret it guessed wrong!"))
+	fake, _ := grain.NewLink([]byte("a secret it guessed wrong!"), nil).EncodeEvent(api.Event{Kind: "status", Detail: "forged"})
 	outsider.Root.Send(actor.NewPID(b.sys.Address(), memberActor), fake)
 	quiet := time.After(time.Second)
 	for done := false; !done; {
@@ -367,7 +367,7 @@ func TestMemberLinksTLS(t *testing.T) {
 		rem := remote.NewRemote(outsider, remote.Configure("127.0.0.1", 0, links...))
 		rem.Start()
 		// it even has the secret: the links keep it out
-		call, _ := grain.Encode(&actors.Rename{Title: "hijacked"}, 3*time.Second, secret)
+		call, _ := grain.NewLink(secret, nil).Encode(&actors.Rename{Title: "hijacked"}, ids[0], 3*time.Second)
 		if res, err := outsider.Root.RequestFuture(pid, call, 3*time.Second).Result(); err == nil {
 			t.Errorf("%s: a call through the links was answered: %v", name, res)
 		}

@@ -21,6 +21,7 @@ import (
 
 	"lazy/actors"
 	"lazy/api"
+	"lazy/grain"
 	"lazy/grain/grainpb"
 	"lazy/proxy"
 	"lazy/task"
@@ -66,7 +67,7 @@ type Supervisor struct {
 	pids sync.Map
 
 	cluster  *cluster.Cluster // nil: a single daemon
-	secret   []byte
+	link     *grain.Link      // signs and checks the calls between members
 	describe func(*grainpb.MemberInfo)
 	// stopping: Shutdown has begun (a grain that stops now is not a move)
 	stopping atomic.Bool

@@ -27,13 +27,18 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Call is one message to a task grain.
+// Call is one message to a task grain. It is bound to the task it is for,
+// a nonce and the time it was sent: the grain refuses a call for another
+// task, one sent outside its window, or one whose nonce it has seen.
 type Call struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`                             // registry name of the Go message type
 	Body          []byte                 `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`                             // the message as JSON
 	TimeoutMs     int64                  `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // how long the asker waits (the grain waits as long)
-	Mac           []byte                 `protobuf:"bytes,4,opt,name=mac,proto3" json:"mac,omitempty"`                               // HMAC-SHA256 of type, body and timeout with the cluster's secret
+	Mac           []byte                 `protobuf:"bytes,4,opt,name=mac,proto3" json:"mac,omitempty"`                               // HMAC-SHA256 of every other field with the cluster's secret
+	Task          string                 `protobuf:"bytes,5,opt,name=task,proto3" json:"task,omitempty"`                             // the full id of the task the call is for (the grain's identity)
+	Nonce         []byte                 `protobuf:"bytes,6,opt,name=nonce,proto3" json:"nonce,omitempty"`                           // random, never sent twice
+	SentMs        int64                  `protobuf:"varint,7,opt,name=sent_ms,json=sentMs,proto3" json:"sent_ms,omitempty"`          // when it was sent, Unix milliseconds of the sender's clock
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -94,6 +99,27 @@ func (x *Call) GetMac() []byte {
 		return x.Mac
 	}
 	return nil
+}
+
+func (x *Call) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *Call) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
+}
+
+func (x *Call) GetSentMs() int64 {
+	if x != nil {
+		return x.SentMs
+	}
+	return 0
 }
 
 // Reply is a task grain's answer: a value of a registered type, or an error.
@@ -240,7 +266,9 @@ func (x *Error) GetRetryAfterMs() int64 {
 type Event struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Body          []byte                 `protobuf:"bytes,1,opt,name=body,proto3" json:"body,omitempty"`
-	Mac           []byte                 `protobuf:"bytes,2,opt,name=mac,proto3" json:"mac,omitempty"` // HMAC-SHA256 of body with the cluster's secret
+	Mac           []byte                 `protobuf:"bytes,2,opt,name=mac,proto3" json:"mac,omitempty"`                      // HMAC-SHA256 of every other field with the cluster's secret
+	Nonce         []byte                 `protobuf:"bytes,3,opt,name=nonce,proto3" json:"nonce,omitempty"`                  // random, never sent twice
+	SentMs        int64                  `protobuf:"varint,4,opt,name=sent_ms,json=sentMs,proto3" json:"sent_ms,omitempty"` // when it was sent, Unix milliseconds of the sender's clock
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,6 +315,20 @@ func (x *Event) GetMac() []byte {
 		return x.Mac
 	}
 	return nil
+}
+
+func (x *Event) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
+}
+
+func (x *Event) GetSentMs() int64 {
+	if x != nil {
+		return x.SentMs
+	}
+	return 0
 }
 
 // MemberInfoRequest asks one member's info actor about itself.
@@ -434,13 +476,16 @@ var File_lazytask_proto protoreflect.FileDescriptor
 const file_lazytask_proto_rawDesc = "" +
 	"\n" +
 	"\x0elazytask.proto\x12\n" +
-	"lazy.grain\"_\n" +
+	"lazy.grain\"\xa2\x01\n" +
 	"\x04Call\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x10\n" +
-	"\x03mac\x18\x04 \x01(\fR\x03mac\"X\n" +
+	"\x03mac\x18\x04 \x01(\fR\x03mac\x12\x12\n" +
+	"\x04task\x18\x05 \x01(\tR\x04task\x12\x14\n" +
+	"\x05nonce\x18\x06 \x01(\fR\x05nonce\x12\x17\n" +
+	"\asent_ms\x18\a \x01(\x03R\x06sentMs\"X\n" +
 	"\x05Reply\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12'\n" +
@@ -450,10 +495,12 @@ const file_lazytask_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
 	"\x06remedy\x18\x03 \x01(\fR\x06remedy\x12\x14\n" +
 	"\x05cause\x18\x04 \x01(\tR\x05cause\x12$\n" +
-	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\"-\n" +
+	"\x0eretry_after_ms\x18\x05 \x01(\x03R\fretryAfterMs\"\\\n" +
 	"\x05Event\x12\x12\n" +
 	"\x04body\x18\x01 \x01(\fR\x04body\x12\x10\n" +
-	"\x03mac\x18\x02 \x01(\fR\x03mac\"\x13\n" +
+	"\x03mac\x18\x02 \x01(\fR\x03mac\x12\x14\n" +
+	"\x05nonce\x18\x03 \x01(\fR\x05nonce\x12\x17\n" +
+	"\asent_ms\x18\x04 \x01(\x03R\x06sentMs\"\x13\n" +
 	"\x11MemberInfoRequest\"\xe5\x01\n" +
 	"\n" +
 	"MemberInfo\x12\x18\n" +

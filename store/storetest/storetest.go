@@ -50,6 +50,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Usage", func(t *testing.T) { testUsage(t, open) })
 	t.Run("MarkLaunched", func(t *testing.T) { testMarkLaunched(t, open) })
 	t.Run("AnswerAsk", func(t *testing.T) { testAnswerAsk(t, open) })
+	t.Run("PassphraseTries", func(t *testing.T) { testPassphraseTries(t, open) })
 	t.Run("Durable", func(t *testing.T) { testDurable(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
 }
@@ -222,6 +223,68 @@ func testUsage(t *testing.T, open Opener) {
 	must(t, err)
 	if got.BudgetTokens != 5000 {
 		t.Fatalf("budget %d", got.BudgetTokens)
+	}
+}
+
+// testPassphraseTries: the wrong passphrases counted under a name are kept
+// as written, apart from other names, across a reopen, forgotten at 0, and
+// no concurrent update is lost.
+func testPassphraseTries(t *testing.T, open Opener) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	type tries struct {
+		wrong int
+		until time.Time
+	}
+	read := func(s store.Store, name string) tries {
+		t.Helper()
+		var got tries
+		must(t, s.UpdatePassphraseTries(ctx, name, func(w int, u time.Time) (int, time.Time) {
+			got = tries{w, u}
+			return w, u
+		}))
+		return got
+	}
+	set := func(s store.Store, name string, w int, u time.Time) {
+		t.Helper()
+		must(t, s.UpdatePassphraseTries(ctx, name, func(int, time.Time) (int, time.Time) { return w, u }))
+	}
+	if got := read(s, "project"); got.wrong != 0 || !got.until.IsZero() {
+		t.Fatalf("a name never counted: %+v, want 0 and the zero time", got)
+	}
+	until := time.Now().UTC().Add(time.Minute).Truncate(time.Second)
+	set(s, "project", 4, until)
+	set(s, "another", 1, time.Time{})
+	if got := read(s, "project"); got.wrong != 4 || !got.until.Equal(until) {
+		t.Fatalf("got %+v, want 4 until %s", got, until)
+	}
+	must(t, s.Close())
+	s = open(t, dir)
+	if got := read(s, "project"); got.wrong != 4 || !got.until.Equal(until) {
+		t.Fatalf("after a reopen: got %+v, want 4 until %s", got, until)
+	}
+	if got := read(s, "another"); got.wrong != 1 || !got.until.IsZero() {
+		t.Fatalf("another name: got %+v, want 1 and the zero time", got)
+	}
+	set(s, "project", 0, until)
+	if got := read(s, "project"); got.wrong != 0 || !got.until.IsZero() {
+		t.Fatalf("after 0: got %+v, want it forgotten", got)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 5; j++ {
+				if err := s.UpdatePassphraseTries(ctx, "project", func(w int, u time.Time) (int, time.Time) { return w + 1, u }); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := read(s, "project"); got.wrong != 40 {
+		t.Fatalf("after 40 concurrent increments: %d", got.wrong)
 	}
 }
 
