@@ -91,6 +91,9 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 		Timeout: timeout, Hide: l.Hide, HideFile: l.HideFile, OnStart: req.OnStart,
 		ProxyPort: l.ProxyPort, Self: l.Self,
 	}
+	if Sandboxed(l.Runner) && l.ProxyPort != 0 {
+		spec.Env = append(spec.Env, ProxyEnv(l.ProxyPort)...)
+	}
 	if l.GitDir != "" && Sandboxed(l.Runner) {
 		// the task's own repository: the project's objects read-only (its
 		// alternates), the task repository writable in a work turn, its

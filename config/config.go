@@ -43,6 +43,7 @@ type Config struct {
 	Storage     Storage     `koanf:"storage"`
 	Cluster     Cluster     `koanf:"cluster"`
 	Sandbox     Sandbox     `koanf:"sandbox"`
+	Egress      Egress      `koanf:"egress"`
 }
 
 // Cluster makes several daemons one: a shared PostgreSQL store, membership
@@ -261,7 +262,7 @@ func Load(root string, environ []string) (*Config, error) {
 	unused := dc.Metadata.Unused
 	if len(unused) > 0 {
 		sort.Strings(unused)
-		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster, sandbox)", unused[0], path)
+		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster, sandbox, egress)", unused[0], path)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -278,7 +279,7 @@ func envKey(k, v string) (string, any) {
 	}
 	key := strings.ToLower(strings.ReplaceAll(k, "__", "."))
 	switch key {
-	case "daemon.port_window", "protect.paths", "sandbox.read_only":
+	case "daemon.port_window", "protect.paths", "sandbox.read_only", "egress.allow":
 		parts := strings.Split(v, ",")
 		for i := range parts {
 			parts[i] = strings.TrimSpace(parts[i])
@@ -313,6 +314,7 @@ func (p structProvider) Read() (map[string]any, error) {
 			"tls_cert": c.Cluster.TLSCert, "tls_key": c.Cluster.TLSKey, "tls_ca": c.Cluster.TLSCA},
 		"sandbox": map[string]any{"read_only": toAny(c.Sandbox.ReadOnly), "env": toAny(c.Sandbox.Env), "max_open_files": c.Sandbox.MaxOpenFiles,
 			"max_procs": c.Sandbox.MaxProcs, "memory": c.Sandbox.Memory, "tmp_size": c.Sandbox.TmpSize, "max_connections": c.Sandbox.MaxConnections},
+		"egress": map[string]any{"allow": toAny(c.Egress.Allow)},
 	}, nil
 }
 
@@ -424,6 +426,9 @@ func (c *Config) Validate() error {
 		return bad("storage.sync", "%q is not a sync mode; use full (survives a power cut) or normal (survives a crash of lazy only)", c.Storage.Sync)
 	}
 	if err := c.Sandbox.validate(); err != nil {
+		return err
+	}
+	if err := c.Egress.validate(); err != nil {
 		return err
 	}
 	if _, err := c.Targets(); err != nil {

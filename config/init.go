@@ -64,6 +64,10 @@ sync = "full"                   # full: a 201 is on disk first | normal: no fsyn
 
 # [sandbox]                     # each task's limits
 # max_connections = 256         # connections one task holds open to the proxy; more wait 1 s, then are refused
+
+# [egress]                      # the hosts a sandboxed agent may reach, through the proxy (default: none)
+# allow = ["your-registry.example", "*.your-mirror.example:443", "10.0.0.5:3128"]
+#                               # a private or loopback address only when its exact host:port is listed
 `
 
 // WriteInit writes the commented config under root unless one exists.
