@@ -132,6 +132,9 @@ func (r readsRemote) AddApproval(ctx context.Context, a *store.Approval) error {
 func (r readsRemote) AddUsage(ctx context.Context, u *store.UsageCall) error {
 	return r.w.AddUsage(ctx, u)
 }
+func (r readsRemote) AddEgress(ctx context.Context, e *store.EgressCall) error {
+	return r.w.AddEgress(ctx, e)
+}
 
 // TestRemoteRefusesWrites: no storage.<write> changes the store, whoever
 // holds the auth token: the client refuses, and so does the daemon when the
