@@ -168,6 +168,18 @@ func Env(daemonEnv []string, home, baseURL string, placeholders map[string]strin
 	return env
 }
 
+// ProxyEnv points a sandboxed agent's tools at the proxy for egress
+// (CONTRACT §15): the forwarder listens at port on the sandbox's own
+// loopback, and the proxy lets a task reach only the hosts egress.allow
+// lists. The model (ANTHROPIC_BASE_URL, on loopback) stays direct. A tool
+// that ignores these variables reaches nothing: the sandbox's network
+// namespace holds only its loopback.
+func ProxyEnv(port int) []string {
+	u := fmt.Sprintf("http://127.0.0.1:%d", port)
+	return []string{"HTTPS_PROXY=" + u, "HTTP_PROXY=" + u, "https_proxy=" + u, "http_proxy=" + u,
+		"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost"}
+}
+
 // Spec is one turn to run.
 type Spec struct {
 	Name     string   // e.g. "fix-login-3", for container names and logs

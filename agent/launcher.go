@@ -109,6 +109,9 @@ func (l *Launcher) RunSetup(ctx context.Context, req TurnRequest, commands []str
 		Share: l.Share, Limits: l.Limits, Timeout: l.TurnTimeout, Hide: l.Hide, HideFile: l.HideFile,
 		ProxyPort: l.ProxyPort, Self: l.Self,
 	}
+	if Sandboxed(l.Runner) && l.ProxyPort != 0 {
+		spec.Env = append(spec.Env, ProxyEnv(l.ProxyPort)...) // setup fetches what the project needs, through egress
+	}
 	release, err := l.prepare(ctx, req, &spec)
 	if err != nil {
 		return "", err
@@ -194,6 +197,9 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 		Ask: req.Ask, Share: l.Share, Limits: l.Limits,
 		Timeout: timeout, Hide: l.Hide, HideFile: l.HideFile, OnStart: req.OnStart,
 		ProxyPort: l.ProxyPort, Self: l.Self,
+	}
+	if Sandboxed(l.Runner) && l.ProxyPort != 0 {
+		spec.Env = append(spec.Env, ProxyEnv(l.ProxyPort)...)
 	}
 	release, err := l.prepare(ctx, req, &spec)
 	if err != nil {

@@ -53,6 +53,43 @@ type DiffResult struct {
 	// asked for one; Full is the file shown whole
 	Since string `json:"since,omitempty"`
 	Full  string `json:"full,omitempty"`
+	// Network is the task's egress (CONTRACT §15); nil where the daemon
+	// keeps none
+	Network *Network `json:"network,omitempty"`
+}
+
+// Network is a task's egress through the proxy: each destination with its
+// connections and bytes, and every refusal (the newest MaxNetRefusals;
+// RefusalsOmitted counts the older ones left out).
+type Network struct {
+	Destinations    []NetDest    `json:"destinations"`
+	Refusals        []NetRefusal `json:"refusals"`
+	RefusalsOmitted int          `json:"refusals_omitted,omitempty"`
+}
+
+// MaxNetRefusals bounds the refusals a Network lists.
+const MaxNetRefusals = 500
+
+// NetDest is one destination a task reached (host:port): its connections
+// (tunnels and plain requests) that were let through, how many of those
+// failed (no answer, an error status from the proxy), and the bytes each way.
+type NetDest struct {
+	Dest        string    `json:"dest"`
+	Connections int       `json:"connections"`
+	Failed      int       `json:"failed,omitempty"`
+	BytesUp     int64     `json:"bytes_up"`
+	BytesDown   int64     `json:"bytes_down"`
+	Last        time.Time `json:"last"`
+}
+
+// NetRefusal is one egress connection the proxy refused, with its cause
+// (egress_not_allowed, egress_private_address, …).
+type NetRefusal struct {
+	At     time.Time `json:"at"`
+	Method string    `json:"method"`
+	Dest   string    `json:"dest"`
+	Path   string    `json:"path"`
+	Cause  string    `json:"cause"`
 }
 
 // DiffOptions change what Diff shows: Since is a commit the reviewer saw,

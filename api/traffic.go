@@ -28,6 +28,16 @@ type Traffic struct {
 	// Usage is what the call cost, as the upstream's reply said (nil: it
 	// said nothing, as count_tokens and refused calls)
 	Usage *CallUsage `json:"usage,omitempty"`
+	// Egress marks a connection from a task's sandbox to the network
+	// through the proxy (CONTRACT §15): a CONNECT tunnel (Path is its
+	// host:port) or an absolute-form http:// request (Path is the URL
+	// without its query). Dest is the destination's host:port, BytesUp and
+	// BytesDown what went each way (a tunnel's whole stream, a request's
+	// bodies).
+	Egress    bool   `json:"egress,omitempty"`
+	Dest      string `json:"dest,omitempty"`
+	BytesUp   int64  `json:"bytes_up,omitempty"`
+	BytesDown int64  `json:"bytes_down,omitempty"`
 }
 
 // CallUsage is what one model call cost, as the upstream itself reported
@@ -57,7 +67,13 @@ func (t Traffic) Line() string {
 	if t.Role == "" && t.ClaimedRole != "" {
 		role, unverified = t.ClaimedRole+"?", true
 	}
-	s := fmt.Sprintf("net> %s %s %s %s %s -> %d %s %dms", t.Time.UTC().Format(time.RFC3339), safe(ref), safe(role), safe(t.Method), safe(t.Path), t.Status, safe(dash(t.Upstream)), t.Millis)
+	var s string
+	if t.Egress {
+		// CONTRACT §15: bytes each way where a model call names its upstream
+		s = fmt.Sprintf("net> %s %s %s %s %s -> %d %d/%d %dms", t.Time.UTC().Format(time.RFC3339), safe(ref), safe(role), safe(t.Method), safe(t.Path), t.Status, t.BytesUp, t.BytesDown, t.Millis)
+	} else {
+		s = fmt.Sprintf("net> %s %s %s %s %s -> %d %s %dms", t.Time.UTC().Format(time.RFC3339), safe(ref), safe(role), safe(t.Method), safe(t.Path), t.Status, safe(dash(t.Upstream)), t.Millis)
+	}
 	if u := t.Usage; u != nil {
 		s += fmt.Sprintf(" tokens: %d in / %d out", u.InputTokens, u.OutputTokens)
 		if u.CacheReadInputTokens > 0 || u.CacheCreationInputTokens > 0 {

@@ -44,6 +44,7 @@ type Config struct {
 	Cluster     Cluster     `koanf:"cluster"`
 	Sandbox     Sandbox     `koanf:"sandbox"`
 	Setup       Setup       `koanf:"setup"`
+	Egress      Egress      `koanf:"egress"`
 }
 
 // Cluster makes several daemons one: a shared PostgreSQL store, membership
@@ -262,7 +263,7 @@ func Load(root string, environ []string) (*Config, error) {
 	unused := dc.Metadata.Unused
 	if len(unused) > 0 {
 		sort.Strings(unused)
-		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster, sandbox, setup)", unused[0], path)
+		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster, sandbox, setup, egress)", unused[0], path)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -279,7 +280,7 @@ func envKey(k, v string) (string, any) {
 	}
 	key := strings.ToLower(strings.ReplaceAll(k, "__", "."))
 	switch key {
-	case "daemon.port_window", "protect.paths", "sandbox.read_only":
+	case "daemon.port_window", "protect.paths", "sandbox.read_only", "egress.allow":
 		parts := strings.Split(v, ",")
 		for i := range parts {
 			parts[i] = strings.TrimSpace(parts[i])
@@ -314,6 +315,7 @@ func (p structProvider) Read() (map[string]any, error) {
 			"tls_cert": c.Cluster.TLSCert, "tls_key": c.Cluster.TLSKey, "tls_ca": c.Cluster.TLSCA},
 		"sandbox": map[string]any{"read_only": toAny(c.Sandbox.ReadOnly), "env": toAny(c.Sandbox.Env), "max_open_files": c.Sandbox.MaxOpenFiles,
 			"max_procs": c.Sandbox.MaxProcs, "memory": c.Sandbox.Memory, "tmp_size": c.Sandbox.TmpSize, "max_connections": c.Sandbox.MaxConnections},
+		"egress": map[string]any{"allow": toAny(c.Egress.Allow)},
 	}, nil
 }
 
@@ -428,6 +430,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Setup.validate(); err != nil {
+		return err
+	}
+	if err := c.Egress.validate(); err != nil {
 		return err
 	}
 	if _, err := c.Targets(); err != nil {

@@ -67,6 +67,9 @@ sync = "full"                   # full: a 201 is on disk first | normal: no fsyn
 
 # [setup]                       # before a task's first work turn, in its sandbox and worktree
 # run = ["make deps"]           # each with sh -c, in order; the first that fails fails the task
+# [egress]                      # the hosts a sandboxed agent may reach, through the proxy (default: none)
+# allow = ["your-registry.example", "*.your-mirror.example:443", "10.0.0.5:3128"]
+#                               # a private or loopback address only when its exact host:port is listed
 `
 
 // WriteInit writes the commented config under root unless one exists.

@@ -42,7 +42,7 @@ var SandboxDefaults = Sandbox{MaxOpenFiles: 4096, MaxProcs: 2048, Memory: "8GiB"
 
 // reservedEnv are the variables the daemon sets for an agent: sandbox.env
 // cannot replace them.
-var reservedEnv = []string{"HOME", "TMPDIR", "PATH", "ANTHROPIC_", "CLAUDE_CODE_", "CURSOR_API_KEY", "OPENAI_", "GEMINI_", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "LD_"}
+var reservedEnv = []string{"HOME", "TMPDIR", "PATH", "ANTHROPIC_", "CLAUDE_CODE_", "CURSOR_API_KEY", "OPENAI_", "GEMINI_", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy", "LD_"}
 
 func (s Sandbox) validate() error {
 	for i, p := range s.ReadOnly {

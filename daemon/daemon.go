@@ -214,6 +214,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	launcher.Decoys = decoys.Decoys
 	modelErrs.publish = sup.Publish
 	book := newUsageBook(st, o.Log)
+	egress := &egressBook{st: st, log: o.Log, turns: book}
 	var links *supervisor.LinkTLS
 	if clusterOpts != nil {
 		links = clusterOpts.TLS
@@ -251,6 +252,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: sup.Grants, Log: o.Log, Port: proxyPort,
 		Publish: func(t api.Traffic) {
 			sup.Publish(api.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &t})
+			if t.Egress {
+				egress.record(t) // no model call: not usage, not model trouble
+				return
+			}
 			modelErrs.record(t)
 			book.record(t)
 		},

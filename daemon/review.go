@@ -134,6 +134,9 @@ func (r *Review) Diff(ctx context.Context, ref string, o api.DiffOptions) (*api.
 	}
 	files := d.Files
 	res := &api.DiffResult{Task: r.svc.info(t)}
+	if res.Network, err = network(ctx, r.svc.st, t.ID); err != nil {
+		return nil, err
+	}
 	if !o.SkipMerge {
 		res.Merge = r.readiness(ctx, t)
 	}

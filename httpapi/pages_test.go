@@ -59,7 +59,12 @@ func (f *fakeReview) Diff(_ context.Context, ref string, _ api.DiffOptions) (*ap
 	return &api.DiffResult{Task: f.task(), Files: f.diff, Merge: f.merge,
 		Summary: "Sent users <home> after login.\nChecked the flow.",
 		Commits: []api.CommitInfo{{SHA: "abcdef0123456789", Subject: "Rework <login>", Author: "agent <a@b>", Time: t1.Add(time.Minute)}},
-		Turns:   []api.TurnRef{{Number: 2, Status: "done", StartedAt: &t1, EndedAt: &t2}}}, nil
+		Turns:   []api.TurnRef{{Number: 2, Status: "done", StartedAt: &t1, EndedAt: &t2}},
+		Network: &api.Network{
+			Destinations: []api.NetDest{{Dest: "registry.test:8443", Connections: 7, BytesUp: 4200, BytesDown: 3 << 20, Last: t2},
+				{Dest: "mirror.test:80", Connections: 2, Failed: 1, BytesUp: 300, BytesDown: 900, Last: t2}},
+			Refusals: []api.NetRefusal{{At: t1, Method: "CONNECT", Dest: "elsewhere.example:443", Path: "elsewhere.example:443", Cause: "egress_not_allowed"},
+				{At: t2, Method: "GET", Dest: "sneaky.test:80", Path: "http://sneaky.test:80/<script>alert(1)</script>", Cause: "egress_private_address"}}}}, nil
 }
 func (f *fakeReview) Comments(context.Context, string) (*review.Payload, error) {
 	return &f.payload, nil

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -138,6 +139,7 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 	}
 	p.Summary = d.Summary
 	p.Usage = UsageWords(d.Task)
+	p.Network = networkView(d.Network)
 	p.Commits = commitRows(d.Commits, d.Turns)
 	p.Merge = mergeView(d.Merge, t.Parent)
 	views.LinkTurns(&p.Diff, p.Orphans, p.Commits)
@@ -560,4 +562,35 @@ func diffOptions(c echo.Context) (api.DiffOptions, error) {
 		o.Context = n
 	}
 	return o, nil
+}
+
+// networkView is the review page's network section from the task's egress.
+func networkView(n *api.Network) *views.NetworkView {
+	if n == nil {
+		return nil
+	}
+	v := &views.NetworkView{Omitted: n.RefusalsOmitted}
+	for _, d := range n.Destinations {
+		v.Destinations = append(v.Destinations, views.NetDestView{Dest: d.Dest, Connections: d.Connections, Failed: d.Failed,
+			BytesUp: byteWords(d.BytesUp), BytesDown: byteWords(d.BytesDown)})
+	}
+	for i := len(n.Refusals) - 1; i >= 0; i-- { // newest first
+		r := n.Refusals[i]
+		v.Refusals = append(v.Refusals, views.NetRefusalView{At: r.At, Method: r.Method, Path: r.Path, Cause: r.Cause})
+	}
+	return v
+}
+
+// byteWords is a byte count for a reader: "512 B", "3.4 KiB", "12.0 MiB".
+func byteWords(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

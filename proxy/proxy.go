@@ -52,6 +52,9 @@ type Options struct {
 	// (package canary); a request carrying one is refused before it
 	// leaves, tripwire canary (nil: none).
 	Canaries func() *canary.Set
+	// Resolve resolves an egress destination's name (nil: the system
+	// resolver). Tests give names of their own.
+	Resolve Resolver
 }
 
 // Refusal causes, as the traffic stream and the 401 body name them.
@@ -120,6 +123,7 @@ type Proxy struct {
 	// tripped holds the placeholders of tasks that tripped a wire: they
 	// are refused from that instant, before the registry catches up.
 	tripped sync.Map
+	egress  *egress // CONNECT and absolute-form http:// (egress.go)
 }
 
 // routes is the part of the proxy that comes from the config: the targets,
@@ -138,6 +142,7 @@ type routes struct {
 	// placeholder is accepted only through its task's own socket
 	tcpGrants bool
 	maxConns  int // sandbox.max_connections: per task, at its socket
+	egress    []config.EgressRule
 }
 
 // New builds the proxy from config. An origin collision is refused by
@@ -151,6 +156,7 @@ func New(o Options) (*Proxy, error) {
 		o.Now = time.Now
 	}
 	p := &Proxy{o: o, log: o.Log}
+	p.egress = newEgress(p)
 	if err := p.Reconfigure(o.Config); err != nil {
 		return nil, err
 	}
@@ -235,7 +241,12 @@ func (p *Proxy) Reconfigure(cfg *config.Config) error {
 		return fmt.Errorf("proxy.editor_upstream: %w", err)
 	}
 	rt.editor = target{url: eu, credential: "editor", primary: true}
+	if rt.egress, err = cfg.Egress.Rules(); err != nil {
+		return err
+	}
 	p.routes.Store(rt)
+	// an idle connection was checked against the old list: none is reused
+	p.egress.tr.CloseIdleConnections()
 	return nil
 }
 
@@ -298,6 +309,10 @@ func (p *Proxy) bodyTimeout() time.Duration {
 
 // ServeHTTP resolves the grant, plans the targets and forwards.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isEgress(r) {
+		p.serveEgress(w, r) // CONNECT, absolute-form http:// (egress.go)
+		return
+	}
 	start := p.now()
 	rec := &statusWriter{ResponseWriter: w}
 	pl := &plan{rt: p.routes.Load(), via: viaOf(r.Context()), stopWatchdog: func() {}}

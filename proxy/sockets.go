@@ -48,8 +48,12 @@ const (
 	socketIdleTimeout       = 2 * time.Minute
 )
 
-// via is the task whose socket a connection came in on.
-type via struct{ taskID, taskRef string }
+// via is the task whose socket a connection came in on; done closes with
+// the socket (its egress tunnels end then).
+type via struct {
+	taskID, taskRef string
+	done            <-chan struct{}
+}
 
 type viaKey struct{}
 
@@ -197,7 +201,8 @@ func (s *Sockets) listen(taskID, ref string) (*taskSocket, error) {
 		_ = os.Remove(path)
 		return nil, fmt.Errorf("proxy socket for task %s: %w", ref, err)
 	}
-	ts := &taskSocket{s: s, via: &via{taskID: taskID, taskRef: ref}, path: path, freed: make(chan struct{}, 1), done: make(chan struct{})}
+	done := make(chan struct{})
+	ts := &taskSocket{s: s, via: &via{taskID: taskID, taskRef: ref, done: done}, path: path, freed: make(chan struct{}, 1), done: done}
 	ts.srv = &http.Server{Handler: s.p, ReadHeaderTimeout: socketReadHeaderTimeout, IdleTimeout: socketIdleTimeout,
 		ConnContext: func(ctx context.Context, _ net.Conn) context.Context { return context.WithValue(ctx, viaKey{}, ts.via) }}
 	go func() {

@@ -12,6 +12,9 @@
 //	@sleep DURATION      sleep (Go duration, e.g. 2s)
 //	@model N             call the model N times (default 1)
 //	@stream              use the streaming (SSE) API
+//	@fetch URL           GET URL through the proxy its HTTP_PROXY (http://) or
+//	                     HTTPS_PROXY (https://) names, loopback names included;
+//	                     the status (and x-lazy-refused) is noted in the answer
 //	@sneak PATH TEXT     write PATH and commit it in ANY mode, plan included:
 //	                     a misbehaving agent, for the tests of what an ask
 //	                     may change; a failure is noted in the answer
@@ -34,6 +37,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -181,6 +185,8 @@ func Main(argv []string, env func(string) string, stdin io.Reader, stdout, stder
 			if err := commit("sneak " + path); err != nil {
 				notes = append(notes, "(could not commit "+path+")")
 			}
+		case "fetch":
+			notes = append(notes, fetch(env, rest))
 		case "answer":
 			answer = unescape(rest)
 		case "crash":
@@ -341,6 +347,34 @@ func commit(msg string) error {
 
 // callModel posts the conversation to the model like the real client: the
 // placeholder goes in x-api-key or Authorization by which variable is set.
+// fetch GETs u through the proxy the environment names, and says what came
+// back: "(fetch U: 200, N bytes)" or "(fetch U: 403 refused: CAUSE)".
+func fetch(env func(string) string, u string) string {
+	proxyVar := "HTTP_PROXY"
+	if strings.HasPrefix(u, "https://") {
+		proxyVar = "HTTPS_PROXY"
+	}
+	tr := &http.Transport{}
+	if p := env(proxyVar); p != "" {
+		pu, err := url.Parse(p)
+		if err != nil {
+			return fmt.Sprintf("(fetch %s: %s is not a URL)", u, proxyVar)
+		}
+		tr.Proxy = http.ProxyURL(pu)
+	}
+	c := &http.Client{Timeout: 30 * time.Second, Transport: tr}
+	resp, err := c.Get(u)
+	if err != nil {
+		return fmt.Sprintf("(fetch %s: %v)", u, err)
+	}
+	defer resp.Body.Close()
+	n, _ := io.Copy(io.Discard, resp.Body)
+	if cause := resp.Header.Get("x-lazy-refused"); cause != "" {
+		return fmt.Sprintf("(fetch %s: %d refused: %s)", u, resp.StatusCode, cause)
+	}
+	return fmt.Sprintf("(fetch %s: %d, %d bytes)", u, resp.StatusCode, n)
+}
+
 func callModel(env func(string) string, history []map[string]string, stream bool) (string, error) {
 	base := strings.TrimRight(env("ANTHROPIC_BASE_URL"), "/")
 	if base == "" {

@@ -136,6 +136,10 @@ func (r readsRemote) UpdatePassphraseTries(ctx context.Context, name string, fn 
 	return r.w.UpdatePassphraseTries(ctx, name, fn)
 }
 
+func (r readsRemote) AddEgress(ctx context.Context, e *store.EgressCall) error {
+	return r.w.AddEgress(ctx, e)
+}
+
 // TestRemoteRefusesWrites: no storage.<write> changes the store, whoever
 // holds the auth token: the client refuses, and so does the daemon when the
 // RPC is called by hand (a forged reply, a rewritten or un-withdrawn

@@ -46,6 +46,7 @@ type fileTask struct {
 	reviews   []review.ReviewComment // by CreatedAt
 	approvals []Approval
 	usage     []UsageCall
+	egress    []EgressCall
 }
 
 // launchRecord is MarkLaunched as one record, so it lands whole or not at all.
@@ -62,7 +63,7 @@ type launchRecord struct {
 }
 
 type record struct {
-	Kind string          `json:"k"` // task | turn | comment | review | approval | usage
+	Kind string          `json:"k"` // task | turn | comment | review | approval | usage | egress
 	V    json.RawMessage `json:"v"`
 }
 
@@ -199,6 +200,12 @@ func (ft *fileTask) apply(r record) error {
 			return err
 		}
 		ft.usage = append(ft.usage, u)
+	case "egress":
+		var e EgressCall
+		if err := json.Unmarshal(r.V, &e); err != nil {
+			return err
+		}
+		ft.egress = append(ft.egress, e)
 	case "approval":
 		var a Approval
 		if err := json.Unmarshal(r.V, &a); err != nil {
@@ -544,6 +551,28 @@ func (f *File) AddUsage(_ context.Context, u *UsageCall) error {
 		return err
 	}
 	return f.write(u.TaskID, "usage", u, ft)
+}
+
+// AddEgress records one egress connection.
+func (f *File) AddEgress(_ context.Context, e *EgressCall) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(e.TaskID)
+	if err != nil {
+		return err
+	}
+	return f.write(e.TaskID, "egress", e, ft)
+}
+
+// ListEgress lists a task's egress connections, oldest first.
+func (f *File) ListEgress(_ context.Context, taskID string) ([]EgressCall, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(taskID)
+	if err != nil {
+		return nil, err
+	}
+	return append([]EgressCall(nil), ft.egress...), nil
 }
 
 // ListUsage lists a task's model calls, oldest first.

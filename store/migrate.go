@@ -161,6 +161,23 @@ var migrations = []migration{
 			updated_at DATETIME NOT NULL
 		)`,
 	}},
+	{25, "egress_calls: each task's connections through the proxy to the network", []string{
+		`CREATE TABLE egress_calls (
+			id TEXT PRIMARY KEY,
+			task_id TEXT NOT NULL REFERENCES tasks(id),
+			turn INTEGER NOT NULL DEFAULT 0,
+			method TEXT NOT NULL DEFAULT '',
+			dest TEXT NOT NULL DEFAULT '',
+			path TEXT NOT NULL DEFAULT '',
+			status INTEGER NOT NULL DEFAULT 0,
+			refused TEXT NOT NULL DEFAULT '',
+			bytes_up INTEGER NOT NULL DEFAULT 0,
+			bytes_down INTEGER NOT NULL DEFAULT 0,
+			millis INTEGER NOT NULL DEFAULT 0,
+			at DATETIME NOT NULL
+		)`,
+		`CREATE INDEX idx_egress_calls_task_id ON egress_calls(task_id)`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

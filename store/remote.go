@@ -131,6 +131,13 @@ func (r *Remote) AddApproval(ctx context.Context, a *Approval) error { return re
 
 func (r *Remote) AddUsage(ctx context.Context, u *UsageCall) error { return readOnly("addUsage") }
 
+func (r *Remote) AddEgress(ctx context.Context, e *EgressCall) error { return readOnly("addEgress") }
+
+func (r *Remote) ListEgress(ctx context.Context, taskID string) ([]EgressCall, error) {
+	var es []EgressCall
+	return es, r.call(ctx, "listEgress", StorageArgs{TaskID: taskID}, &es)
+}
+
 func (r *Remote) ListUsage(ctx context.Context, taskID string) ([]UsageCall, error) {
 	var us []UsageCall
 	return us, r.call(ctx, "listUsage", StorageArgs{TaskID: taskID}, &us)
@@ -189,8 +196,10 @@ func Serve(ctx context.Context, st Store, op string, raw []byte) (any, error) {
 		return nonNil(st.ListApprovals(ctx, a.TaskID))
 	case "listUsage":
 		return nonNil(st.ListUsage(ctx, a.TaskID))
+	case "listEgress":
+		return nonNil(st.ListEgress(ctx, a.TaskID))
 	case "createTask", "saveTask", "createTurn", "saveTurn", "markLaunched", "addComment",
-		"addReviewComment", "saveReviewComment", "answerAsk", "addApproval", "addUsage":
+		"addReviewComment", "saveReviewComment", "answerAsk", "addApproval", "addUsage", "addEgress":
 		return nil, readOnly(op)
 	}
 	return nil, fmt.Errorf("%w: unknown storage op %q", ErrBadStorageCall, op)

@@ -312,6 +312,18 @@ func (s *SQL) AddUsage(ctx context.Context, u *UsageCall) error {
 	return mapErr("add usage", s.w.do(ctx, func(tx *gorm.DB) error { return tx.Create(u).Error }))
 }
 
+// AddEgress records one egress connection.
+func (s *SQL) AddEgress(ctx context.Context, e *EgressCall) error {
+	return mapErr("add egress", s.w.do(ctx, func(tx *gorm.DB) error { return tx.Create(e).Error }))
+}
+
+// ListEgress lists a task's egress connections, oldest first.
+func (s *SQL) ListEgress(ctx context.Context, taskID string) ([]EgressCall, error) {
+	var es []EgressCall
+	err := s.read(ctx, func(db *gorm.DB) error { return db.Where("task_id = ?", taskID).Order("at, id").Find(&es).Error })
+	return es, mapErr("list egress", err)
+}
+
 // ListUsage lists a task's model calls, oldest first.
 func (s *SQL) ListUsage(ctx context.Context, taskID string) ([]UsageCall, error) {
 	var us []UsageCall

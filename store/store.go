@@ -146,6 +146,28 @@ type UsageCall struct {
 // TableName is the table of usage calls.
 func (UsageCall) TableName() string { return "usage_calls" }
 
+// EgressCall is one egress connection of a task as the proxy saw it
+// (CONTRACT §15): a CONNECT tunnel or a plain http:// request, its
+// destination (host:port), status, bytes each way, and the cause when it
+// was refused.
+type EgressCall struct {
+	ID        string    `json:"id" gorm:"primaryKey;size:32"`
+	TaskID    string    `json:"task_id" gorm:"size:32;index"`
+	Turn      int       `json:"turn"` // the turn that was running (0: none)
+	Method    string    `json:"method"`
+	Dest      string    `json:"dest"`
+	Path      string    `json:"path"`
+	Status    int       `json:"status"`
+	Refused   string    `json:"refused,omitempty"`
+	BytesUp   int64     `json:"bytes_up"`
+	BytesDown int64     `json:"bytes_down"`
+	Millis    int64     `json:"ms"`
+	At        time.Time `json:"at"`
+}
+
+// TableName is the table of egress calls.
+func (EgressCall) TableName() string { return "egress_calls" }
+
 // Store is what the daemon persists. Every method is durable when it returns.
 type Store interface {
 	CreateTask(ctx context.Context, t *Task) error
@@ -197,6 +219,10 @@ type Store interface {
 	// update of name, on every daemon sharing the store: no count is lost
 	// to a race. It must be quick (no passphrase is hashed inside).
 	UpdatePassphraseTries(ctx context.Context, name string, fn func(wrong int, until time.Time) (int, time.Time)) error
+	// AddEgress records one egress connection of a task; ListEgress lists
+	// a task's, oldest first.
+	AddEgress(ctx context.Context, e *EgressCall) error
+	ListEgress(ctx context.Context, taskID string) ([]EgressCall, error)
 
 	Close() error
 }

@@ -122,10 +122,37 @@ type ReviewPage struct {
 	Head, Since, SinceShort string
 	// Usage is what the task's model calls cost, in words
 	Usage string
+	// Network is the task's egress (nil: none kept)
+	Network *NetworkView
 	// Ended, when set, makes the page the ended task's record: what it
 	// merged or left, its commits and threads, and no action at all
 	Ended *EndedView
 }
+
+// NetworkView is the review page's network section: every destination the
+// task's sandbox reached through the proxy, and every connection refused.
+type NetworkView struct {
+	Destinations []NetDestView
+	Refusals     []NetRefusalView
+	Omitted      int // older refusals left out
+}
+
+// NetDestView is one destination with its connections and bytes, in words.
+type NetDestView struct {
+	Dest               string
+	Connections        int
+	Failed             int
+	BytesUp, BytesDown string
+}
+
+// NetRefusalView is one refused connection.
+type NetRefusalView struct {
+	At                  time.Time
+	Method, Path, Cause string
+}
+
+// Empty reports a task that opened no connection.
+func (n *NetworkView) Empty() bool { return len(n.Destinations) == 0 && len(n.Refusals) == 0 }
 
 // EndedView is how an accepted or cancelled task ended, as its review page
 // says it. Base..Head is what its diff shows: what went into Parent, or what

@@ -48,6 +48,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("ReviewComments", func(t *testing.T) { testReviewComments(t, open) })
 	t.Run("Approvals", func(t *testing.T) { testApprovals(t, open) })
 	t.Run("Usage", func(t *testing.T) { testUsage(t, open) })
+	t.Run("Egress", func(t *testing.T) { testEgress(t, open) })
 	t.Run("MarkLaunched", func(t *testing.T) { testMarkLaunched(t, open) })
 	t.Run("AnswerAsk", func(t *testing.T) { testAnswerAsk(t, open) })
 	t.Run("PassphraseTries", func(t *testing.T) { testPassphraseTries(t, open) })
@@ -285,6 +286,25 @@ func testPassphraseTries(t *testing.T, open Opener) {
 	wg.Wait()
 	if got := read(s, "project"); got.wrong != 40 {
 		t.Fatalf("after 40 concurrent increments: %d", got.wrong)
+	}
+}
+
+func testEgress(t *testing.T, open Opener) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	a := NewTask("")
+	must(t, s.CreateTask(ctx, a))
+	t0 := time.Now().UTC()
+	must(t, s.AddEgress(ctx, &store.EgressCall{ID: task.NewID(t0), TaskID: a.ID, Turn: 1, Method: "CONNECT", Dest: "registry.test:443", Path: "registry.test:443",
+		Status: 200, BytesUp: 517, BytesDown: 40960, Millis: 12, At: t0}))
+	must(t, s.AddEgress(ctx, &store.EgressCall{ID: task.NewID(t0), TaskID: a.ID, Turn: 1, Method: "GET", Dest: "elsewhere.test:80", Path: "http://elsewhere.test:80/x",
+		Status: 403, Refused: "egress_not_allowed", At: t0.Add(time.Second)}))
+	must(t, s.Close())
+	s = open(t, dir) // durable
+	es, err := s.ListEgress(ctx, a.ID)
+	must(t, err)
+	if len(es) != 2 || es[0].BytesDown != 40960 || es[0].Dest != "registry.test:443" || es[1].Refused != "egress_not_allowed" || es[1].Path != "http://elsewhere.test:80/x" {
+		t.Fatalf("egress: %+v", es)
 	}
 }
 
