@@ -92,6 +92,9 @@ type DaemonInfo struct {
 	// Sandbox says what a sandboxed agent gets: its user, and the limits
 	// in force and how they are enforced (empty: agents run unsandboxed).
 	Sandbox string `json:"sandbox,omitempty"`
+	// ConfigSource says where the project config in force came from: the
+	// approval that let it in through an accept, a commit, or local edits.
+	ConfigSource string `json:"config_source,omitempty"`
 	// RestartNeeded are changed config keys the running daemon cannot
 	// apply (where it listens, its store); ConfigError is why the config
 	// file as it is now was not applied. Both are in Warnings too.

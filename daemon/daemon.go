@@ -227,6 +227,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		BaseURL: "http://127.0.0.1:" + strconv.Itoa(dashPort), ProxyURL: proxyURL, StartedAt: time.Now().UTC(), Version: version.String(),
 		Runner: launcher.Runner.Name(), Warnings: warnings, Sandbox: sandboxLine(launcher.Runner, launcher.Limits)}
 	d.infoMu.Unlock()
+	d.setConfigSource(ctx)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	d.stopFn = cancel

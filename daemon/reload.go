@@ -195,6 +195,7 @@ func (r *reloader) apply(next *config.Config) ([]string, error) {
 	d.live.cur.Store(next)
 	d.taskDeps.SetProtect(next.Protect.Paths)
 	d.setRunner(l.Runner)
+	d.setConfigSource(context.Background())
 	return live, nil
 }
 

@@ -260,7 +260,8 @@ func wantsHTML(c echo.Context) bool {
 func (h *handler) page(c echo.Context) views.Page {
 	p := views.Page{Version: version.Label, CSRF: h.csrfFor(c)}
 	if h.d.Info != nil {
-		p.Warnings = h.d.Info().Warnings
+		info := h.d.Info()
+		p.Warnings, p.Config = info.Warnings, info.ConfigSource
 	}
 	return p
 }

@@ -100,6 +100,8 @@ type Page struct {
 	// Warnings are the daemon's standing warnings (agents unsandboxed),
 	// shown as a banner on every page.
 	Warnings []string
+	// Config says where the project config in force came from.
+	Config string
 	// CSRF is the session's form token, carried by every form (and sent by
 	// the page's script as X-Lazy-CSRF); "" when not logged in by cookie.
 	CSRF string

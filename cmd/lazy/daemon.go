@@ -98,6 +98,9 @@ func printRunning(out, errOut io.Writer, info api.DaemonInfo, p config.Paths) {
 	if info.Sandbox != "" {
 		fmt.Fprintf(out, "sandbox: %s\n", info.Sandbox)
 	}
+	if info.ConfigSource != "" {
+		fmt.Fprintln(out, info.ConfigSource)
+	}
 	printWarnings(errOut, info.Warnings)
 }
 

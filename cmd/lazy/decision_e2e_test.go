@@ -219,3 +219,67 @@ func TestAcceptRefusesADirtyCheckout(t *testing.T) {
 		t.Fatalf("accept once stashed: exit %d\n%s", exit, errOut)
 	}
 }
+
+// TestApprovalPinsContent (CONTRACT §14): an approval of a protected file
+// approves its content. The agent changes .lazy/config.toml (protected by
+// default); the reviewer approves it with the passphrase; the agent changes
+// it again: the accept asks for the passphrase again, for the new content.
+// Once accepted, the config in force is the approved content, and `lazy
+// daemon status` (and every page) says which approval brought it.
+func TestApprovalPinsContent(t *testing.T) {
+	p := newProject(t, "process")
+	gitxtest.Git(t, p.root, "add", ".lazy/config.toml")
+	gitxtest.Git(t, p.root, "-c", "user.name=t", "-c", "user.email=t@l", "commit", "-q", "-m", "lazy config")
+	p.lazy(0, "daemon", "start")
+	if st := p.lazy(0, "daemon", "status"); !strings.Contains(st, "config: .lazy/config.toml as committed") {
+		t.Fatalf("status before: %s", st)
+	}
+	setPass := p.cmd("passphrase", "set")
+	setPass.Stdin = strings.NewReader("correct horse battery\n")
+	if out, err := setPass.CombinedOutput(); err != nil {
+		t.Fatalf("passphrase set: %v %s", err, out)
+	}
+	cfg, err := os.ReadFile(filepath.Join(p.root, ".lazy", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(timeout string) string {
+		// the scripted agent writes one line per @write: the file, whole
+		return "@write .lazy/config.toml " + strings.ReplaceAll(strings.Replace(string(cfg), `turn_timeout = "2m"`, `turn_timeout = "`+timeout+`"`, 1), "\n", `\n`)
+	}
+	p.lazy(0, "task", "new", "-m", edit("3m")+"\n@commit a longer timeout", "--code", "cfg")
+	p.waitStatus("cfg", "blocked")
+	approve := p.cmd("approve", "cfg", "--file", ".lazy/config.toml")
+	approve.Stdin = strings.NewReader("correct horse battery\n")
+	if out, err := approve.CombinedOutput(); err != nil {
+		t.Fatalf("approve: %v %s", err, out)
+	}
+	// the agent changes the approved file again
+	p.lazy(0, "unblock", "cfg", "-m", edit("4m")+"\n@commit longer still")
+	p.waitTurns("cfg", 2)
+	p.waitStatus("cfg", "blocked")
+	err = p.rpc().Call(context.Background(), "reviewAccept", map[string]string{"task": "cfg", "reason": "ok"}, nil)
+	if got := remedyReason(t, err); got != review.ReasonPassphraseRequired {
+		t.Fatalf("a protected file changed after its approval: %s", got)
+	}
+	// approved as it is now, accepted: the config in force names the approval
+	accept := p.cmd("accept", "cfg", "--reason", "a longer timeout", "--approve-file", ".lazy/config.toml")
+	accept.Stdin = strings.NewReader("correct horse battery\n")
+	if out, err := accept.CombinedOutput(); err != nil {
+		t.Fatalf("accept with the approval: %v %s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := p.lazy(0, "daemon", "status")
+		if strings.Contains(st, "config: .lazy/config.toml as approved with the passphrase for task cfg") {
+			if page := p.page("/"); !strings.Contains(page, "as approved with the passphrase for task cfg") {
+				t.Error("the pages do not say which approval brought the config")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status after the accept: %s", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

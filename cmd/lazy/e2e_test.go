@@ -262,7 +262,7 @@ func TestDaemonLifecycleAndCLI(t *testing.T) {
 	}
 	status := p.lazy(0, "daemon", "status")
 	dash, _ := os.ReadFile(p.paths.DashboardToken)
-	want := fmt.Sprintf("daemon: running (pid %d)\ndashboard: %s\nopen: %s/?token=%s\nproxy: %s\nstate: %s\n", info.PID, info.BaseURL, info.BaseURL, strings.TrimSpace(string(dash)), info.ProxyURL, p.paths.State)
+	want := fmt.Sprintf("daemon: running (pid %d)\ndashboard: %s\nopen: %s/?token=%s\nproxy: %s\nstate: %s\nconfig: .lazy/config.toml has edits of your own, not committed and not from a task\n", info.PID, info.BaseURL, info.BaseURL, strings.TrimSpace(string(dash)), info.ProxyURL, p.paths.State)
 	if status != want {
 		t.Fatalf("status:\n got %q\nwant %q", status, want)
 	}
