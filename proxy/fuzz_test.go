@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -136,17 +135,25 @@ func FuzzParseCredential(f *testing.F) {
 
 // echoPlan is what the echoing upstream does with one fuzz input: the
 // credential it received, between Prefix and Suffix, in a header, a cookie
-// and the body; the body split in two writes at Split, gzip-encoded or sent
-// with an encoding the proxy cannot read, by Mode.
+// and the body; the body split in two writes at Split; coded by Mode (plain,
+// gzip, a coding the proxy cannot read, identity then gzip, gzip twice);
+// and by the bits of Extra a declared trailer (1), undeclared trailers, one
+// named by the key (2), and a 103 Early Hints holding the key (4).
 type echoPlan struct {
 	Prefix, Suffix []byte
 	Split          int
-	Mode           byte
+	Mode, Extra    byte
 }
+
+// echoModes are the Content-Encoding lines of each Mode; the first is the
+// only one whose answer is not refused (502) but for gzip.
+var echoModes = [][]string{nil, {"gzip"}, {"br"}, {"identity", "gzip"}, {"gzip", "gzip"}}
 
 // FuzzEchoingUpstream: whatever an upstream does with the real credential it
 // was sent — echo it in headers, cookies, redirects, a body split anywhere,
-// gzip it, wrap it in any bytes — none of it reaches the client.
+// trailers declared or not, a 1xx's headers, gzip it once or twice, stack
+// codings, wrap it in any bytes — none of it reaches the client, which is a
+// real client of a real proxy listener on loopback.
 func FuzzEchoingUpstream(f *testing.F) {
 	const real = "sk-ant-api03-REALFUZZKEY-0123456789abcdef"
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -157,24 +164,8 @@ func FuzzEchoingUpstream(f *testing.F) {
 		w.Header().Set("X-Echo", key)
 		w.Header().Set("Set-Cookie", "k="+key)
 		w.Header().Set("Location", "/?k="+key)
-		switch pl.Mode % 3 {
-		case 1:
-			var zb bytes.Buffer
-			zw := gzip.NewWriter(&zb)
-			_, _ = zw.Write(body)
-			_ = zw.Close()
-			body = zb.Bytes()
-			w.Header().Set("Content-Encoding", "gzip")
-		case 2:
-			w.Header().Set("Content-Encoding", "br")
-		}
-		at := 0
-		if len(body) > 0 {
-			at = ((pl.Split % len(body)) + len(body)) % len(body)
-		}
-		_, _ = w.Write(body[:at])
-		w.(http.Flusher).Flush()
-		_, _ = w.Write(body[at:])
+		serveEcho(w, key, body, pl.Split, gapEcho{declared: pl.Extra&1 != 0, undeclared: pl.Extra&2 != 0, early: pl.Extra&4 != 0,
+			encodings: echoModes[int(pl.Mode)%len(echoModes)]})
 	}))
 	f.Cleanup(up.Close)
 	home := f.TempDir()
@@ -192,29 +183,34 @@ func FuzzEchoingUpstream(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add([]byte(`{"text":"`), []byte(`"}`), 5, byte(0))
-	f.Add([]byte("data: "), []byte("\n\n"), 20, byte(1))
-	f.Add([]byte{}, []byte{}, 0, byte(2))
-	f.Add([]byte("sk-ant-api03-REAL"), []byte("sk-ant"), -3, byte(0))
-	f.Fuzz(func(t *testing.T, prefix, suffix []byte, split int, mode byte) {
+	srv := httptest.NewServer(p)
+	f.Cleanup(srv.Close)
+	f.Add([]byte(`{"text":"`), []byte(`"}`), 5, byte(0), byte(0))
+	f.Add([]byte("data: "), []byte("\n\n"), 20, byte(1), byte(0))
+	f.Add([]byte{}, []byte{}, 0, byte(2), byte(0))
+	f.Add([]byte("sk-ant-api03-REAL"), []byte("sk-ant"), -3, byte(0), byte(0))
+	// the bypasses of issue 24, one seed each
+	f.Add([]byte(`{"t":"`), []byte(`"}`), 3, byte(0), byte(1)) // a declared trailer
+	f.Add([]byte(`{"t":"`), []byte(`"}`), 3, byte(1), byte(2)) // undeclared trailers, gzip body
+	f.Add([]byte(`{"t":"`), []byte(`"}`), 3, byte(0), byte(4)) // 103 Early Hints
+	f.Add([]byte(`{"t":"`), []byte(`"}`), 3, byte(3), byte(0)) // identity then gzip
+	f.Add([]byte(`{"t":"`), []byte(`"}`), 3, byte(4), byte(7)) // gzip twice, and all of the above
+	f.Fuzz(func(t *testing.T, prefix, suffix []byte, split int, mode, extra byte) {
 		// a trip revokes the grant: a fresh one for every input
 		ph := NewPlaceholder("api_key", real)
 		ptr.Store(&Grants{ph: {Placeholder: ph, TaskRef: "t", TaskID: "x", EnvVar: "ANTHROPIC_API_KEY"}})
-		b, _ := json.Marshal(echoPlan{Prefix: prefix, Suffix: suffix, Split: split, Mode: mode})
-		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1/v1/messages", bytes.NewReader(b))
-		req.Header.Set("x-api-key", ph)
-		rec := httptest.NewRecorder()
-		p.ServeHTTP(rec, req)
-		out := rec.Body.String()
-		for k, vs := range rec.Header() {
-			out += k + strings.Join(vs, " ")
+		b, _ := json.Marshal(echoPlan{Prefix: prefix, Suffix: suffix, Split: split, Mode: mode, Extra: extra})
+		v := callThrough(t, srv.URL, map[string]string{"x-api-key": ph}, string(b))
+		m := int(mode) % len(echoModes)
+		if v.holds(real) {
+			t.Fatalf("the real credential reached the client (mode %d, extra %d, split %d): %q", m, extra, split, v.text)
 		}
-		if strings.Contains(out, real) {
-			t.Fatalf("the real credential reached the client (mode %d, split %d): %q", mode%3, split, out)
+		if m >= 2 && v.status != http.StatusBadGateway {
+			t.Fatalf("codings %q must be refused: %d %q", echoModes[m], v.status, v.text)
 		}
-		if rec.Code == 200 && !bytes.Contains(prefix, []byte(real[:8])) && !bytes.Contains(suffix, []byte(real[:8])) &&
-			!strings.Contains(out, strings.Repeat("*", len(real))) {
-			t.Fatalf("an echo that was scrubbed must show where (mode %d): %q", mode%3, out)
+		if v.status == 200 && !bytes.Contains(prefix, []byte(real[:8])) && !bytes.Contains(suffix, []byte(real[:8])) &&
+			!strings.Contains(v.text, strings.Repeat("*", len(real))) {
+			t.Fatalf("an echo that was scrubbed must show where (mode %d): %q", m, v.text)
 		}
 	})
 }

@@ -40,7 +40,22 @@ func (p *Proxy) secrets(pl *plan) secretSet {
 type encodingError struct{ enc string }
 
 func (e *encodingError) Error() string {
-	return fmt.Sprintf("the upstream answered with Content-Encoding %q although identity was asked; the proxy scans every response for credentials and cannot read that encoding", e.enc)
+	return fmt.Sprintf("the upstream answered with Content-Encoding %q although identity was asked; the proxy scans every response for credentials and reads exactly one coding (gzip or identity), so it refuses this answer", e.enc)
+}
+
+// contentCoding is the one content coding a response declares, lowercased
+// ("" for none), and whether it is one: more than one Content-Encoding line,
+// or a list of codings on one, is not, whatever the codings (identity then
+// gzip is a gzip body a reader of the first line takes for plain).
+func contentCoding(vs []string) (string, bool) {
+	switch len(vs) {
+	case 0:
+		return "", true
+	case 1:
+		v := strings.ToLower(strings.TrimSpace(vs[0]))
+		return v, !strings.Contains(v, ",")
+	}
+	return strings.Join(vs, ", "), false
 }
 
 // modifyResponse scrubs headers, decodes gzip (which the scrubber cannot
@@ -64,7 +79,11 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if secrets.maskHeader(resp.Header) {
 		hit()
 	}
-	switch enc := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); enc {
+	enc, one := contentCoding(resp.Header.Values("Content-Encoding"))
+	if !one {
+		return &encodingError{enc: enc}
+	}
+	switch enc {
 	case "", "identity":
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(resp.Body)
@@ -82,7 +101,13 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	default:
 		return &encodingError{enc: enc}
 	}
-	resp.Body = newScrubber(resp.Body, secrets, resp.Trailer, hit)
+	// the trailers known by now — the ones announced, and any the gzip
+	// reader's read-ahead already met at the end of a short body: the
+	// reverse proxy announces their names to the client before the body
+	if secrets.maskHeader(resp.Trailer) {
+		hit()
+	}
+	resp.Body = newScrubber(resp.Body, secrets, resp, hit)
 	return nil
 }
 

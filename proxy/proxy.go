@@ -314,8 +314,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := p.now()
-	rec := &statusWriter{ResponseWriter: w}
 	pl := &plan{rt: p.routes.Load(), via: viaOf(r.Context()), stopWatchdog: func() {}}
+	rec := &statusWriter{ResponseWriter: w, p: p, pl: pl}
 	logPath := r.URL.EscapedPath()
 	defer func() {
 		p.canaryTripped(pl) // a decoy seen after the reply began
@@ -1092,13 +1092,28 @@ func writeAPIError(w http.ResponseWriter, status int, kind, msg, cause string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": e})
 }
 
-// statusWriter records the status while keeping Flush and Unwrap.
+// statusWriter records the status while keeping Flush and Unwrap, and
+// scans the header blocks of informational (1xx) answers as they leave.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	p      *Proxy
+	pl     *plan
 }
 
 func (s *statusWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 {
+		// the reverse proxy forwards an upstream's 1xx (103 Early Hints, ...)
+		// from inside the round trip, through this writer, before any
+		// response the scrubber sees: its headers are scanned here
+		if s.pl != nil {
+			if secrets := s.p.secrets(s.pl); secrets.maskHeader(s.Header()) {
+				s.p.trip(s.pl, TripRealCredential)
+			}
+		}
+		s.ResponseWriter.WriteHeader(code)
+		return
+	}
 	if s.status == 0 {
 		s.status = code
 	}

@@ -91,7 +91,8 @@ func (s secretSet) maskString(v string) (string, bool) {
 	return v, false
 }
 
-// maskHeader masks secrets in every value of h.
+// maskHeader masks secrets in every value of h, and drops a header whose
+// name holds one.
 func (s secretSet) maskHeader(h http.Header) bool {
 	hit := false
 	for k, vs := range h {
@@ -101,7 +102,7 @@ func (s secretSet) maskHeader(h http.Header) bool {
 				hit = true
 			}
 		}
-		if _, ok := s.maskString(k); ok {
+		if s.inName(k) {
 			delete(h, k) // a secret in a header name: drop the header
 			hit = true
 		}
@@ -109,20 +110,40 @@ func (s secretSet) maskHeader(h http.Header) bool {
 	return hit
 }
 
+// inName reports a secret in a header name, in any case: a name comes
+// through canonicalised (Sk-Ant-Api03-...), which only changes its case.
+func (s secretSet) inName(k string) bool {
+	for _, x := range s {
+		if len(x) == 0 || len(k) < len(x) {
+			continue
+		}
+		for i := 0; i+len(x) <= len(k); i++ {
+			if strings.EqualFold(k[i:i+len(x)], string(x)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // scrubber wraps a response body. It reads into the caller's buffer, masks
 // what is whole there, and keeps back only a tail that may be the start of a
-// secret. At EOF it also masks the trailers (the transport fills them then).
+// secret. At EOF it also masks the response's trailers: the transport fills
+// them then, into the map the upstream announced or, for trailers it never
+// announced, into a map it puts in resp.Trailer only then; so the scrubber
+// holds the response, not its map. The reverse proxy copies trailers to the
+// client only after the body reached EOF through this reader.
 type scrubber struct {
 	src     io.ReadCloser
 	secrets secretSet
-	carry   []byte // held back: a possible start of a secret
-	trailer http.Header
+	carry   []byte         // held back: a possible start of a secret
+	resp    *http.Response // its Trailer is read at EOF (nil: none)
 	onHit   func()
 	eof     error
 }
 
-func newScrubber(src io.ReadCloser, secrets secretSet, trailer http.Header, onHit func()) *scrubber {
-	return &scrubber{src: src, secrets: secrets, trailer: trailer, onHit: onHit, carry: make([]byte, 0, secrets.maxLen())}
+func newScrubber(src io.ReadCloser, secrets secretSet, resp *http.Response, onHit func()) *scrubber {
+	return &scrubber{src: src, secrets: secrets, resp: resp, onHit: onHit, carry: make([]byte, 0, secrets.maxLen())}
 }
 
 func (s *scrubber) Read(p []byte) (int, error) {
@@ -162,7 +183,7 @@ func (s *scrubber) Read(p []byte) (int, error) {
 		}
 		s.eof = err
 		s.carry = s.carry[:0]
-		if err == io.EOF && s.trailer != nil && s.secrets.maskHeader(s.trailer) {
+		if err == io.EOF && s.resp != nil && s.secrets.maskHeader(s.resp.Trailer) {
 			s.onHit()
 		}
 		return len(data), err

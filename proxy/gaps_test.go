@@ -1,0 +1,216 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// The scrubber's gaps (issue 24): an upstream that echoes the credential
+// it was sent through a trailer, a 1xx informational response, or a body
+// under stacked content codings. Each bypass has its test here and a seed
+// in FuzzEchoingUpstream.
+
+// gapEcho is what the echoing upstream does beside its plain body.
+type gapEcho struct {
+	declared   bool     // a trailer announced in a Trailer header, holding the key
+	undeclared bool     // trailers never announced: one holding the key, one named by it
+	early      bool     // a 103 Early Hints whose headers hold the key, before the answer
+	encodings  []string // Content-Encoding header lines; the body is coded by each gzip among them
+}
+
+// serveGapEcho answers with the key it was sent, as g says.
+func serveGapEcho(w http.ResponseWriter, key string, g gapEcho) {
+	serveEcho(w, key, []byte(`{"you_sent":"`+key+`"}`), 0, g)
+}
+
+// serveEcho answers body, written in two parts cut at split, as g says.
+func serveEcho(w http.ResponseWriter, key string, body []byte, split int, g gapEcho) {
+	if g.early {
+		w.Header().Set("Link", "</?k="+key+">; rel=preload")
+		w.Header().Set("X-Early", key)
+		w.WriteHeader(http.StatusEarlyHints)
+		clear(w.Header())
+	}
+	if g.declared {
+		w.Header().Set("Trailer", "X-Declared")
+	}
+	for _, e := range g.encodings {
+		w.Header().Add("Content-Encoding", e)
+	}
+	for i := len(g.encodings) - 1; i >= 0; i-- {
+		if strings.Contains(g.encodings[i], "gzip") {
+			body = gzipped(body)
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	at := 0
+	if len(body) > 0 {
+		at = ((split % len(body)) + len(body)) % len(body)
+	}
+	_, _ = w.Write(body[:at])
+	w.(http.Flusher).Flush() // chunked: room for trailers
+	_, _ = w.Write(body[at:])
+	if g.declared {
+		w.Header().Set("X-Declared", "got "+key)
+	}
+	if g.undeclared {
+		w.Header().Set(http.TrailerPrefix+"X-Undeclared", "got "+key)
+		w.Header().Set(http.TrailerPrefix+key, "named by the key")
+	}
+}
+
+func gzipped(b []byte) []byte {
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return zb.Bytes()
+}
+
+// clientView is everything a client got for one call: the 1xx header
+// blocks, the final headers, the body and the trailers, as one text.
+type clientView struct {
+	status int
+	text   string
+	body   []byte
+}
+
+// callThrough sends one model call to the proxy at base with header hdr,
+// as a real client over loopback, and gathers what came back.
+func callThrough(t testing.TB, base string, hdr map[string]string, body string) clientView {
+	t.Helper()
+	var mu sync.Mutex
+	var early []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		mu.Lock()
+		early = append(early, fmt.Sprint(code, h))
+		mu.Unlock()
+		return nil
+	}}
+	req, err := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	return clientView{status: resp.StatusCode, body: b,
+		text: strings.Join(early, " ") + fmt.Sprint(resp.Header) + string(b) + fmt.Sprint(resp.Trailer)}
+}
+
+// holds reports whether the view carries the key, in any case (a header
+// name comes back canonicalised: Sk-Ant-Api03-...).
+func (v clientView) holds(key string) bool {
+	return strings.Contains(strings.ToLower(v.text), strings.ToLower(key))
+}
+
+// gapFixture is a proxy in front of an upstream answering as g says.
+func gapFixture(t *testing.T, g gapEcho) (*fixture, *[]string) {
+	up := newEchoServer(t, func(w http.ResponseWriter, r *http.Request) { serveGapEcho(w, r.Header.Get("x-api-key"), g) })
+	f := newFixture(t, cfgFor(up, "provider"))
+	f.writeCred("provider", realKey)
+	var mu sync.Mutex
+	trips := &[]string{}
+	f.p.o.Tripwire = func(taskID, ref, what string) {
+		mu.Lock()
+		*trips = append(*trips, ref+":"+what)
+		mu.Unlock()
+	}
+	return f, trips
+}
+
+func newEchoServer(t *testing.T, h http.HandlerFunc) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestTrailerEchoScrubbed: a trailer holding the key, declared in a Trailer
+// header or sent unannounced, and a trailer named by the key, reach the
+// client masked or not at all, and the wire trips.
+func TestTrailerEchoScrubbed(t *testing.T) {
+	// a gzip body of a few bytes: the decoder's read-ahead meets the end of
+	// the body, and its trailers, before the reverse proxy announces them
+	for _, g := range []gapEcho{{declared: true}, {undeclared: true}, {undeclared: true, encodings: []string{"gzip"}}} {
+		t.Run(fmt.Sprintf("declared=%v,%v", g.declared, g.encodings), func(t *testing.T) {
+			f, trips := gapFixture(t, g)
+			v := callThrough(t, f.srv.URL, f.key("trailer"), msgBody)
+			if v.holds(realKey) {
+				t.Fatalf("the real key reached the client: %s", v.text)
+			}
+			if v.status != 200 || !strings.Contains(v.text, strings.Repeat("*", len(realKey))) {
+				t.Errorf("want the answer with the key masked in place: %d %s", v.status, v.text)
+			}
+			if tr := f.lastTraffic(); tr.Tripwire != TripRealCredential || len(*trips) != 1 {
+				t.Errorf("no tripwire: %s %v", tr.Line(), *trips)
+			}
+		})
+	}
+}
+
+// TestEarlyHintsEchoScrubbed: a 103 whose headers hold the key is
+// forwarded with the key masked, and the wire trips.
+func TestEarlyHintsEchoScrubbed(t *testing.T) {
+	f, trips := gapFixture(t, gapEcho{early: true})
+	v := callThrough(t, f.srv.URL, f.key("early"), msgBody)
+	if v.holds(realKey) {
+		t.Fatalf("the real key reached the client: %s", v.text)
+	}
+	if v.status != 200 {
+		t.Errorf("status %d", v.status)
+	}
+	tr := f.lastTraffic()
+	if tr.Tripwire != TripRealCredential || len(*trips) != 1 {
+		t.Errorf("no tripwire: %s %v", tr.Line(), *trips)
+	}
+	if tr.Status != 200 {
+		t.Errorf("the traffic line must carry the final status, not the 1xx: %s", tr.Line())
+	}
+}
+
+// TestStackedEncodingsRefused: a Content-Encoding that is not exactly one
+// coding the scrubber reads (identity then gzip, gzip twice, on one line or
+// two) is answered 502, and none of the body passes.
+func TestStackedEncodingsRefused(t *testing.T) {
+	for _, encs := range [][]string{{"identity", "gzip"}, {"gzip", "gzip"}, {"gzip, gzip"}, {"gzip", "identity"}, {"", "gzip"}, {"br"}} {
+		t.Run(strings.Join(encs, "+"), func(t *testing.T) {
+			f, _ := gapFixture(t, gapEcho{encodings: encs})
+			v := callThrough(t, f.srv.URL, f.key("enc"), msgBody)
+			if v.holds(realKey) || bytes.Contains(v.body, gzipped([]byte(`{"you_sent":"`))[:10]) {
+				t.Fatalf("the body passed: %s", v.text)
+			}
+			if v.status != http.StatusBadGateway || !strings.Contains(v.text, "Content-Encoding") {
+				t.Errorf("want 502 naming the encoding: %d %s", v.status, v.text)
+			}
+		})
+	}
+	// exactly one coding the scrubber reads passes, scanned
+	for _, encs := range [][]string{{"gzip"}, {"identity"}, {"x-gzip"}} {
+		f, _ := gapFixture(t, gapEcho{encodings: encs})
+		v := callThrough(t, f.srv.URL, f.key("enc"), msgBody)
+		if v.status != 200 || v.holds(realKey) || !strings.Contains(v.text, strings.Repeat("*", len(realKey))) {
+			t.Errorf("%v: %d %s", encs, v.status, v.text)
+		}
+	}
+}
