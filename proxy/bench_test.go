@@ -43,29 +43,33 @@ func benchEditor(b *testing.B) (*httptest.Server, string) {
 	return srv, ph
 }
 
-func benchEditorBody(b *testing.B, size int, withPH bool) {
+func benchEditorBody(b *testing.B, size int) {
 	srv, ph := benchEditor(b)
 	body := []byte(strings.Repeat("a", size))
-	if withPH {
-		copy(body[100:], `"`+ph+`"`)
-	}
 	b.SetBytes(int64(size))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		resp, err := http.Post(srv.URL+"/_svc/cursor/"+ph+"/v1/x", "application/json", bytes.NewReader(body))
+		req, _ := http.NewRequest("POST", srv.URL+"/_svc/cursor/"+ph+"/v1/x", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+ph)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
 	}
 }
 
-// BenchmarkEditorBody64KSubstituted is a 64 KiB body with the placeholder
-// replaced in it; BenchmarkEditorBody64KPlus1Streamed is one byte more,
-// forwarded as a stream untouched. Their difference is the substitution cost.
-func BenchmarkEditorBody64KSubstituted(b *testing.B)   { benchEditorBody(b, MaxSubstituteBody, true) }
-func BenchmarkEditorBody64KPlus1Streamed(b *testing.B) { benchEditorBody(b, MaxSubstituteBody+1, true) }
+// BenchmarkEditorBody64KSubstituted is a 64 KiB body read whole and
+// scanned for placeholders before it is forwarded, the key put in its
+// Authorization header (the name is kept for make bench's table);
+// BenchmarkEditorBody64KPlus1Streamed is one byte more, forwarded as a
+// stream scanned as it passes. Their difference is the cost of reading whole.
+func BenchmarkEditorBody64KSubstituted(b *testing.B)   { benchEditorBody(b, MaxSubstituteBody) }
+func BenchmarkEditorBody64KPlus1Streamed(b *testing.B) { benchEditorBody(b, MaxSubstituteBody+1) }
 
 func BenchmarkGrantLookup(b *testing.B) {
 	g := Grants{}

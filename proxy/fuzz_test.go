@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -40,6 +41,9 @@ type fuzzRig struct {
 	p        *Proxy
 	ph, real string
 	lastBody atomic.Pointer[[]byte]
+	// lastRest is what the upstream got but its Authorization header: the
+	// URL, the other headers and the body
+	lastRest atomic.Pointer[string]
 }
 
 func newFuzzRig(f *testing.F) *fuzzRig {
@@ -47,6 +51,10 @@ func newFuzzRig(f *testing.F) *fuzzRig {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
 		r.lastBody.Store(&b)
+		h := req.Header.Clone()
+		h.Del("Authorization")
+		rest := req.URL.String() + fmt.Sprint(h) + string(b)
+		r.lastRest.Store(&rest)
 		_, _ = io.WriteString(w, `{"ok":true}`)
 	}))
 	f.Cleanup(up.Close)
@@ -76,8 +84,9 @@ func newFuzzRig(f *testing.F) *fuzzRig {
 
 // FuzzProxySubstitution sends arbitrary paths, headers and bodies through the
 // whole handler: the real credential never appears in what the client gets
-// back, and a body of at most 64 KiB never reaches the upstream with the
-// placeholder still in it.
+// back, nor anywhere the upstream got but its Authorization header, and a
+// body of at most 64 KiB never reaches the upstream with the placeholder
+// in it.
 func FuzzProxySubstitution(f *testing.F) {
 	r := newFuzzRig(f)
 	f.Add("/_svc/cursor/PH/v1/x", "Bearer PH", []byte(`{"k":"PH"}`))
@@ -85,6 +94,7 @@ func FuzzProxySubstitution(f *testing.F) {
 	f.Add("/v1/messages", "PH", []byte(`{"messages":[]}`))
 	f.Add("/_svc/cursor/nope/v1", "x", []byte{})
 	f.Add("/v1/oauth/token", "", []byte(`{"refresh_token":"PH"}`))
+	f.Add("/_svc/cursor/PH/v1/x?k=PH", "Basic PH", []byte(`{"webhook":"https://h/?k=PH"}`))
 	f.Fuzz(func(t *testing.T, path, auth string, body []byte) {
 		path = strings.ReplaceAll(path, "PH", r.ph)
 		body = bytes.ReplaceAll(body, []byte("PH"), []byte(r.ph))
@@ -102,6 +112,7 @@ func FuzzProxySubstitution(f *testing.F) {
 		req.Header.Set("Authorization", auth)
 		req.Header.Set("x-api-key", auth)
 		r.lastBody.Store(nil)
+		r.lastRest.Store(nil)
 		rec := httptest.NewRecorder()
 		r.p.ServeHTTP(rec, req)
 		out := rec.Body.String()
@@ -110,6 +121,9 @@ func FuzzProxySubstitution(f *testing.F) {
 		}
 		if strings.Contains(out, r.real) {
 			t.Fatalf("the real credential came back to the client for %q", path)
+		}
+		if got := r.lastRest.Load(); got != nil && strings.Contains(*got, r.real) {
+			t.Fatalf("the real key reached the upstream outside Authorization: %q", *got)
 		}
 		if _, tok, _, ok := ParseEditorRoute(req.URL.Path); ok && tok == r.ph && len(body) <= MaxSubstituteBody {
 			if got := r.lastBody.Load(); got != nil && bytes.Contains(*got, []byte(r.ph)) {

@@ -216,3 +216,89 @@ func TestStackedEncodingsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestEditorKeyOnlyWhereItsClientCarriesIt: the editor route puts the real
+// editor key in "Authorization: Bearer" alone; the placeholder in a
+// cookie, a Referer, another header, the query or a body field — read
+// whole, or streamed past 64 KiB — trips the wire (misplaced_placeholder),
+// and the upstream never sees the real key there.
+func TestEditorKeyOnlyWhereItsClientCarriesIt(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string // everything the editor upstream got, one text per request
+	editor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, r.URL.String()+fmt.Sprint(r.Header)+string(b))
+		mu.Unlock()
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(editor.Close)
+	up := newUpstream(t)
+	cfg := cfgFor(up.srv.URL, "none")
+	cfg.Proxy.EditorUpstream = editor.URL
+	f := newFixture(t, cfg)
+	const realEditor = "key_REALEDITOR_placement_0123456789"
+	f.writeCred("editor", realEditor)
+	var trips []string
+	f.p.o.Tripwire = func(taskID, ref, what string) { mu.Lock(); trips = append(trips, what); mu.Unlock() }
+	pad := strings.Repeat("x", MaxSubstituteBody)
+	for _, tc := range []struct {
+		name, path string
+		hdr        map[string]string
+		body       string
+	}{
+		{"cookie", "/v1/chat", map[string]string{"Cookie": "session=PH"}, `{}`},
+		{"referer", "/v1/chat", map[string]string{"Referer": "https://hooks.example/?k=PH"}, `{}`},
+		{"another header", "/v1/chat", map[string]string{"X-Webhook-Auth": "PH"}, `{}`},
+		{"basic scheme", "/v1/chat", map[string]string{"Authorization": "Basic PH"}, `{}`},
+		{"query", "/v1/chat?k=PH", nil, `{}`},
+		{"path", "/v1/PH/chat", nil, `{}`},
+		{"body field", "/v1/chat", nil, `{"webhook":"https://hooks.example/?k=PH"}`},
+		{"streamed body field", "/v1/chat", nil, `{"pad":"` + pad + `","webhook":"https://hooks.example/?k=PH"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ph := NewEditorPlaceholder() // a trip revokes the grant: a fresh one each
+			f.grant(ph, "", "ed", "CURSOR_API_KEY")
+			hdr := map[string]string{"Authorization": "Bearer " + ph}
+			for k, v := range tc.hdr {
+				hdr[k] = strings.ReplaceAll(v, "PH", ph)
+			}
+			mu.Lock()
+			seen, trips = nil, nil
+			mu.Unlock()
+			resp := f.do("POST", "/_svc/cursor/"+ph+strings.ReplaceAll(tc.path, "PH", ph), hdr, strings.ReplaceAll(tc.body, "PH", ph))
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			tr := f.lastTraffic()
+			mu.Lock()
+			defer mu.Unlock()
+			if tr.Tripwire != TripMisplacedPlaceholder || len(trips) != 1 || trips[0] != TripMisplacedPlaceholder {
+				t.Errorf("want the wire tripped: %d %s %v", resp.StatusCode, tr.Line(), trips)
+			}
+			for _, s := range seen {
+				if strings.Count(s, realEditor) > 1 || (strings.Contains(s, realEditor) && !strings.Contains(s, "Authorization:[Bearer "+realEditor+"]")) {
+					t.Errorf("the real key reached the upstream outside Authorization: %.300s", s)
+				}
+				if strings.Contains(s, ph[len(ph)-randLen:]) {
+					t.Errorf("the placeholder reached the upstream: %.300s", s)
+				}
+			}
+			if tc.name != "streamed body field" && (resp.StatusCode != 403 || len(seen) != 0) {
+				t.Errorf("want 403 before any byte leaves: %d, upstream saw %d", resp.StatusCode, len(seen))
+			}
+		})
+	}
+	// where its client carries it, the key is put, and nothing trips
+	ph := NewEditorPlaceholder()
+	f.grant(ph, "", "ed", "CURSOR_API_KEY")
+	mu.Lock()
+	seen, trips = nil, nil
+	mu.Unlock()
+	resp := f.do("POST", "/_svc/cursor/"+ph+"/auth/exchange_user_api_key", map[string]string{"Authorization": "Bearer " + ph}, `{}`)
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if resp.StatusCode != 200 || len(seen) != 1 || !strings.Contains(seen[0], "Authorization:[Bearer "+realEditor+"]") || len(trips) != 0 {
+		t.Fatalf("the key exchange: %d %v %v", resp.StatusCode, seen, trips)
+	}
+}

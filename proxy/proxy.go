@@ -79,6 +79,10 @@ const (
 const (
 	TripRealCredential     = "real_credential_in_response"
 	TripForeignPlaceholder = "foreign_placeholder"
+	// TripMisplacedPlaceholder: the editor route's own placeholder
+	// somewhere its client never carries its key (a cookie, a Referer, the
+	// query, the body): the real key would go there, so nothing goes
+	TripMisplacedPlaceholder = "misplaced_placeholder"
 )
 
 // BodyReadTimeout bounds how long a client may take to send a request body;
@@ -86,8 +90,10 @@ const (
 // changes it for one proxy.
 const BodyReadTimeout = 60 * time.Second
 
-// MaxSubstituteBody is the largest body (by declared Content-Length) in
-// which the editor route replaces the placeholder.
+// MaxSubstituteBody is the largest body (by declared Content-Length) the
+// editor route reads whole, to look for placeholders before it forwards a
+// byte; a larger or undeclared body is scanned as it streams, and a
+// placeholder in it is masked.
 const MaxSubstituteBody = 64 << 10
 
 // maxReplayBody bounds a request body buffered so a fallback can resend it;
@@ -277,6 +283,10 @@ type plan struct {
 	answered atomic.Pointer[target]
 	refused  string
 	tripwire string
+	// lateTrip is a wire tripped by the transport's goroutine (tripLater);
+	// revoked: the task's placeholders were refused and the daemon told
+	lateTrip atomic.Pointer[string]
+	revoked  atomic.Bool
 	// upstreamErr is why no upstream answered (the traffic line's error)
 	upstreamErr string
 	reserved    int64 // replay budget held by this request
@@ -323,6 +333,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.replay.Add(-pl.reserved)
 		}
 		tr := api.Traffic{Time: start.UTC(), Method: r.Method, Path: logPath, Status: rec.status, Millis: p.now().Sub(start).Milliseconds(), Refused: pl.refused, Tripwire: pl.tripwire, Error: pl.upstreamErr}
+		if late := pl.lateTrip.Load(); late != nil && tr.Tripwire == "" {
+			tr.Tripwire = *late
+		}
 		if tr.Status == 0 {
 			tr.Status = 499
 		}
@@ -626,6 +639,25 @@ func (p *Proxy) trip(pl *plan, what string) {
 		return
 	}
 	pl.tripwire = what
+	p.revokeTask(pl, what)
+}
+
+// tripLater is trip from a goroutine other than the request's own (the
+// transport reading a request body): the task's placeholders are refused
+// and the daemon told at once; the traffic line says it unless another
+// wire tripped first.
+func (p *Proxy) tripLater(pl *plan, what string) {
+	if pl.lateTrip.CompareAndSwap(nil, &what) {
+		p.revokeTask(pl, what)
+	}
+}
+
+// revokeTask refuses the tripping task's placeholders from now on and tells
+// the daemon, once per request.
+func (p *Proxy) revokeTask(pl *plan, what string) {
+	if !pl.revoked.CompareAndSwap(false, true) {
+		return
+	}
 	id, ref := pl.tripTask()
 	p.tripOn(id, ref, what)
 }
@@ -779,8 +811,93 @@ func (p *Proxy) planEditor(w http.ResponseWriter, r *http.Request, pl *plan) (st
 		return masked, false
 	}
 	pl.editorCred = &c
-	return masked, true
+	return masked, p.editorPlacement(w, r, pl, rest)
 }
+
+// The editor client (Cursor's CLI, CURSOR_API_KEY) carries its key in one
+// place: "Authorization: Bearer <key>" (its key exchange and every call
+// after; no body field carries it). The real key is put there and nowhere
+// else. The placeholder anywhere else — another header or its name, a
+// cookie, a Referer, the path, the query, the body — trips the wire
+// (misplaced_placeholder): an agent that put it there wants the real key
+// sent where the editor upstream may pass it on.
+
+// bearerOf is the token of an Authorization value of the Bearer scheme.
+func bearerOf(v string) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
+}
+
+// editorPlacement refuses a request that carries the editor placeholder
+// anywhere but its client's Authorization header, and another task's
+// placeholder in a body it reads. A body of declared length up to
+// MaxSubstituteBody is read and checked before any byte leaves; a larger
+// or undeclared one goes on streaming, the placeholder masked in it (and
+// the wire tripped) as it passes.
+func (p *Proxy) editorPlacement(w http.ResponseWriter, r *http.Request, pl *plan, rest string) bool {
+	ph := pl.editorPH
+	// its random part: a placeholder cut down or re-prefixed is still it
+	mark := ph
+	if len(ph) > randLen {
+		mark = ph[len(ph)-randLen:]
+	}
+	misplaced := strings.Contains(rest, mark) || strings.Contains(r.URL.RawQuery, mark)
+	if q, err := url.QueryUnescape(r.URL.RawQuery); err == nil && strings.Contains(q, mark) {
+		misplaced = true
+	}
+	for k, vs := range r.Header {
+		if strings.Contains(k, mark) {
+			misplaced = true
+		}
+		for _, v := range vs {
+			if tok, ok := bearerOf(v); ok && tok == ph && k == "Authorization" {
+				continue // where the client carries its key
+			}
+			if strings.Contains(v, mark) {
+				misplaced = true
+			}
+		}
+	}
+	if !misplaced && r.Body != nil && r.Body != http.NoBody {
+		if r.ContentLength < 0 || r.ContentLength > MaxSubstituteBody {
+			r.Body = &bodyGuard{scrubber: newScrubber(r.Body, secretSet{[]byte(mark)}, nil, func() { p.tripLater(pl, TripMisplacedPlaceholder) })}
+			return true
+		}
+		var buf bytes.Buffer
+		buf.Grow(int(r.ContentLength))
+		_, err := buf.ReadFrom(io.LimitReader(r.Body, MaxSubstituteBody+1))
+		r.Body.Close()
+		if err != nil {
+			if pl.bodyTimedOut.Load() {
+				writeAPIError(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("lazy proxy: the request body did not arrive within %s", p.bodyTimeout()), CauseBodyTimeout)
+				return false
+			}
+			writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "lazy proxy: could not read the request body: "+err.Error(), "")
+			return false
+		}
+		b := buf.Bytes()
+		if g := p.foreignInBytes(b, pl.grant); g != nil {
+			p.trip(pl, TripForeignPlaceholder)
+			p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, "lazy proxy: this request carries another task's placeholder; the task's grant is revoked")
+			return false
+		}
+		misplaced = bytes.Contains(b, []byte(mark))
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	if misplaced {
+		p.trip(pl, TripMisplacedPlaceholder)
+		p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, "lazy proxy: the editor placeholder is somewhere its client never carries its key (only \"Authorization: Bearer <key>\" gets the real key); the task's grant is revoked")
+		return false
+	}
+	return true
+}
+
+// bodyGuard is an editor body scanned as it streams: the scrubber masks
+// the placeholder and holds back a tail that may start it.
+type bodyGuard struct{ *scrubber }
 
 // ParseEditorRoute splits /_svc/<agent>/<token>/<rest>; rest keeps its
 // leading slash. Every part must be non-empty.
@@ -995,50 +1112,21 @@ func (p *Proxy) inject(out *http.Request, t target, pl *plan) error {
 		if pl.session {
 			return nil
 		}
-		body := substitute(out, pl.editorPH, pl.editorCred.Value)
-		if g := p.foreignInBytes(body, pl.grant); g != nil {
-			p.trip(pl, TripForeignPlaceholder)
-			return &refusal{cause: CauseTripwire, msg: "this request carries another task's placeholder; the task's grant is revoked"}
-		}
+		carryKey(out, pl.editorPH, pl.editorCred.Value)
 	}
 	return nil
 }
 
-// substitute replaces the placeholder with the real key in every header
-// value and, when the declared body is at most MaxSubstituteBody, in the body.
-// A larger or undeclared (streaming) body is forwarded untouched, unbuffered.
-// It returns the body as the client sent it, when it read it.
-func substitute(out *http.Request, placeholder, real string) []byte {
-	if placeholder == "" {
-		return nil
-	}
-	for k, vs := range out.Header {
-		for i, v := range vs {
-			if strings.Contains(v, placeholder) {
-				out.Header[k][i] = strings.ReplaceAll(v, placeholder, real)
-			}
+// carryKey puts the real editor key where the editor client carries its
+// own: an Authorization header of the Bearer scheme holding the
+// placeholder, and nowhere else (editorPlacement refused any other place).
+func carryKey(out *http.Request, placeholder, real string) {
+	vs := out.Header["Authorization"]
+	for i, v := range vs {
+		if tok, ok := bearerOf(v); ok && tok == placeholder {
+			vs[i] = "Bearer " + real
 		}
 	}
-	if out.Body == nil || out.Body == http.NoBody || out.ContentLength < 0 || out.ContentLength > MaxSubstituteBody {
-		return nil
-	}
-	var buf bytes.Buffer
-	buf.Grow(int(out.ContentLength))
-	_, err := buf.ReadFrom(io.LimitReader(out.Body, MaxSubstituteBody+1))
-	out.Body.Close()
-	if err != nil {
-		out.Body = io.NopCloser(bytes.NewReader(nil))
-		return nil
-	}
-	sent := buf.Bytes()
-	b := sent
-	if bytes.Contains(b, []byte(placeholder)) {
-		b = bytes.ReplaceAll(b, []byte(placeholder), []byte(real))
-	}
-	out.Body = io.NopCloser(bytes.NewReader(b))
-	out.ContentLength = int64(len(b))
-	out.Header.Set("Content-Length", strconv.Itoa(len(b)))
-	return sent
 }
 
 // errorHandler maps transport failures: timeout 504, client gone 499,
