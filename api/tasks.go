@@ -110,7 +110,14 @@ type Usage struct {
 	OutputTokens             int64 `json:"output_tokens"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	// ChargedTokens is what the budget counts: input + output tokens, and
+	// for a call cut before its reply ended, at least what was held for it
+	ChargedTokens int64 `json:"charged_tokens,omitempty"`
 }
+
+// BudgetUsed is what counts against a budget (input + output tokens when
+// nothing more was charged).
+func (u Usage) BudgetUsed() int64 { return max(u.ChargedTokens, u.InputTokens+u.OutputTokens) }
 
 // WatchArgs are the arguments of watch. Tasks nil means every task; an empty
 // non-nil list is refused.

@@ -20,6 +20,13 @@ type Traffic struct {
 	Refused  string    `json:"refused,omitempty"`  // cause of a credential refusal
 	Tripwire string    `json:"tripwire,omitempty"` // what tripped a wire
 	Error    string    `json:"error,omitempty"`    // why no upstream answered
+	// Reserved is what the proxy held of the task's token budget for the
+	// call before it left (0: the task has no budget). Charged is what the
+	// call counts against the budget: the upstream's own input + output
+	// tokens for a reply read to its end; at least Reserved for a call cut
+	// before (the upstream may have spent it all); 0 for one that never left.
+	Reserved int64 `json:"reserved,omitempty"`
+	Charged  int64 `json:"charged,omitempty"`
 	// ClaimedRef and ClaimedRole come from x-svc-* headers on traffic with
 	// no grant: anyone can send them, so they never match a task filter and
 	// the line marks them unverified.

@@ -262,6 +262,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		},
 		OverBudget: book.overBudget,
 		Canaries:   decoys.Set,
+		Reserve:    book.reserve,
 		Tripwire: func(taskID, ref, what string) {
 			// the proxy refuses the task's placeholders from this instant;
 			// the task's actor records the trip and revokes its grants

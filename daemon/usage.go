@@ -15,6 +15,10 @@ import (
 // usageBook counts what each task's model calls cost: every call is a row
 // in the store, and the book keeps each task's totals (and the turn that is
 // running) in memory, so the proxy checks a budget without touching disk.
+// It also holds the reservations of the calls on their way (reserve): a
+// call leaves only while the task's charged and held tokens are under its
+// budget, and its traffic event (record) gives its hold back and charges
+// what it cost.
 type usageBook struct {
 	st  store.Store
 	log *slog.Logger
@@ -29,6 +33,8 @@ type taskUsage struct {
 	total, lastTurn api.Usage
 	lastTurnNo      int
 	budget          int64
+	// held: the reservations of the task's calls on their way
+	held int64
 }
 
 func newUsageBook(st store.Store, log *slog.Logger) *usageBook {
@@ -77,6 +83,7 @@ func (u *taskUsage) add(c store.UsageCall) {
 // addCall adds one call to a count: a request, and its tokens.
 func addCall(x *api.Usage, c store.UsageCall) {
 	x.Requests++
+	x.ChargedTokens += c.Charged()
 	x.InputTokens += c.InputTokens
 	x.OutputTokens += c.OutputTokens
 	x.CacheReadInputTokens += c.CacheReadInputTokens
@@ -100,7 +107,11 @@ func (b *usageBook) record(tr api.Traffic) {
 		c.InputTokens, c.OutputTokens = tr.Usage.InputTokens, tr.Usage.OutputTokens
 		c.CacheReadInputTokens, c.CacheCreationInputTokens = tr.Usage.CacheReadInputTokens, tr.Usage.CacheCreationInputTokens
 	}
+	if tr.Charged > c.InputTokens+c.OutputTokens {
+		c.ChargedTokens = tr.Charged // cut before its reply ended: its hold
+	}
 	b.mu.Lock()
+	u.held = max(u.held-tr.Reserved, 0)
 	c.Turn = b.running[tr.TaskID]
 	u.add(c)
 	role := tr.Role
@@ -135,8 +146,9 @@ func (b *usageBook) follow(ctx context.Context, events <-chan api.Event) {
 	})
 }
 
-// overBudget is the proxy's check before a task's call leaves: whether the
-// task has used its budget, and the words of the refusal.
+// overBudget is the proxy's first check of a task's call, before it reads
+// the body: whether the task has used its budget, and the words of the
+// refusal.
 func (b *usageBook) overBudget(taskID string) (bool, string) {
 	u, err := b.load(context.Background(), taskID)
 	if err != nil {
@@ -144,11 +156,46 @@ func (b *usageBook) overBudget(taskID string) (bool, string) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	used := u.total.InputTokens + u.total.OutputTokens
-	if u.budget <= 0 || used < u.budget {
-		return false, ""
+	why := u.over()
+	return why != "", why
+}
+
+// over is why the task's next call is refused ("": it is not); b.mu held.
+func (u *taskUsage) over() string {
+	used := u.total.ChargedTokens
+	if u.budget <= 0 || used+u.held < u.budget {
+		return ""
 	}
-	return true, fmt.Sprintf("the task's token budget is used up: %d of %d tokens (input + output); raise it with `lazy task budget <task> --tokens N`", used, u.budget)
+	if u.held > 0 {
+		return fmt.Sprintf("the task's token budget is used up: %d of %d tokens (input + output) used and %d held by calls on their way; raise it with `lazy task budget <task> --tokens N`", used, u.budget, u.held)
+	}
+	return fmt.Sprintf("the task's token budget is used up: %d of %d tokens (input + output); raise it with `lazy task budget <task> --tokens N`", used, u.budget)
+}
+
+// reserve is the proxy's hold before a task's call leaves: while the task
+// has budget left (its charged and held tokens under it), it holds what the
+// call may cost (estimate, read outside the lock: it may read the request
+// body) and returns it; else it says why the call is refused. A task with
+// no budget holds nothing. The call's record gives the hold back.
+func (b *usageBook) reserve(taskID string, estimate func() int64) (int64, string) {
+	u, err := b.load(context.Background(), taskID)
+	if err != nil {
+		return 0, ""
+	}
+	b.mu.Lock()
+	budget, why := u.budget, u.over()
+	b.mu.Unlock()
+	if budget <= 0 || why != "" {
+		return 0, why
+	}
+	n := max(estimate(), 1)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if why := u.over(); why != "" {
+		return 0, why // calls let through meanwhile took what was left
+	}
+	u.held += n
+	return n, ""
 }
 
 // setBudget changes a task's budget in the book (the store has it already).

@@ -303,7 +303,7 @@ func UsageWords(t api.TaskInfo) string {
 		s += fmt.Sprintf("; turn %d: %d calls, %d in / %d out", t.LastTurnNo, l.Requests, l.InputTokens, l.OutputTokens)
 	}
 	if t.BudgetTokens > 0 {
-		s += fmt.Sprintf("; budget %d tokens, %d left", t.BudgetTokens, max(t.BudgetTokens-u.InputTokens-u.OutputTokens, 0))
+		s += fmt.Sprintf("; budget %d tokens, %d left", t.BudgetTokens, max(t.BudgetTokens-u.BudgetUsed(), 0))
 	}
 	return s
 }

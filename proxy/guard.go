@@ -67,7 +67,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		// a task's model call: read what it cost as the reply passes (over
 		// the decoded, scrubbed reply; masking never touches a usage object)
 		defer func() {
-			pl.usageScan.reset(resp.Body, &pl.usage, &pl.usageSeen)
+			pl.usageScan.reset(resp.Body, &pl.usage, &pl.usageSeen, &pl.usageDone)
 			resp.Body = &pl.usageScan
 		}()
 	}

@@ -40,6 +40,13 @@ type Options struct {
 	// port is refused (0: any loopback port). The sandbox forwarder listens on
 	// the same port inside the sandbox, so the agent's Host matches.
 	Port int
+	// Reserve holds tokens of a task's budget for one model call before it
+	// leaves, and answers how many it held (0: the task has no budget) or
+	// why the call is refused (the budget is used up, calls on their way
+	// included). estimate is called, only for a task with a budget, to size
+	// the hold (see reservation). The call's traffic event settles it
+	// (Traffic.Reserved, Traffic.Charged). nil: no budgets.
+	Reserve func(taskID string, estimate func() int64) (held int64, refused string)
 	// Tripwire is told when a task's traffic trips a wire (the real
 	// credential in a response, another task's placeholder in a request). The
 	// daemon revokes the task's grants and records it on the task. It must
@@ -304,6 +311,14 @@ type plan struct {
 	// canaryHit is the owner of a decoy the body's reader saw (set from
 	// the transport's goroutine)
 	canaryHit atomic.Pointer[canary.Owner]
+	// usageDone: the reply was read to its end (its usage is all it cost)
+	usageDone bool
+	// held is what Reserve held of the task's budget; left: the call was
+	// handed to the transport and may have reached the upstream
+	held int64
+	left bool
+	// bodyErr is why the body could not be read to size the reservation
+	bodyErr error
 }
 
 type planKey struct{}
@@ -352,6 +367,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if pl.usageSeen {
 			u := pl.usage
 			tr.Usage = &u
+		}
+		if pl.held > 0 {
+			tr.Reserved, tr.Charged = pl.held, pl.charge()
 		}
 		if p.log.Enabled(r.Context(), slog.LevelInfo) {
 			p.log.Info(tr.Line())
@@ -403,22 +421,41 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(pl.chain) > 1 && r.Body != nil && r.Body != http.NoBody {
 		if err := p.bufferForReplay(r, pl); err != nil {
-			if p.canaryTripped(pl) {
-				p.refuseStatus(rec, pl, http.StatusForbidden, "permission_error", CauseTripwire, canaryText)
-				return
-			}
-			if pl.bodyTimedOut.Load() {
-				writeAPIError(rec, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("lazy proxy: the request body did not arrive within %s", p.bodyTimeout()), CauseBodyTimeout)
-				return
-			}
-			writeAPIError(rec, http.StatusBadRequest, "invalid_request_error", "lazy proxy: could not read the request body: "+err.Error(), "")
+			p.bodyError(rec, pl, err)
+			return
+		}
+	}
+	if pl.grant != nil && !pl.editor && p.o.Reserve != nil {
+		held, why := p.o.Reserve(pl.grant.TaskID, func() int64 { return p.reservation(r, pl) })
+		pl.held = held
+		if why != "" {
+			p.refuseStatus(rec, pl, http.StatusTooManyRequests, "rate_limit_error", CauseBudgetExceeded, "lazy proxy: "+why)
+			return
+		}
+		if pl.bodyErr != nil || p.canaryTripped(pl) {
+			p.bodyError(rec, pl, pl.bodyErr)
 			return
 		}
 	}
 	if !p.readAhead(rec, r, pl) {
 		return
 	}
+	pl.left = true
 	p.rp.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), planKey{}, pl)))
+}
+
+// bodyError answers a request whose body could not be read: 403 when its
+// reader met a decoy, 408 when it came too slowly, 400 otherwise.
+func (p *Proxy) bodyError(w http.ResponseWriter, pl *plan, err error) {
+	if p.canaryTripped(pl) {
+		p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, canaryText)
+		return
+	}
+	if pl.bodyTimedOut.Load() {
+		writeAPIError(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("lazy proxy: the request body did not arrive within %s", p.bodyTimeout()), CauseBodyTimeout)
+		return
+	}
+	writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "lazy proxy: could not read the request body: "+err.Error(), "")
 }
 
 // sameOrigin refuses what a browser sends (an Origin, or a Sec-Fetch-Site
@@ -1133,6 +1170,9 @@ func carryKey(out *http.Request, placeholder, real string) {
 // credential refusal 401, anything else 502.
 func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	pl := r.Context().Value(planKey{}).(*plan)
+	if neverSent(err) {
+		pl.left = false // the upstream never had the call: nothing spent
+	}
 	var ref *refusal
 	if errors.As(err, &ref) {
 		if ref.cause == CauseTripwire {

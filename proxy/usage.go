@@ -24,8 +24,8 @@ const maxUsageObject = 4096
 type usageScanner struct {
 	r io.ReadCloser
 	u *api.CallUsage
-	// seen: the reply carried a usage object
-	seen *bool
+	// seen: the reply carried a usage object; done: it was read to its end
+	seen, done *bool
 
 	tail []byte // the last bytes of the previous read: a key split across reads
 	obj  []byte // a usage object being captured
@@ -40,15 +40,15 @@ type usageScanner struct {
 	inString, escape bool
 }
 
-func newUsageScanner(r io.ReadCloser, u *api.CallUsage, seen *bool) *usageScanner {
+func newUsageScanner(r io.ReadCloser, u *api.CallUsage, seen, done *bool) *usageScanner {
 	s := &usageScanner{}
-	s.reset(r, u, seen)
+	s.reset(r, u, seen, done)
 	return s
 }
 
 // reset readies s (one that lives inside a request's plan) for a reply.
-func (s *usageScanner) reset(r io.ReadCloser, u *api.CallUsage, seen *bool) {
-	*s = usageScanner{r: r, u: u, seen: seen}
+func (s *usageScanner) reset(r io.ReadCloser, u *api.CallUsage, seen, done *bool) {
+	*s = usageScanner{r: r, u: u, seen: seen, done: done}
 	s.tail, s.obj = s.tailBuf[:0], s.objBuf[:0]
 }
 
@@ -56,6 +56,9 @@ func (s *usageScanner) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	if n > 0 {
 		s.scan(p[:n])
+	}
+	if err == io.EOF {
+		*s.done = true
 	}
 	return n, err
 }

@@ -13,7 +13,7 @@ func scanUsage(t *testing.T, body string, chunks []int) (api.CallUsage, bool, st
 	var u api.CallUsage
 	var seen bool
 	var b strings.Builder
-	s := newUsageScanner(io.NopCloser(strings.NewReader("")), &u, &seen)
+	s := newUsageScanner(io.NopCloser(strings.NewReader("")), &u, &seen, new(bool))
 	rest := body
 	for _, n := range chunks {
 		n = min(n, len(rest))

@@ -178,6 +178,9 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX idx_egress_calls_task_id ON egress_calls(task_id)`,
 	}},
+	{26, "usage_calls.charged_tokens: a call cut before its reply ended counts what was held for it", []string{
+		`ALTER TABLE usage_calls ADD COLUMN charged_tokens INTEGER NOT NULL DEFAULT 0`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

@@ -130,18 +130,25 @@ type Approval struct {
 // upstream's reply said it cost (zero tokens for count_tokens and refused
 // calls, which count as requests).
 type UsageCall struct {
-	ID                       string    `json:"id" gorm:"primaryKey;size:32"`
-	TaskID                   string    `json:"task_id" gorm:"size:32;index"`
-	Turn                     int       `json:"turn"` // the turn that was running (0: none)
-	Role                     string    `json:"role"`
-	Status                   int       `json:"status"`
-	Refused                  string    `json:"refused,omitempty"`
-	InputTokens              int64     `json:"input_tokens"`
-	OutputTokens             int64     `json:"output_tokens"`
-	CacheReadInputTokens     int64     `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64     `json:"cache_creation_input_tokens"`
-	At                       time.Time `json:"at"`
+	ID                       string `json:"id" gorm:"primaryKey;size:32"`
+	TaskID                   string `json:"task_id" gorm:"size:32;index"`
+	Turn                     int    `json:"turn"` // the turn that was running (0: none)
+	Role                     string `json:"role"`
+	Status                   int    `json:"status"`
+	Refused                  string `json:"refused,omitempty"`
+	InputTokens              int64  `json:"input_tokens"`
+	OutputTokens             int64  `json:"output_tokens"`
+	CacheReadInputTokens     int64  `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
+	// ChargedTokens is what the call counted against the task's budget
+	// beyond its own input + output tokens: what the proxy held for a call
+	// cut before its reply ended (0: input + output, all it cost)
+	ChargedTokens int64     `json:"charged_tokens,omitempty"`
+	At            time.Time `json:"at"`
 }
+
+// Charged is what the call counts against the task's budget.
+func (c UsageCall) Charged() int64 { return max(c.ChargedTokens, c.InputTokens+c.OutputTokens) }
 
 // TableName is the table of usage calls.
 func (UsageCall) TableName() string { return "usage_calls" }

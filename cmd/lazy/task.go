@@ -256,7 +256,7 @@ func orEmpty[T any](xs []T) []T {
 func tokensCell(t api.TaskInfo) string {
 	used := int64(0)
 	if t.Usage != nil {
-		used = t.Usage.InputTokens + t.Usage.OutputTokens
+		used = t.Usage.BudgetUsed()
 	}
 	if t.BudgetTokens > 0 {
 		return fmt.Sprintf("%d/%d", used, t.BudgetTokens)
