@@ -302,3 +302,27 @@ func TestEditorKeyOnlyWhereItsClientCarriesIt(t *testing.T) {
 		t.Fatalf("the key exchange: %d %v %v", resp.StatusCode, seen, trips)
 	}
 }
+
+// TestUpgradeRefused: an upstream that switches protocols (101) would turn
+// the call into a raw tunnel past the scrubber: it is answered 502, and
+// nothing it sends after reaches the client.
+func TestUpgradeRefused(t *testing.T) {
+	up := newEchoServer(t, func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("x-api-key")
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n" + key)
+		brw.Flush()
+	})
+	f := newFixture(t, cfgFor(up, "provider"))
+	f.writeCred("provider", realKey)
+	hdr := f.key("up")
+	hdr["Connection"], hdr["Upgrade"] = "Upgrade", "websocket"
+	v := callThrough(t, f.srv.URL, hdr, msgBody)
+	if v.holds(realKey) || v.status != http.StatusBadGateway {
+		t.Fatalf("want 502 and nothing of the tunnel: %d %s", v.status, v.text)
+	}
+}

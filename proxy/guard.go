@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -40,6 +41,9 @@ func (p *Proxy) secrets(pl *plan) secretSet {
 type encodingError struct{ enc string }
 
 func (e *encodingError) Error() string {
+	if strings.HasPrefix(e.enc, "101 ") {
+		return "the upstream answered " + strconv.Quote(e.enc) + "; the proxy scans every response for credentials and forwards no tunnel, so it refuses this answer"
+	}
 	return fmt.Sprintf("the upstream answered with Content-Encoding %q although identity was asked; the proxy scans every response for credentials and reads exactly one coding (gzip or identity), so it refuses this answer", e.enc)
 }
 
@@ -63,6 +67,11 @@ func contentCoding(vs []string) (string, bool) {
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	pl := resp.Request.Context().Value(planKey{}).(*plan)
 	pl.stopWatchdog() // the body is sent: stop the watchdog
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// the reverse proxy would make the call a raw tunnel, past the
+		// scrubber; no route here ever switches protocols
+		return &encodingError{enc: "101 Switching Protocols to " + resp.Header.Get("Upgrade")}
+	}
 	if pl.grant != nil && !pl.editor {
 		// a task's model call: read what it cost as the reply passes (over
 		// the decoded, scrubbed reply; masking never touches a usage object)
