@@ -82,15 +82,19 @@ func (r *budgetRig) call(ctx context.Context, body string) (*http.Response, erro
 	return http.DefaultClient.Do(req)
 }
 
-// settled waits until the book has n calls of the task (each call's
-// traffic event is recorded after its reply ended) and returns the task's
-// usage and holds.
+// settled waits until the book and the store have n calls of the task
+// (each call's traffic event is recorded after its reply ended, in the
+// book and then in a row) and returns the task's usage and holds.
 func (r *budgetRig) settled(t *testing.T, n int64) (charged, in, out, held int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		total, _, _ := r.book.of(context.Background(), r.taskID)
-		if total.Requests >= n {
+		rows, err := r.st.ListUsage(context.Background(), r.taskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total.Requests >= n && int64(len(rows)) >= n {
 			r.book.mu.Lock()
 			held = r.book.tasks[r.taskID].held
 			r.book.mu.Unlock()
