@@ -123,7 +123,7 @@ func BenchmarkServeModelRequest(b *testing.B) {
 	body := []byte(msgBody)
 	b.ReportAllocs()
 	for b.Loop() {
-		req := httptest.NewRequest("POST", "http://127.0.0.1:1/v1/messages?beta=true", bytes.NewReader(body))
+		req := originForm(httptest.NewRequest("POST", "http://127.0.0.1:1/v1/messages?beta=true", bytes.NewReader(body)))
 		req.Header.Set("x-api-key", ph)
 		req.Header.Set("anthropic-version", "2023-06-01")
 		rec := httptest.NewRecorder()

@@ -179,8 +179,9 @@ func TestCrossOrigin(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	p.ServeHTTP(rec, httptest.NewRequest("POST", "http://127.0.0.1:2/v1/messages", strings.NewReader(msgBody)))
-	if rec.Code != 403 {
+	req := originForm(httptest.NewRequest("POST", "http://127.0.0.1:2/v1/messages", strings.NewReader(msgBody)))
+	p.ServeHTTP(rec, req)
+	if rec.Code != 403 || rec.Header().Get("x-lazy-refused") != CauseCrossOrigin {
 		t.Fatalf("a Host naming another port: %d", rec.Code)
 	}
 }

@@ -106,6 +106,7 @@ func FuzzProxySubstitution(f *testing.F) {
 		if err != nil {
 			return
 		}
+		req = originForm(req)
 		if strings.ContainsAny(auth, "\r\n\x00") {
 			return
 		}

@@ -326,3 +326,13 @@ func TestUpgradeRefused(t *testing.T) {
 		t.Fatalf("want 502 and nothing of the tunnel: %d %s", v.status, v.text)
 	}
 }
+
+// originForm makes a request built from an absolute URL look as a server
+// hands it to a handler for "POST /path HTTP/1.1" with that Host: the URL
+// without scheme and host (an absolute-form request is egress, egress.go).
+func originForm(r *http.Request) *http.Request {
+	r.Host = r.URL.Host
+	r.URL.Scheme, r.URL.Host = "", ""
+	r.RequestURI = r.URL.RequestURI()
+	return r
+}
