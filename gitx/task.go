@@ -26,10 +26,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // TaskGitDir is the task repository of the worktree at worktree:
@@ -175,12 +178,19 @@ func (t TaskRepo) Prepare(ctx context.Context) error {
 // anywhere): its config and alternates; a planted commondir goes.
 func (t TaskRepo) restore(objects string) error {
 	gd := t.GitDir()
+	// git follows a link wherever it meets one in a repository (a
+	// packed-refs, a reflog, a refs directory pointing at a host file): the
+	// daemon's git would read or append to it as the daemon's user. Every
+	// entry that is not a plain file or directory goes first.
+	if _, err := removeSpecials(gd); err != nil {
+		return err
+	}
 	for name, body := range map[string]string{"config": taskRepoConfig, "objects/info/alternates": objects + "\n", "../.git": "gitdir: " + gd + "\n"} {
 		p := filepath.Join(gd, name)
 		if name == "../.git" {
 			p = filepath.Join(t.Worktree, ".git")
 		}
-		if b, err := os.ReadFile(p); err == nil && string(b) == body {
+		if plainFileHolds(p, body) {
 			continue
 		}
 		_ = os.Remove(p) // a link is replaced, never written through
@@ -353,7 +363,7 @@ func (t TaskRepo) Import(ctx context.Context) (string, error) {
 	ref := "refs/heads/" + t.Branch
 	ours, err := t.run(ctx, objects, "rev-parse", "--verify", "-q", ref)
 	if err != nil || ours == "" {
-		return "", &ImportRefusedError{Why: "the task repository has no branch " + t.Branch + " (the agent deleted it)"}
+		return "", &ImportRefusedError{Why: "the task repository has no branch " + t.Branch + " (the agent deleted or broke it)"}
 	}
 	before, _ := RevParse(ctx, t.Project, ref)
 	if ours == before {
@@ -399,6 +409,11 @@ func (t TaskRepo) untrusted(objects string) string {
 	if fi, err := os.Lstat(gd); err != nil || !fi.IsDir() {
 		return "the task repository is gone or not a directory"
 	}
+	if p, err := findSpecial(gd); err != nil {
+		return "the task repository cannot be read: " + err.Error()
+	} else if p != "" {
+		return fmt.Sprintf("the task repository holds %s, which is not a plain file or directory (a link there would have the daemon's git follow it)", p)
+	}
 	for _, f := range []string{"commondir", "shallow", "objects/info/grafts", "info/grafts"} {
 		if _, err := os.Lstat(filepath.Join(gd, f)); err == nil {
 			return "the task repository has a " + f + " file the daemon did not write"
@@ -409,11 +424,10 @@ func (t TaskRepo) untrusted(objects string) string {
 			return "the task repository's " + d + " is not a directory"
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(gd, "objects", "info", "alternates"))
-	if err != nil || strings.TrimSpace(string(b)) != objects {
+	if !plainFileHolds(filepath.Join(gd, "objects", "info", "alternates"), objects+"\n") {
 		return "the task repository's objects/info/alternates was changed"
 	}
-	if b, err := os.ReadFile(filepath.Join(gd, "config")); err != nil || string(b) != taskRepoConfig {
+	if !plainFileHolds(filepath.Join(gd, "config"), taskRepoConfig) {
 		return "the task repository's config was changed"
 	}
 	return ""
@@ -550,4 +564,63 @@ func (t TaskRepo) RevertPaths(ctx context.Context, paths []string, message strin
 		return fmt.Errorf("bring the revert into the project: %w", err)
 	}
 	return nil
+}
+
+// plainFileHolds reports whether p is a plain file (not a link, pipe or
+// device: never opened through one) holding exactly body.
+func plainFileHolds(p, body string) bool {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(body)) {
+		return false
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, len(body)+1)
+	n, _ := io.ReadFull(f, b)
+	return n == len(body) && string(b[:n]) == body
+}
+
+// findSpecial is the first entry beneath dir that is not a plain file or
+// directory ("" when there is none); the walk never follows a link.
+func findSpecial(dir string) (string, error) {
+	found := ""
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if t := d.Type(); !t.IsDir() && !t.IsRegular() {
+			found = p
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found, err
+}
+
+// removeSpecials removes every entry beneath dir that is not a plain file
+// or directory (links, pipes, sockets, devices), without following any.
+func removeSpecials(dir string) ([]string, error) {
+	var removed []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if t := d.Type(); !t.IsDir() && !t.IsRegular() {
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove %s from the task repository: %w", p, err)
+			}
+			removed = append(removed, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return removed, fmt.Errorf("clear links from the task repository: %w", err)
+	}
+	return removed, nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -362,4 +363,77 @@ func TestImportTiming(t *testing.T) {
 	}
 	t.Logf("50-file project, mean of %d: create task repo + worktree %v, import of one commit %v, prepare before a turn %v",
 		n, create/n, imp/n, prepare/n)
+}
+
+// TestLinksInTheTaskRepoNeverFollowed (found by an outside attacker): links
+// the agent plants in its repository where git reads and appends (its
+// packed-refs to a host secret, its reflogs to a host file, its refs
+// directory to the project's) and a pipe where git reads: the import is
+// refused naming it, the next preparation removes them all, and the
+// daemon's git never reads the secret nor writes the host file — the task
+// goes on.
+func TestLinksInTheTaskRepoNeverFollowed(t *testing.T) {
+	ctx := context.Background()
+	root := gitxtest.NewRepo(t, map[string]string{"README.md": "# p\n"})
+	host := t.TempDir()
+	secret := filepath.Join(host, "provider")
+	victim := filepath.Join(host, "victim")
+	for f, body := range map[string]string{secret: "sk-ant-api03-REALSECRET-never-shown\n", victim: "VICTIM\n"} {
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := newTask(t, root, "links")
+	agentCommit(t, tr, "work", map[string]string{"a.txt": "a\n"})
+	gd := tr.GitDir()
+	_ = os.Remove(filepath.Join(gd, "packed-refs"))
+	plant := map[string]string{
+		"packed-refs":                secret,
+		"logs/HEAD":                  victim,
+		"logs/refs/heads/lazy/links": victim,
+	}
+	for name, target := range plant {
+		p := filepath.Join(gd, name)
+		_ = os.MkdirAll(filepath.Dir(p), 0o755)
+		_ = os.Remove(p)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// the refs of another branch point at the project's
+	if err := os.Symlink(filepath.Join(root, ".git", "refs", "heads"), filepath.Join(gd, "refs", "tags-elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(gd, "FETCH_HEAD"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := tr.Import(ctx)
+	if !errors.Is(err, ErrImportRefused) || !strings.Contains(err.Error(), "not a plain file or directory") {
+		t.Fatalf("import of a repository holding links: %v", err)
+	}
+	if strings.Contains(err.Error(), "REALSECRET") {
+		t.Fatal("the secret is in the refusal")
+	}
+	// the daemon's preparation and its work (a sync) go on, through none
+	gitxtest.Commit(t, root, "parent moves", map[string]string{"p.txt": "p\n"})
+	if err := tr.Prepare(ctx); err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	if err := tr.Merge(ctx, "sync"); err != nil && strings.Contains(err.Error(), "REALSECRET") {
+		t.Fatalf("the secret reached an error: %v", err)
+	}
+	for name := range plant {
+		if fi, err := os.Lstat(filepath.Join(gd, name)); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			t.Errorf("%s is still a link", name)
+		}
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "VICTIM\n" {
+		t.Errorf("the host file was written through a link: %q", b)
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "sk-ant-api03-REALSECRET-never-shown\n" {
+		t.Errorf("the secret file changed: %q", b)
+	}
+	if out := gitxtest.Git(t, root, "for-each-ref"); strings.Contains(out, "tags-elsewhere") {
+		t.Errorf("the project's refs changed: %s", out)
+	}
 }

@@ -91,6 +91,10 @@ func TestReviewerDecisionBindsToWhatTheySaw(t *testing.T) {
 	if now := strings.TrimSpace(gitxtest.Git(t, p.root, "rev-parse", "main")); now != mainBefore {
 		t.Fatal("a refused accept moved main")
 	}
+	// a name is not a head anyone reviewed
+	if _, errOut, exit := p.run("accept", "victim", "--reason", "ok", "--head", "lazy/victim"); exit != 1 || !strings.Contains(errOut, "must be a commit id") {
+		t.Fatalf("accept --head with a branch name: exit %d\n%s", exit, errOut)
+	}
 	// the head they review now is merged, and the CLI says which
 	_, errOut, exit = p.run("accept", "victim", "--reason", "reviewed both commits")
 	if exit != 0 || !strings.Contains(errOut, "accepting victim at") {

@@ -95,7 +95,11 @@ func (a *app) taskCmd() *cobra.Command {
 			t := d.Task
 			fmt.Fprintf(a.out, "task %s (%s)\nstatus: %s\nbranch: %s from %s\nturns: %d\nlast activity: %s\n", t.Ref, t.ID, t.Status, t.Branch, t.Parent, t.Turns, ago(t.LastActivity))
 			if t.Tripwire != "" {
-				fmt.Fprintf(a.out, "tripwire: %s\n", t.Tripwire)
+				if strings.HasPrefix(t.Tripwire, "tripwire:") {
+					fmt.Fprintln(a.out, t.Tripwire)
+				} else {
+					fmt.Fprintf(a.out, "tripwire: %s\n", t.Tripwire)
+				}
 			}
 			if t.ModelError != "" {
 				fmt.Fprintf(a.out, "model: %s\n", t.ModelError)
