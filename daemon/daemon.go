@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +28,7 @@ import (
 	"lazy/api"
 	"lazy/approval"
 	"lazy/config"
+	"lazy/gitx"
 	"lazy/httpapi"
 	"lazy/proxy"
 	"lazy/review"
@@ -161,7 +161,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	launcher.Command = agentCommand(cfg, o.SelfExe)
-	launcher.Share, launcher.Limits, launcher.ExtraEnv = sandboxSettings(cfg)
+	launcher.Share, launcher.Limits, launcher.ExtraEnv = sandboxSettings(cfg, o.Root)
 	launcher.Setup = cfg.Setup.Run
 	if agent.Sandboxed(launcher.Runner) {
 		agent.WarmMasks()
@@ -400,11 +400,31 @@ func runnerWarnings(r agent.Runner) []string {
 	return nil
 }
 
-// sandboxSettings are config [sandbox] as the launcher takes them.
-func sandboxSettings(cfg *config.Config) ([]string, agent.Limits, []string) {
+// sandboxSettings are config [sandbox] as the launcher takes them; the
+// extra env starts with a git identity (see gitIdentity), which
+// sandbox.env may replace.
+func sandboxSettings(cfg *config.Config, root string) ([]string, agent.Limits, []string) {
 	sb := cfg.Sandbox
 	return sb.ReadOnlyPaths(), agent.Limits{OpenFiles: uint64(sb.MaxOpenFiles), Procs: uint64(sb.MaxProcs),
-		Memory: sb.MemoryBytes(), TmpSize: sb.TmpBytes()}, slices.Clone(sb.Env)
+		Memory: sb.MemoryBytes(), TmpSize: sb.TmpBytes()}, append(gitIdentity(root), sb.Env...)
+}
+
+// gitIdentity is who an agent's commits are by: the project's git
+// identity (user.name and user.email as the project's git reads them), or
+// "lazy agent". Inside a sandbox the agent is a uid with no name git can
+// make an address of, and `git commit` would refuse ("Author identity
+// unknown").
+func gitIdentity(root string) []string {
+	name, email := "lazy agent", "agent@lazy.invalid"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if v, err := gitx.Run(ctx, root, "config", "user.name"); err == nil && strings.TrimSpace(v) != "" {
+		name = strings.TrimSpace(v)
+	}
+	if v, err := gitx.Run(ctx, root, "config", "user.email"); err == nil && strings.TrimSpace(v) != "" {
+		email = strings.TrimSpace(v)
+	}
+	return []string{"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email, "GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email}
 }
 
 // sandboxLine is `lazy daemon status`'s sandbox line.

@@ -186,7 +186,7 @@ func (r *reloader) apply(next *config.Config) ([]string, error) {
 	l.Command = agentCommand(next, r.self)
 	l.TurnTimeout, l.AskTimeout = next.TurnTimeoutDuration(), next.AskTimeoutDuration()
 	l.HideFile = hiddenFiles(d.home, next)
-	l.Share, l.Limits, l.ExtraEnv = sandboxSettings(next)
+	l.Share, l.Limits, l.ExtraEnv = sandboxSettings(next, d.paths.Root)
 	l.Setup = next.Setup.Run
 	if err := d.proxy.Reconfigure(next); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -285,5 +286,34 @@ func TestApprovalPinsContent(t *testing.T) {
 			t.Fatalf("status after the accept: %s", st)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestAgentCommitsWithPlainGit: an agent that commits with plain `git
+// commit`, as real clients do, succeeds in the default sandbox (uid 1000
+// has no name git could make an address of: the daemon gives it the
+// project's git identity), and the commit is by that identity.
+func TestAgentCommitsWithPlainGit(t *testing.T) {
+	requireBwrap(t)
+	p := newProject(t, "")
+	gitxtest.Git(t, p.root, "config", "user.name", "Pat Project")
+	gitxtest.Git(t, p.root, "config", "user.email", "pat@project.example")
+	agentScript := filepath.Join(t.TempDir(), "agent.sh")
+	script := "#!/bin/sh\ncat >/dev/null\necho plain > plain.txt && git add plain.txt && git commit -q -m 'plain git' >&2 || exit 9\n" +
+		`echo '{"result":"committed","session_id":"s1","is_error":false}'` + "\n"
+	if err := os.WriteFile(agentScript, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(p.root, ".lazy", "config.toml")
+	cfg, _ := os.ReadFile(cfgPath)
+	cfgText := strings.Replace(string(cfg), `driver = "script"`, fmt.Sprintf("driver = \"claude-code\"\ncommand = %q", agentScript), 1)
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "-m", "commit something", "--code", "plain")
+	ti := p.waitStatus("plain", "blocked")
+	if got := strings.TrimSpace(gitxtest.Git(t, p.root, "log", "-1", "--format=%an <%ae> %s", "lazy/plain")); got != "Pat Project <pat@project.example> plain git" {
+		t.Fatalf("the agent's commit: %q (task %+v)", got, ti)
 	}
 }
