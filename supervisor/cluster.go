@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -84,18 +85,19 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 	cfg := cluster.Configure(o.Name, prov, disthash.New(), remote.Configure(o.Host, o.Port, links...),
 		cluster.WithKinds(kind), cluster.WithRequestTimeout(s.timeout))
 	s.cluster = cluster.New(s.sys, cfg)
-	if o.MembersLeft != nil {
-		s.sys.EventStream.Subscribe(func(evt any) {
-			if top, ok := evt.(*cluster.ClusterTopology); ok && len(top.Left) > 0 {
-				var left []string
-				for _, m := range top.Left {
-					left = append(left, m.Address())
-				}
-				s.log.Warn("cluster members left; their tasks move to the members left", "left", left)
+	s.sys.EventStream.Subscribe(func(evt any) {
+		if top, ok := evt.(*cluster.ClusterTopology); ok && len(top.Left) > 0 {
+			var left []string
+			for _, m := range top.Left {
+				left = append(left, m.Address())
+				s.leaves.left(m.Address())
+			}
+			s.log.Warn("cluster members left; their tasks move to the members left", "left", left)
+			if o.MembersLeft != nil {
 				go o.MembersLeft(left)
 			}
-		})
-	}
+		}
+	})
 	started := make(chan error, 1)
 	go func() {
 		// protoactor panics when it cannot listen or reach etcd: that is an
@@ -138,7 +140,7 @@ func (s *Supervisor) askGrain(id string, msg any, timeout time.Duration) (any, e
 		if call, err = s.link.Encode(msg, id, left); err != nil {
 			return nil, err
 		}
-		res, err = s.cluster.Request(id, grain.Kind, call, cluster.WithTimeout(left))
+		res, err = s.requestWhileHostLives(id, call, left)
 		if err == nil || time.Until(deadline) < time.Second {
 			break
 		}
@@ -153,6 +155,84 @@ func (s *Supervisor) askGrain(id string, msg any, timeout time.Duration) (any, e
 		return nil, err
 	}
 	return grain.DecodeReply(reply)
+}
+
+// errHostLeft is a call whose task's member left the cluster (it died, or
+// lost its place) before it answered: the task is placed anew and the call
+// tried again there.
+var errHostLeft = errors.New("the member hosting the task left the cluster before it answered")
+
+// requestWhileHostLives sends call to the grain of task id and waits for
+// its answer, or until the member that hosts the grain leaves the cluster:
+// a call in flight to a member that died would otherwise wait out its whole
+// timeout (a sync's is half an hour), as protoactor fails no future of a
+// dead endpoint.
+func (s *Supervisor) requestWhileHostLives(id string, call *grainpb.Call, timeout time.Duration) (any, error) {
+	type result struct {
+		res any
+		err error
+	}
+	var gone <-chan struct{}
+	if pid := s.cluster.Get(id, grain.Kind); pid != nil && pid.Address != s.sys.Address() {
+		gone = s.leaves.watch(pid.Address, s.memberAt)
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := s.cluster.Request(id, grain.Kind, call, cluster.WithTimeout(timeout))
+		done <- result{res, err}
+	}()
+	select {
+	case r := <-done:
+		return r.res, r.err
+	case <-gone:
+		return nil, errHostLeft
+	}
+}
+
+// memberAt reports whether a member at address is in the cluster now.
+func (s *Supervisor) memberAt(address string) bool {
+	for _, m := range s.cluster.MemberList.Members().Members() {
+		if m.Address() == address {
+			return true
+		}
+	}
+	return false
+}
+
+// leaveWatch closes a channel per member address when that member leaves
+// the cluster (a member that comes back has another address).
+type leaveWatch struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+// watch is closed when the member at address leaves; at once when it is
+// not a member now.
+func (w *leaveWatch) watch(address string, isMember func(string) bool) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c, ok := w.ch[address]; ok {
+		return c
+	}
+	c := make(chan struct{})
+	if !isMember(address) {
+		close(c)
+		return c
+	}
+	if w.ch == nil {
+		w.ch = map[string]chan struct{}{}
+	}
+	w.ch[address] = c
+	return c
+}
+
+func (w *leaveWatch) left(address string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c, ok := w.ch[address]; ok {
+		close(c)
+		delete(w.ch, address)
+	}
 }
 
 // runningElsewhere reports whether another member's actor of task id is
