@@ -147,6 +147,9 @@ func serveLazy(args []string) error {
 	}
 	cfg := config.Defaults()
 	cfg.Proxy.Upstream, cfg.Proxy.Credential = *up, "provider"
+	// the load client is a process in no sandbox, on the TCP listener:
+	// placeholders are taken there only under the process runner
+	cfg.Agent.Runner = config.RunnerProcess
 	g := proxy.Grants{*placeholder: {Placeholder: *placeholder, Role: "", TaskRef: "bench", TaskID: strings.Repeat("b", 32), EnvVar: "ANTHROPIC_API_KEY", CreatedAt: time.Now()}}
 	ptr := &atomic.Pointer[proxy.Grants]{}
 	ptr.Store(&g)
