@@ -172,8 +172,17 @@ func (s *Supervisor) requestWhileHostLives(id string, call *grainpb.Call, timeou
 		res any
 		err error
 	}
+	// the host from the cluster's cache of activations (Request reads the
+	// same cache); a miss is looked up once and cached, so Request does
+	// not look it up again
 	var gone <-chan struct{}
-	if pid := s.cluster.Get(id, grain.Kind); pid != nil && pid.Address != s.sys.Address() {
+	pid, ok := s.cluster.PidCache.Get(id, grain.Kind)
+	if !ok {
+		if pid = s.cluster.Get(id, grain.Kind); pid != nil {
+			s.cluster.PidCache.Set(id, grain.Kind, pid)
+		}
+	}
+	if pid != nil && pid.Address != s.sys.Address() {
 		gone = s.leaves.watch(pid.Address, s.memberAt)
 	}
 	done := make(chan result, 1)
