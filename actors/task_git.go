@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -132,9 +131,6 @@ func AcceptBlockers(ctx context.Context, deps *TaskDeps, t *store.Task, changed 
 	return oos, review.NeedApproval(deps.ProtectPaths(), changed, approved), nil
 }
 
-// commitID is a commit's id, or a prefix of one of at least 7 hex digits.
-var commitID = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
-
 // runAccept checks, in order: no commits, a half-finished merge, behind the
 // parent, out-of-scope files, protected files without approval; then merges.
 func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) jobResult {
@@ -149,10 +145,8 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 		return jobResult{err: err}
 	}
 	if args.Head != "" {
-		// a commit id, never a name: "main" or "HEAD" would resolve to
-		// whatever it is now, a head nobody reviewed
-		if !commitID.MatchString(args.Head) {
-			return jobResult{err: &review.RuleError{Reason: fmt.Sprintf("the head to accept must be a commit id (the one the page showed or `lazy accept` printed), not %q", args.Head)}}
+		if err := review.CheckHead(args.Head); err != nil {
+			return jobResult{err: err}
 		}
 		seen, err := gitx.RevParse(ctx, root, args.Head+"^{commit}")
 		if err != nil || seen != head {

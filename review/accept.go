@@ -3,6 +3,7 @@ package review
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -134,6 +135,19 @@ func CheckoutDirty(ref, parent, dir, reason string, files []string) *Refusal {
 	return &Refusal{Message: fmt.Sprintf("Your checkout of %s at %s has uncommitted changes to files task %s changed: %s. Nothing was merged.", parent, dir, ref, strings.Join(files, ", ")),
 		Remedy: &Remedy{Reason: ReasonCheckoutDirty, Next: fmt.Sprintf("Commit or stash the local changes in %s (git -C %s stash), then accept again.", dir, ShellQuote(dir)),
 			Command: "lazy accept " + ShellQuote(ref) + " --reason " + ShellQuote(reason), Files: files}}
+}
+
+// headID is a commit's id, or a prefix of one of at least 7 hex digits.
+var headID = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+
+// CheckHead refuses a head to accept that is not a commit id: a name
+// ("main", "HEAD", "lazy/x") would resolve to whatever it is now, a head
+// nobody reviewed.
+func CheckHead(head string) error {
+	if !headID.MatchString(head) {
+		return &RuleError{Reason: fmt.Sprintf("the head to accept must be a commit id (the one the page showed or `lazy accept` printed), not %q", head)}
+	}
+	return nil
 }
 
 // HeadMoved is the refusal of an accept whose reviewer saw head seen while
