@@ -105,6 +105,9 @@ type Accept struct {
 	// Head is the branch head the reviewer saw ("" : whatever it is now,
 	// for callers that showed no head); another head is refused.
 	Head string
+	// Method is how the task goes into its parent: gitx.MethodMerge ("":
+	// the same), MethodSquash or MethodRebase
+	Method string
 }
 
 // AcceptDone is the reply of a successful accept.

@@ -131,8 +131,12 @@ func AcceptBlockers(ctx context.Context, deps *TaskDeps, t *store.Task, changed 
 	return oos, review.NeedApproval(deps.ProtectPaths(), changed, approved), nil
 }
 
-// runAccept checks, in order: no commits, a half-finished merge, behind the
-// parent, out-of-scope files, protected files without approval; then merges.
+// runAccept checks, in order: the head reviewed, queued comments, no
+// commits, a half-finished merge, out-of-scope files, protected files without
+// approval, the user's checkout; then combines the task with its parent by
+// the method (a conflict refuses it) and moves the parent there. A task
+// behind its parent is no refusal: merge and squash take the parent's new
+// commits in as they merge, rebase replays the task onto them.
 func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) jobResult {
 	refuse := func(cause string, files []string) jobResult {
 		return jobResult{err: review.Refuse(cause, t.Ref(), t.Parent, args.Reason, files)}
@@ -168,7 +172,14 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 		}
 		return refuse(review.ReasonCommentsQueued, ids)
 	}
-	ahead, behind, err := gitx.AheadBehind(ctx, root, t.Parent, head)
+	method := args.Method
+	if method == "" {
+		method = gitx.MethodMerge
+	}
+	if !gitx.ValidMethod(method) {
+		return jobResult{err: &review.RuleError{Reason: fmt.Sprintf("merge method %q is not one of %s", method, strings.Join(gitx.Methods, ", "))}}
+	}
+	ahead, _, err := gitx.AheadBehind(ctx, root, t.Parent, head)
 	if err != nil {
 		return jobResult{err: err}
 	}
@@ -179,9 +190,6 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 		return jobResult{err: err}
 	} else if on {
 		return refuse(review.ReasonMergeInProgress, nil)
-	}
-	if behind > 0 {
-		return refuse(review.ReasonBehindParent, nil)
 	}
 	changed, err := gitx.ChangedPaths(ctx, root, t.Parent, head)
 	if err != nil {
@@ -223,27 +231,54 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 	} else if len(dirty) > 0 {
 		return jobResult{err: review.CheckoutDirty(t.Ref(), t.Parent, dir, args.Reason, dirty)}
 	}
-	if deps.Remote != "" {
-		// the remote's parent moves first, and only as a fast-forward: when
-		// it moved on meanwhile, the accept is refused and nothing changed
-		if err := gitx.Publish(ctx, root, deps.Remote, t.Branch, t.Parent); err != nil {
-			r := review.Refuse(review.ReasonBehindParent, t.Ref(), t.Parent, args.Reason, nil)
-			r.Message = fmt.Sprintf("%s moved on the cluster's git remote meanwhile (%v): sync the task with it, then accept again", t.Parent, err)
-			return jobResult{err: r}
-		}
-	}
 	// what goes in is kept on the task: its page shows it once the branch
 	// and the parent have moved on
 	base, err := gitx.RevParse(ctx, root, t.Parent)
 	if err != nil {
 		return jobResult{err: err}
 	}
-	// exactly the head checked above: nothing moves the project's task
-	// ref but this daemon's jobs, and this is one
-	if err := gitx.FastForward(ctx, root, t.Parent, head); err != nil {
+	// the commit the parent moves to: exactly the head checked above (a
+	// fast-forward), or made from it by the method; nothing moves the
+	// project's task ref but this daemon's jobs, and this is one
+	next, err := gitx.Combine(ctx, root, base, head, method, acceptMessage(t, method, args.Reason))
+	var ce *gitx.ConflictError
+	var rc *gitx.RebaseConflictError
+	switch {
+	case errors.As(err, &ce):
+		return jobResult{err: review.MergeConflict(t.Ref(), t.Parent, ce.Files)}
+	case errors.As(err, &rc):
+		return jobResult{err: review.RebaseConflict(t.Ref(), t.Parent, rc.Commit, args.Reason, rc.Files)}
+	case err != nil:
 		return jobResult{err: err}
 	}
-	return jobResult{merged: true, base: base, head: head}
+	if deps.Remote != "" {
+		// the remote's parent moves first, and only as a fast-forward: when
+		// it moved on meanwhile, the accept is refused and nothing changed
+		if err := gitx.PublishCommit(ctx, root, deps.Remote, next, t.Parent); err != nil {
+			r := review.Refuse(review.ReasonBehindParent, t.Ref(), t.Parent, args.Reason, nil)
+			r.Message = fmt.Sprintf("%s moved on the cluster's git remote meanwhile (%v): sync the task with it, then accept again", t.Parent, err)
+			return jobResult{err: r}
+		}
+	}
+	if err := gitx.FastForward(ctx, root, t.Parent, next); err != nil {
+		return jobResult{err: err}
+	}
+	// the record is what went into the parent: base..next
+	return jobResult{merged: true, base: base, head: next}
+}
+
+// acceptMessage is the message of the commit an accept makes on the parent
+// (a merge commit, a squash): the task's title and the reviewer's reason.
+func acceptMessage(t *store.Task, method, reason string) string {
+	title := strings.TrimSpace(strings.SplitN(t.Title, "\n", 2)[0])
+	if title == "" {
+		title = "task " + t.Ref()
+	}
+	subject := title
+	if method == gitx.MethodMerge {
+		subject = fmt.Sprintf("Merge %s into %s: %s", t.Branch, t.Parent, title)
+	}
+	return fmt.Sprintf("%s\n\n%s\n\nAccepted task %s (%s): %s\n", subject, strings.TrimSpace(reason), t.Ref(), t.Branch, method)
 }
 
 // runDecide records "allow" or reverts the files on the task branch.

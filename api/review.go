@@ -139,11 +139,21 @@ type AcceptArgs struct {
 	// Head is the task branch head the reviewer saw (CONTRACT §14): the
 	// page and the CLI always send it; another head is refused, head_moved.
 	Head string `json:"head,omitempty"`
+	// Method is how the task goes into its parent: merge (the default:
+	// a fast-forward, or one merge commit when the parent moved on), squash
+	// (one commit) or rebase (the task's commits replayed: a line)
+	Method string `json:"method,omitempty"`
 }
 
-// SyncResult is what a sync did (or that it was queued).
+// SyncResult is what a sync did (or that it was queued). A sync that hit
+// conflicts has Status "conflict", the files, and Message and Next saying
+// what to do: unblock the task, and the agent resolves them.
 type SyncResult struct {
 	Queued    bool     `json:"queued"`
 	Status    string   `json:"status,omitempty"`
 	Conflicts []string `json:"conflicts,omitempty"`
+	Message   string   `json:"message,omitempty"`
+	// Next is the next step: "unblock" after conflicts, "accept" after a
+	// clean sync
+	Next string `json:"next,omitempty"`
 }

@@ -318,11 +318,18 @@ func (r *Review) Accept(ctx context.Context, ref string, a api.AcceptArgs) (*api
 	if strings.TrimSpace(a.Reason) == "" {
 		return nil, usage("say why you accept (--reason TEXT): the reason is recorded with the merge; nothing was merged")
 	}
+	method := strings.TrimSpace(a.Method)
+	if method == "" {
+		method = gitx.MethodMerge
+	}
+	if !gitx.ValidMethod(method) {
+		return nil, usage("merge method %q is not one of %s (merge is the default); nothing was merged", a.Method, strings.Join(gitx.Methods, ", "))
+	}
 	t, err := r.svc.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	done, err := supervisor.AskWithin[*actors.AcceptDone](r.svc.sup, t.ID, &actors.Accept{Reason: a.Reason, Passphrase: a.Passphrase, AllowOutOfScope: a.AllowOutOfScope, Head: strings.TrimSpace(a.Head)}, 5*time.Minute)
+	done, err := supervisor.AskWithin[*actors.AcceptDone](r.svc.sup, t.ID, &actors.Accept{Reason: a.Reason, Passphrase: a.Passphrase, AllowOutOfScope: a.AllowOutOfScope, Head: strings.TrimSpace(a.Head), Method: method}, 5*time.Minute)
 	if err != nil {
 		return nil, err
 	}
@@ -344,9 +351,23 @@ func (r *Review) Sync(ctx context.Context, ref string, wait bool) (*api.SyncResu
 	case *actors.SyncQueued:
 		return &api.SyncResult{Queued: true}, nil
 	case *actors.SyncDone:
-		return &api.SyncResult{Status: v.Status, Conflicts: v.Conflicts}, nil
+		return syncResult(t, v), nil
 	}
 	return nil, fmt.Errorf("sync answered %T", res)
+}
+
+// syncResult says what a finished sync means for the reviewer: after
+// conflicts, the agent resolves them when the task is unblocked.
+func syncResult(t *store.Task, d *actors.SyncDone) *api.SyncResult {
+	res := &api.SyncResult{Status: d.Status, Conflicts: d.Conflicts}
+	if len(d.Conflicts) > 0 {
+		res.Next = "unblock"
+		res.Message = review.SyncConflicts(t.Ref(), d.Conflicts)
+		return res
+	}
+	res.Next = "accept"
+	res.Message = fmt.Sprintf("synced: %s has the latest commits of %s; review and accept it", t.Branch, t.Parent)
+	return res
 }
 
 // ViolationDecision allows or reverts out-of-scope files.

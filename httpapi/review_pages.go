@@ -89,6 +89,7 @@ type reviewState struct {
 	draftReason   string
 	draftFeedback string
 	head          string // the head the reviewer's accept named
+	method        string // the merge method the reviewer's accept named
 }
 
 func (h *handler) reviewPage(c echo.Context) error {
@@ -141,7 +142,7 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 	p.Usage = UsageWords(d.Task)
 	p.Network = networkView(d.Network)
 	p.Commits = commitRows(d.Commits, d.Turns)
-	p.Merge = mergeView(d.Merge, t.Parent)
+	p.Merge = mergeView(d.Merge, t.Parent, t.Status)
 	views.LinkTurns(&p.Diff, p.Orphans, p.Commits)
 	if p.DiffHTML, err = h.d.Views.DiffHTML(p.Diff); err != nil {
 		return err
@@ -166,7 +167,7 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 		}
 		p.Refusal = rv
 	}
-	p.AcceptHead = p.Head
+	p.AcceptHead, p.AcceptMethod = p.Head, st.method
 	if st.head != "" && (st.refusal == nil || st.refusal.Remedy == nil || st.refusal.Remedy.Reason != review.ReasonHeadMoved) {
 		p.AcceptHead = st.head
 	}
@@ -298,7 +299,8 @@ func (h *handler) accept(c echo.Context) error {
 	}
 	feedback := c.FormValue("draft_feedback")
 	head := strings.TrimSpace(c.FormValue("head"))
-	st := reviewState{draftReason: reason, draftFeedback: feedback, head: head}
+	method := strings.TrimSpace(c.FormValue("method"))
+	st := reviewState{draftReason: reason, draftFeedback: feedback, head: head, method: method}
 	if strings.TrimSpace(reason) == "" {
 		st.notice = "Say why you accept: the reason is recorded with the merge."
 		return h.renderReview(c, http.StatusBadRequest, st)
@@ -309,7 +311,7 @@ func (h *handler) accept(c echo.Context) error {
 		st.notice = "Not accepted: this form does not say which commit you reviewed. Review the page as it is now, then accept."
 		return h.renderReview(c, http.StatusBadRequest, st)
 	}
-	t, err := h.d.Review.Accept(c.Request().Context(), c.Param("task"), api.AcceptArgs{Reason: reason, Passphrase: c.FormValue("passphrase"), Head: head})
+	t, err := h.d.Review.Accept(c.Request().Context(), c.Param("task"), api.AcceptArgs{Reason: reason, Passphrase: c.FormValue("passphrase"), Head: head, Method: method})
 	if err != nil {
 		var ref *review.Refusal
 		if r, ok := refusalOf(err); ok {
@@ -534,8 +536,11 @@ func endedView(t api.TaskInfo) *views.EndedView {
 		Base: t.EndBase, BaseShort: short(t.EndBase), Head: t.EndHead, HeadShort: short(t.EndHead), Unrecorded: t.EndHead == ""}
 }
 
-// mergeView is the merge-readiness panel of the accept block.
-func mergeView(m *api.MergeReadiness, parent string) *views.MergeView {
+// mergeView is the merge-readiness panel of the accept block, with the
+// real next step: Unblock when a sync left the task in conflict (the agent
+// resolves it), Sync when the task would not merge cleanly, Accept when it
+// would.
+func mergeView(m *api.MergeReadiness, parent, status string) *views.MergeView {
 	if m == nil {
 		return nil
 	}
@@ -546,7 +551,14 @@ func mergeView(m *api.MergeReadiness, parent string) *views.MergeView {
 		if m.Clean {
 			v.State = "clean"
 		}
-		v.NeedsSyncFirst = m.Behind > 0
+	}
+	switch {
+	case status == string(task.Conflict):
+		v.Next = views.NextUnblock
+	case v.State == "conflict":
+		v.Next = views.NextSync
+	case v.State == "clean":
+		v.Next = views.NextAccept
 	}
 	return v
 }

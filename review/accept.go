@@ -17,6 +17,12 @@ const (
 	ReasonHeadMoved          = "head_moved"
 	ReasonCommentsQueued     = "comments_queued"
 	ReasonCheckoutDirty      = "checkout_dirty"
+	// ReasonMergeConflict: the task does not merge cleanly into its parent
+	// (merge or squash); a sync brings the conflicts to the agent
+	ReasonMergeConflict = "merge_conflict"
+	// ReasonRebaseConflict: replaying the task's commits onto the parent
+	// stops on conflicts (rebase)
+	ReasonRebaseConflict = "rebase_conflict"
 )
 
 // In-page actions a remedy can offer.
@@ -41,7 +47,7 @@ type Remedy struct {
 }
 
 var knownReasons = map[string]bool{ReasonPassphraseRequired: true, ReasonOutOfScope: true, ReasonBehindParent: true, ReasonMergeInProgress: true,
-	ReasonNoCommits: true, ReasonHeadMoved: true, ReasonCommentsQueued: true, ReasonCheckoutDirty: true}
+	ReasonNoCommits: true, ReasonHeadMoved: true, ReasonCommentsQueued: true, ReasonCheckoutDirty: true, ReasonMergeConflict: true, ReasonRebaseConflict: true}
 
 // Usable reports whether a remedy should be shown: a known reason and a
 // non-blank next step. Anything else degrades to no remedy (no panel).
@@ -135,6 +141,36 @@ func CheckoutDirty(ref, parent, dir, reason string, files []string) *Refusal {
 	return &Refusal{Message: fmt.Sprintf("Your checkout of %s at %s has uncommitted changes to files task %s changed: %s. Nothing was merged.", parent, dir, ref, strings.Join(files, ", ")),
 		Remedy: &Remedy{Reason: ReasonCheckoutDirty, Next: fmt.Sprintf("Commit or stash the local changes in %s (git -C %s stash), then accept again.", dir, ShellQuote(dir)),
 			Command: "lazy accept " + ShellQuote(ref) + " --reason " + ShellQuote(reason), Files: files}}
+}
+
+// MergeConflict is the refusal of an accept whose task does not merge
+// cleanly into its parent: a sync puts the task in conflict, and the agent
+// resolves the conflicts when it is unblocked.
+func MergeConflict(ref, parent string, files []string) *Refusal {
+	return &Refusal{Message: fmt.Sprintf("Task %s does not merge cleanly into %s: conflicts in %s. Nothing was merged.", ref, parent, strings.Join(files, ", ")),
+		Remedy: &Remedy{Reason: ReasonMergeConflict, Next: fmt.Sprintf("Sync with %s: the task goes into conflict, and the agent resolves the conflicts when you unblock it; then accept again.", parent),
+			Command: "lazy sync " + ShellQuote(ref), UIAction: ActionSync, Files: files}}
+}
+
+// RebaseConflict is the refusal of a rebase accept whose replay of the
+// task's commits onto the parent stops on conflicts at commit.
+func RebaseConflict(ref, parent, commit, reason string, files []string) *Refusal {
+	return &Refusal{Message: fmt.Sprintf("Replaying task %s's commits onto %s stops on conflicts at commit %s in %s. Nothing was merged.", ref, parent, short(commit), strings.Join(files, ", ")),
+		Remedy: &Remedy{Reason: ReasonRebaseConflict, Next: "Accept with the merge or squash method instead (they take the change as a whole), or sync and let the agent resolve the conflicts, then accept again.",
+			Command: "lazy accept " + ShellQuote(ref) + " --reason " + ShellQuote(orReviewed(reason)) + " --method merge", Files: files}}
+}
+
+func orReviewed(reason string) string {
+	if strings.TrimSpace(reason) == "" {
+		return "reviewed"
+	}
+	return reason
+}
+
+// SyncConflicts is what a sync that hit conflicts tells the reviewer: the
+// files, and that the next step is an unblock (the agent resolves them).
+func SyncConflicts(ref string, files []string) string {
+	return fmt.Sprintf("conflicts in %s: unblock the task: the agent resolves them (lazy unblock %s)", strings.Join(files, ", "), ShellQuote(ref))
 }
 
 // headID is a commit's id, or a prefix of one of at least 7 hex digits.

@@ -109,8 +109,9 @@ type ReviewPage struct {
 	Refusal                                    *RefusalView
 	DraftReason, DraftFeedback                 string
 	// AcceptHead is the head a passphrase form accepts: the one the
-	// reviewer's accept named (Head when none was posted)
-	AcceptHead string
+	// reviewer's accept named (Head when none was posted); AcceptMethod
+	// the merge method it named ("": merge)
+	AcceptHead, AcceptMethod string
 	// Summary is the agent's last word; Commits the branch's commits the
 	// parent lacks; Merge the dry run of accepting now (nil: none made)
 	Summary string
@@ -177,8 +178,37 @@ type MergeView struct {
 	Protected      []string
 	OutOfScope     []string
 	Error          string
-	NeedsSyncFirst bool // behind the parent: accept asks for a sync first
+	// Next is the step that moves the task on: NextUnblock (a sync left it
+	// in conflict: the agent resolves it), NextSync (it would not merge
+	// cleanly), NextAccept (it would)
+	Next string
 }
+
+// Next steps of the merge panel.
+const (
+	NextUnblock = "unblock"
+	NextSync    = "sync"
+	NextAccept  = "accept"
+)
+
+// IsUnblock, IsSync and IsAccept name the next step for the template.
+func (m *MergeView) IsUnblock() bool { return m.Next == NextUnblock }
+
+// IsSync reports a task that would not merge cleanly: sync first.
+func (m *MergeView) IsSync() bool { return m.Next == NextSync }
+
+// IsAccept reports a task that merges cleanly.
+func (m *MergeView) IsAccept() bool { return m.Next == NextAccept }
+
+// MergeMethods are the accept form's choices, the default first.
+var MergeMethods = []MergeMethod{
+	{"merge", "Merge", "a fast-forward, or one merge commit when the parent moved on"},
+	{"squash", "Squash", "one commit on the parent: the task's title and your reason"},
+	{"rebase", "Rebase", "the task's commits replayed onto the parent: a linear history"},
+}
+
+// MergeMethod is one choice of the accept form.
+type MergeMethod struct{ Value, Label, Says string }
 
 // CommitPage is /commits/:sha.
 type CommitPage struct {
@@ -206,4 +236,20 @@ func (e *EndedView) EmptyText() string {
 		return "What went in changed no file."
 	}
 	return "Nothing was left on the branch: it changed no file against its parent."
+}
+
+// MethodChoice is one merge method as the accept form offers it.
+type MethodChoice struct {
+	MergeMethod
+	Selected bool
+}
+
+// Methods are the accept form's merge methods, the reviewer's last choice
+// (else merge) selected.
+func (p ReviewPage) Methods() []MethodChoice {
+	out := make([]MethodChoice, len(MergeMethods))
+	for i, m := range MergeMethods {
+		out[i] = MethodChoice{MergeMethod: m, Selected: m.Value == p.AcceptMethod || (i == 0 && p.AcceptMethod == "")}
+	}
+	return out
 }

@@ -63,11 +63,18 @@ func (a *app) acceptCmd() *cobra.Command {
 	var args api.AcceptArgs
 	var approve []string
 	c := &cobra.Command{
-		Use:   "accept TASK --reason TEXT [--head SHA] [--approve-file PATH]...",
+		Use:   "accept TASK --reason TEXT [--method merge|squash|rebase] [--head SHA] [--approve-file PATH]...",
 		Short: "Merge a task into its parent (refusals say what to do next)",
 		Long: "Merge a task into its parent. The accept binds to one head of the task branch: the one given\n" +
 			"with --head, else the branch's head now, printed before it is sent. If the branch has moved\n" +
-			"from it by the time the daemon merges, nothing is merged and the new commits are listed.",
+			"from it by the time the daemon merges, nothing is merged and the new commits are listed.\n\n" +
+			"--method says how the task goes into its parent:\n" +
+			"  merge   (default) a fast-forward when the task holds the parent's head; when the parent moved\n" +
+			"          on, one merge commit of the task into the parent (refused on conflicts: sync first)\n" +
+			"  squash  one commit on the parent with the task's change; its message is the task's title\n" +
+			"          and your reason\n" +
+			"  rebase  the task's own commits replayed onto the parent: a linear history (refused when a\n" +
+			"          commit does not apply: use merge or squash, or sync first)",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			cl, err := a.client(cmd.Context())
@@ -97,6 +104,7 @@ func (a *app) acceptCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&args.Reason, "reason", "", "why you accept (required)")
+	c.Flags().StringVar(&args.Method, "method", "merge", "how the task goes into its parent: merge, squash or rebase")
 	c.Flags().StringVar(&args.Head, "head", "", "the task branch head you reviewed (default: its head now, printed); another head is refused")
 	c.Flags().StringArrayVar(&approve, "approve-file", nil, "approve this protected file first (asks for the passphrase; repeatable)")
 	c.Flags().BoolVar(&args.AllowOutOfScope, "allow-out-of-scope", false, "allow the task's changes outside its --scope")
@@ -139,7 +147,7 @@ func (a *app) approveCmd() *cobra.Command {
 func (a *app) syncCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "sync TASK",
-		Short: "Merge the parent branch into the task branch",
+		Short: "Merge the parent branch into the task branch (exit 1 on conflicts: unblock the task, the agent resolves them)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			fmt.Fprintln(a.errOut, "syncing (waits behind questions the agent is answering)...")
@@ -147,14 +155,19 @@ func (a *app) syncCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if len(r.Conflicts) > 0 {
+				// the sync did not bring the task up to date: a failure
+				// for scripts (exit 1), with the next step said
+				msg := r.Message
+				if msg == "" {
+					msg = review.SyncConflicts(argv[0], r.Conflicts)
+				}
+				return errors.New(msg)
+			}
 			if a.json {
 				return printJSON(a.out, r)
 			}
-			if len(r.Conflicts) > 0 {
-				fmt.Fprintf(a.out, "conflicts in %s: the task is now in conflict; ask the agent or unblock it to resolve them\n", strings.Join(r.Conflicts, ", "))
-				return nil
-			}
-			fmt.Fprintln(a.out, "synced: the task branch has its parent's latest commits")
+			fmt.Fprintln(a.out, "synced: the task branch has its parent's latest commits; review and accept it")
 			return nil
 		},
 	}
