@@ -171,13 +171,13 @@ type EndedView struct {
 
 // MergeView is the merge-readiness panel: what an accept would meet now.
 type MergeView struct {
-	State          string // clean | conflict | "" (the dry run failed)
-	Parent         string
-	Conflicts      []string
-	Ahead, Behind  int
-	Protected      []string
-	OutOfScope     []string
-	Error          string
+	State         string // clean | conflict | "" (the dry run failed)
+	Parent        string
+	Conflicts     []string
+	Ahead, Behind int
+	Protected     []string
+	OutOfScope    []string
+	Error         string
 	// Next is the step that moves the task on: NextUnblock (a sync left it
 	// in conflict: the agent resolves it), NextSync (it would not merge
 	// cleanly), NextAccept (it would)
