@@ -145,9 +145,10 @@ func TestAcceptChecksThenMerges(t *testing.T) {
 	if !errors.As(err, &ref) || !errors.Is(err, approval.ErrWrong) || !strings.Contains(ref.Message, "wrong approval passphrase") {
 		t.Fatalf("wrong passphrase: %v", err)
 	}
-	// the parent moves on: behind it
+	// the parent moves on: being behind it refuses nothing (the merge
+	// takes the parent's new commits in), the passphrase is still asked
 	gitxtest.Commit(t, r.root, "main moves", map[string]string{"b.go": "package a\n"})
-	if _, err := r.ask(&Accept{Reason: "ok"}); refusalReason(t, err) != review.ReasonBehindParent {
+	if _, err := r.ask(&Accept{Reason: "ok"}); refusalReason(t, err) != review.ReasonPassphraseRequired {
 		t.Fatalf("behind the parent: %v", err)
 	}
 	res, err := r.ask(&Sync{Wait: true})

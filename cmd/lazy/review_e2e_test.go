@@ -243,20 +243,13 @@ func TestAcceptRefusalsAndRemedies(t *testing.T) {
 		t.Errorf("lazy accept refusal: exit %d\n%s", code, errs)
 	}
 
-	// behind its parent → sync remedy → sync → accepted
+	// behind its parent, merging cleanly → accepted as it is: one merge
+	// commit of the task into main, no sync asked first
 	p.lazy(0, "task", "new", "--code", "behind", "-m", "@write b.txt b\n@commit b")
 	p.waitStatus("behind", "blocked")
 	gitxtest.Commit(t, p.root, "parent moves", map[string]string{"parent.txt": "p"})
-	ce, r := accept("behind", nil)
-	if ce == nil || r == nil || r.Reason != review.ReasonBehindParent || r.UIAction != review.ActionSync || r.Command != "lazy sync behind" {
-		t.Fatalf("behind: %v %+v", ce, r)
-	}
-	out := p.lazy(0, "sync", "behind")
-	if !strings.Contains(out, "synced") {
-		t.Fatalf("sync: %s", out)
-	}
-	if ce, _ := accept("behind", nil); ce != nil {
-		t.Fatalf("accept after sync: %v", ce)
+	if ce, r := accept("behind", nil); ce != nil {
+		t.Fatalf("accept behind the parent: %v %+v", ce, r)
 	}
 	if ti := p.show("behind"); ti.Status != "accepted" {
 		t.Errorf("status after accept: %s", ti.Status)
@@ -278,10 +271,13 @@ func TestAcceptRefusalsAndRemedies(t *testing.T) {
 	p.lazy(0, "task", "new", "--code", "clash", "-m", "@write parent.txt mine\n@commit mine")
 	p.waitStatus("clash", "blocked")
 	gitxtest.Commit(t, p.root, "parent edits the same file", map[string]string{"parent.txt": "theirs"})
-	out = p.lazy(0, "sync", "clash")
-	if !strings.Contains(out, "conflicts in parent.txt") || p.show("clash").Status != "conflict" {
-		t.Fatalf("conflicting sync: %s %s", out, p.show("clash").Status)
+	// the sync did not bring the task up to date: exit 1, and the next
+	// step is an unblock (the agent resolves the conflicts)
+	_, errs, code = p.run("sync", "clash")
+	if code != 1 || !strings.Contains(errs, "conflicts in parent.txt: unblock the task: the agent resolves them (lazy unblock clash)") || p.show("clash").Status != "conflict" {
+		t.Fatalf("conflicting sync: exit %d %s %s", code, errs, p.show("clash").Status)
 	}
+
 	var q []api.QueueItem
 	_ = p.rpc().Call(context.Background(), "reviewQueue", nil, &q)
 	for _, it := range q {
@@ -298,7 +294,7 @@ func TestAcceptRefusalsAndRemedies(t *testing.T) {
 	// out of scope → allow decision → protected → wrong passphrase (403) → right one
 	p.lazy(0, "task", "new", "--code", "wide", "--scope", "src/**", "-m", "@write src/a.go a\n@write README.md changed\n@write .github/ci.yml on: push\n@commit wide")
 	p.waitStatus("wide", "blocked")
-	ce, r = accept("wide", nil)
+	ce, r := accept("wide", nil)
 	if ce == nil || r == nil || r.Reason != review.ReasonOutOfScope || strings.Join(r.Files, ",") != ".github/ci.yml,README.md" {
 		t.Fatalf("out of scope: %v %+v", ce, r)
 	}
@@ -548,7 +544,7 @@ func TestMergeReadiness(t *testing.T) {
 	runGit(t, p.root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "parent changes main.go")
 	head, status := runGit(t, p.root, "rev-parse", "HEAD"), runGit(t, p.root, "status", "--porcelain")
 	got = page()
-	for _, want := range []string{`data-merge="conflict"`, "<li><code>main.go</code></li>", "Sync with the parent"} {
+	for _, want := range []string{`data-merge="conflict"`, "<li><code>main.go</code></li>", `data-next="sync"`, "Next: <b>Sync</b>", `<form class="sync-form"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("conflict: the page lacks %q", want)
 		}
