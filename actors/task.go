@@ -719,7 +719,26 @@ func (a *TaskActor) cancelTask(ctx actor.Context) error {
 	}
 	a.queue = nil
 	a.keepLeft()
-	return a.endTask(task.Cancelled)
+	if err := a.endTask(task.Cancelled); err != nil {
+		return err
+	}
+	// what the task left is on its branch (kept for tasks.keep_branches):
+	// the worktree goes now, as an accepted task's does
+	a.removeRepo()
+	return nil
+}
+
+// removeRepo removes an ended task's worktree and repository. A failure is
+// logged: the daemon's sweep of ended tasks tries again.
+func (a *TaskActor) removeRepo() {
+	if a.running != nil {
+		return // a job that did not stop still works there: the sweep removes it later
+	}
+	if tr := a.taskRepo(); tr.on() {
+		if err := tr.Remove(); err != nil {
+			a.log.Warn("remove the worktree and repository of an ended task", "err", err)
+		}
+	}
 }
 
 // keepLeft records, on a task being cancelled, what was left on its branch:

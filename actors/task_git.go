@@ -345,11 +345,7 @@ func (a *TaskActor) finishGit(ctx actor.Context, j *job, r jobResult) {
 			if err := a.endTask(task.Accepted); err != nil {
 				reply = err
 			} else {
-				if tr := a.taskRepo(); tr.on() {
-					if err := tr.Remove(); err != nil {
-						a.log.Warn("remove the worktree and repository of an accepted task", "err", err)
-					}
-				}
+				a.removeRepo()
 				reply = &AcceptDone{Task: *a.task}
 				defer ctx.Stop(ctx.Self())
 			}

@@ -124,6 +124,7 @@ var (
 	CmdTaskBudget  = Cmd[BudgetArgs, *TaskInfo]{"taskBudget"}
 	CmdTaskRename  = Cmd[RenameArgs, *TaskInfo]{"taskRename"}
 	CmdTaskCommits = Cmd[TaskRef, []CommitInfo]{"taskCommits"}
+	CmdTaskPrune   = Cmd[PruneArgs, *PruneResult]{"taskPrune"}
 	CmdCommitDiff  = Cmd[CommitRef, *CommitDiff]{"commitDiff"}
 	CmdComment     = Cmd[CommentArgs, *CommentResult]{"comment"}
 	CmdUnblock     = Cmd[UnblockArgs, *Turn]{"unblock"}

@@ -168,3 +168,36 @@ type Comment struct {
 	Body      string    `json:"body"`
 	CreatedAt time.Time `json:"created_at"`
 }
+
+// PruneArgs are the arguments of taskPrune.
+type PruneArgs struct {
+	// DryRun says what would go and removes nothing
+	DryRun bool `json:"dry_run,omitempty"`
+	// KeepBranches, a duration, replaces tasks.keep_branches for this
+	// prune ("0s": every ended task's branch goes now)
+	KeepBranches string `json:"keep_branches,omitempty"`
+}
+
+// PruneResult is what a prune removed (or, dry, would remove), one entry
+// per ended task it touched, and the branches it keeps for now.
+type PruneResult struct {
+	DryRun       bool         `json:"dry_run"`
+	KeepBranches string       `json:"keep_branches"`
+	Pruned       []PrunedTask `json:"pruned"`
+	Kept         []PrunedTask `json:"kept"`
+}
+
+// PrunedTask is one ended task's clean-up. Worktree is the worktree
+// removed; Branch the branch deleted, its commits kept at KeptRef; in Kept,
+// BranchUntil is when its branch goes.
+type PrunedTask struct {
+	Task        string     `json:"task"`
+	ID          string     `json:"id"`
+	Status      string     `json:"status"`
+	Worktree    string     `json:"worktree,omitempty"`
+	Branch      string     `json:"branch,omitempty"`
+	KeptRef     string     `json:"kept_ref,omitempty"`
+	BranchUntil *time.Time `json:"branch_until,omitempty"`
+	// Error is why this task's clean-up stopped (the rest went on)
+	Error string `json:"error,omitempty"`
+}

@@ -45,6 +45,15 @@ type Config struct {
 	Sandbox     Sandbox     `koanf:"sandbox"`
 	Setup       Setup       `koanf:"setup"`
 	Egress      Egress      `koanf:"egress"`
+	Tasks       Tasks       `koanf:"tasks"`
+}
+
+// Tasks is what happens to tasks once they end (accepted or cancelled):
+// their worktrees go at once; their branches stay KeepBranches (a
+// duration, "168h" a week; "0s": none kept), then go too, their commits
+// kept under refs/lazy/ended/ for the tasks' review pages.
+type Tasks struct {
+	KeepBranches string `koanf:"keep_branches"`
 }
 
 // Cluster makes several daemons one: a shared PostgreSQL store, membership
@@ -219,6 +228,7 @@ func Defaults() Config {
 		Cluster:     Cluster{Etcd: []string{"127.0.0.1:2379"}, Advertise: "127.0.0.1:0", Remote: "origin"},
 		Protect:     Protect{Paths: []string{".lazy/config.toml"}},
 		Sandbox:     SandboxDefaults,
+		Tasks:       Tasks{KeepBranches: "168h"},
 	}
 }
 
@@ -263,7 +273,7 @@ func Load(root string, environ []string) (*Config, error) {
 	unused := dc.Metadata.Unused
 	if len(unused) > 0 {
 		sort.Strings(unused)
-		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster, sandbox, setup, egress)", unused[0], path)
+		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster, sandbox, setup, egress, tasks)", unused[0], path)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -316,6 +326,7 @@ func (p structProvider) Read() (map[string]any, error) {
 		"sandbox": map[string]any{"read_only": toAny(c.Sandbox.ReadOnly), "env": toAny(c.Sandbox.Env), "max_open_files": c.Sandbox.MaxOpenFiles,
 			"max_procs": c.Sandbox.MaxProcs, "memory": c.Sandbox.Memory, "tmp_size": c.Sandbox.TmpSize, "max_connections": c.Sandbox.MaxConnections},
 		"egress": map[string]any{"allow": toAny(c.Egress.Allow)},
+		"tasks":  map[string]any{"keep_branches": c.Tasks.KeepBranches},
 	}, nil
 }
 
@@ -375,6 +386,9 @@ func (c *Config) Validate() error {
 		if err != nil || d <= 0 {
 			return bad(key, "%q is not a positive duration (write it like \"10m\" or \"90s\")", v)
 		}
+	}
+	if d, err := time.ParseDuration(c.Tasks.KeepBranches); err != nil || d < 0 {
+		return bad("tasks.keep_branches", "%q is not a duration (write it like \"168h\" for a week, or \"0s\" to delete an ended task's branch at once)", c.Tasks.KeepBranches)
 	}
 	switch c.Credentials.Provider.Kind {
 	case KindAPIKey, KindOAuth, KindAuthToken:
@@ -534,6 +548,13 @@ func loopbackAddr(hostport string) error {
 // AskTimeoutDuration is agent.ask_timeout as a duration (validated by Load).
 func (c *Config) AskTimeoutDuration() time.Duration {
 	d, _ := time.ParseDuration(c.Agent.AskTimeout)
+	return d
+}
+
+// KeepBranchesDuration is tasks.keep_branches as a duration (validated by
+// Load).
+func (c *Config) KeepBranchesDuration() time.Duration {
+	d, _ := time.ParseDuration(c.Tasks.KeepBranches)
 	return d
 }
 

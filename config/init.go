@@ -70,6 +70,9 @@ sync = "full"                   # full: a 201 is on disk first | normal: no fsyn
 # [egress]                      # the hosts a sandboxed agent may reach, through the proxy (default: none)
 # allow = ["your-registry.example", "*.your-mirror.example:443", "10.0.0.5:3128"]
 #                               # a private or loopback address only when its exact host:port is listed
+# [tasks]                       # once a task ends (accepted or cancelled) its worktree is removed
+# keep_branches = "168h"        # its branch lazy/<ref> stays this long, then goes (its commits stay
+#                               # under refs/lazy/ended/ for its review page); lazy task prune does it now
 `
 
 // WriteInit writes the commented config under root unless one exists.

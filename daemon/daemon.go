@@ -237,6 +237,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			unsubscribe()
 		}()
 	}
+	// ended tasks' worktrees and, after tasks.keep_branches, their branches
+	go d.svc.sweepEnded(runCtx)
 	// the running turn of each task: its calls are counted to it
 	if events, unsubscribe, err := sup.Subscribe(actors.Filter{Tasks: true}, 256); err == nil {
 		go func() {

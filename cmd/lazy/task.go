@@ -164,7 +164,7 @@ func (a *app) taskCmd() *cobra.Command {
 		},
 	}
 	budget.Flags().Int64Var(&tokens, "tokens", 0, "the task's new budget in tokens (input + output; 0: no budget)")
-	c.AddCommand(newCmd, list, show, cancel, budget, a.renameCmd())
+	c.AddCommand(newCmd, list, show, cancel, budget, a.renameCmd(), a.pruneCmd())
 	return c
 }
 
