@@ -358,7 +358,8 @@ func TestBrowserNoScriptLoop(t *testing.T) {
 		return pl.Pending == 0 && len(pl.Threads) == 1 && len(pl.Threads[0].Messages) == 2
 	})
 	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".msg.from-agent"))
-	// the parent moves on: accept refused (behind), sync without script
+	// the parent moves on with a change of its own to a.go: accept refused
+	// (it would conflict), sync without script; the task is then in conflict
 	gitxCommitOnMain(t, p)
 	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".accept-form"),
 		chromedp.SendKeys(`(//form[contains(@class,"accept-form")])[2]//textarea`, "ship"),
@@ -368,7 +369,7 @@ func TestBrowserNoScriptLoop(t *testing.T) {
 		eval[string](t, ctx, `document.querySelector('.accept-form textarea').value`) != "ship" {
 		t.Error("sync without script must report and keep the typed reason")
 	}
-	p.waitStatus("rv", "blocked")
+	p.waitStatus("rv", "conflict")
 	// a queued comment: accept refused until it is delivered, which the
 	// refusal offers in-page; unblock without script
 	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible("table.diff-table"),
@@ -386,7 +387,7 @@ func TestBrowserNoScriptLoop(t *testing.T) {
 
 func gitxCommitOnMain(t *testing.T, p *project) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(p.root, "parent.txt"), []byte("moved on\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(p.root, "a.go"), []byte("moved on\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	runGit(t, p.root, "add", "-A")
