@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
-	"html"
 	"net"
 	"net/http"
 	"net/url"
@@ -37,6 +36,10 @@ type session struct {
 
 const sessionKey = "lazy.session"
 
+// sameOriginKey marks a state-changing request that passed the same-origin
+// check: only its form's text may be shown back on an error page.
+const sameOriginKey = "lazy.sameorigin"
+
 // cookieName is per port: cookies are scoped by host, not port, and two
 // daemons (or a daemon and its dev server) on 127.0.0.1 must not overwrite
 // each other's.
@@ -61,6 +64,11 @@ func (h *handler) newSessionCookie() string {
 	_, _ = rand.Read(b[:])
 	nonce := hex.EncodeToString(b[:])
 	return nonce + "." + h.mac("session", nonce)
+}
+
+func (h *handler) cookieOK(v string) bool {
+	_, ok := h.validCookie(v)
+	return ok
 }
 
 func (h *handler) validCookie(v string) (string, bool) {
@@ -105,6 +113,7 @@ func sameSite(next echo.HandlerFunc) echo.HandlerFunc {
 		if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host {
 			return echo.NewHTTPError(http.StatusForbidden, "refused: this request came from another origin ("+o+"); the dashboard accepts changes only from its own pages")
 		}
+		c.Set(sameOriginKey, true)
 		return next(c)
 	}
 }
@@ -135,7 +144,13 @@ func (h *handler) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 			if h.d.DashboardToken == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(h.d.DashboardToken)) != 1 {
 				return h.unauthorized(c, "that token is not this dashboard's (it changes when the state dir is reset)")
 			}
-			http.SetCookie(c.Response(), &http.Cookie{Name: cookieName(r), Value: h.newSessionCookie(), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			// a browser that is logged in already keeps its session: a new
+			// one would make the form token of every page open in its
+			// other tabs stale (opening the `lazy open` address again
+			// broke their next submit)
+			if ck, err := r.Cookie(cookieName(r)); err != nil || !h.cookieOK(ck.Value) {
+				http.SetCookie(c.Response(), &http.Cookie{Name: cookieName(r), Value: h.newSessionCookie(), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			}
 			q := r.URL.Query()
 			q.Del("token")
 			u := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
@@ -169,7 +184,7 @@ func (h *handler) checkFormToken(c echo.Context, nonce string) error {
 		got = r.PostForm.Get("csrf")
 	}
 	if subtle.ConstantTimeCompare([]byte(got), []byte(h.formToken(nonce))) != 1 {
-		return echo.NewHTTPError(http.StatusForbidden, "refused: the form's session token is missing or stale; reload the page and try again")
+		return echo.NewHTTPError(http.StatusForbidden, "Not sent: this page's session token is missing or stale (this browser logged in again since the page was loaded, or the page is from an older session). Reload the page and send it again; nothing was changed.")
 	}
 	return nil
 }
@@ -180,31 +195,7 @@ func (h *handler) unauthorized(c echo.Context, why string) error {
 		msg = why + ". " + msg
 	}
 	if wantsHTML(c) {
-		return c.HTML(http.StatusUnauthorized, "<!doctype html><title>Log in · lazy</title><link rel=\"stylesheet\" href=\"/assets/app.css\"><main><h1>Log in</h1><p>"+
-			html.EscapeString(msg)+"</p><p>In the project's directory run <code>lazy open</code>, or <code>lazy daemon status</code> for the <code>open:</code> line.</p></main>")
+		return h.errorPage(c, http.StatusUnauthorized, msg, "In the project's directory run `lazy open`, or `lazy daemon status` for the open: line, and open that address in this browser.")
 	}
 	return echo.NewHTTPError(http.StatusUnauthorized, msg+" Or send Authorization: Bearer <contents of the state dir's auth-token>.")
-}
-
-// Notices: the banner at the top of a page says what the daemon did. Only the
-// daemon writes them: a redirect carries the text with its signature (the
-// dashboard token's HMAC), and a ?notice= that is not signed so — a link
-// from another page, say — shows nothing, so no one else can put words into
-// the page's trusted banner.
-
-// noticeURL is path with a signed notice.
-func (h *handler) noticeURL(path, text string) string {
-	if text == "" || h.d.DashboardToken == "" {
-		return path
-	}
-	return path + "?notice=" + url.QueryEscape(text) + "&ns=" + h.mac("notice", text)[:32]
-}
-
-// notice is the request's notice when the daemon signed it, else "".
-func (h *handler) notice(c echo.Context) string {
-	text, sig := c.QueryParam("notice"), c.QueryParam("ns")
-	if text == "" || h.d.DashboardToken == "" || !hmac.Equal([]byte(sig), []byte(h.mac("notice", text)[:32])) {
-		return ""
-	}
-	return text
 }

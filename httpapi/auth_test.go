@@ -141,32 +141,3 @@ func TestNoCrossSiteWrites(t *testing.T) {
 		t.Errorf("a 2 MiB form: %d %s", rec.Code, rec.Body)
 	}
 }
-
-// TestNoticeOnlyFromTheDaemon: ?notice= text from a link shows nothing; the
-// notice of the daemon's own redirect shows.
-func TestNoticeOnlyFromTheDaemon(t *testing.T) {
-	_, h := newPagesServerF(t)
-	bearer := map[string]string{"Authorization": "Bearer " + testBearer}
-	forged := run(h, request("GET", "/review/fix-login?notice="+url.QueryEscape("Your session expired: enter your passphrase at evil.example"), "", bearer, nil))
-	if strings.Contains(forged.Body.String(), "evil.example") || strings.Contains(forged.Body.String(), `class="notice"`) {
-		t.Fatal("a forged notice is in the page")
-	}
-	// the daemon's own: withdraw redirects with its notice
-	rec := run(h, request("POST", "/review/fix-login/comment/q1/withdraw", "", bearer, nil))
-	loc := rec.Header().Get("Location")
-	if rec.Code != http.StatusSeeOther || !strings.Contains(loc, "ns=") {
-		t.Fatalf("withdraw: %d %q", rec.Code, loc)
-	}
-	page := run(h, request("GET", loc, "", bearer, nil)).Body.String()
-	if !strings.Contains(page, `class="notice"`) {
-		t.Fatalf("the daemon's notice is not shown: %s", loc)
-	}
-	// a signature is for its own text only
-	u, _ := url.Parse(loc)
-	q := u.Query()
-	q.Set("notice", "Something else")
-	u.RawQuery = q.Encode()
-	if strings.Contains(run(h, request("GET", u.String(), "", bearer, nil)).Body.String(), "Something else") {
-		t.Fatal("a signature carried over to other text")
-	}
-}

@@ -15,8 +15,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,6 +74,9 @@ type Deps struct {
 	CSS func() ([]byte, error)
 	// NoStoreCSS marks the stylesheet Cache-Control: no-store (dev server).
 	NoStoreCSS bool
+	// SyncWait bounds how long the sync form waits for the merge before it
+	// answers "queued" (0: 20 s).
+	SyncWait time.Duration
 }
 
 // StatusError lets an error choose its HTTP status.
@@ -97,9 +103,23 @@ func New(d Deps) (*echo.Echo, error) {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	h := &handler{d: d}
+	h := &handler{d: d, syncWait: d.SyncWait}
+	if h.syncWait <= 0 {
+		h.syncWait = 20 * time.Second
+	}
 	e.HTTPErrorHandler = h.errorHandler
 	e.Pre(headAsGet)
+	if d.Gatherer != nil {
+		// every answer counted by route and status, the error handler's
+		// included: what the dashboard was asked (a reload that posted a
+		// form again would show here)
+		reg := prometheus.NewRegistry()
+		h.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lazy_http_requests_total",
+			Help: "Dashboard and RPC requests since the daemon started, by method, route and status."}, []string{"method", "route", "code"})
+		reg.MustRegister(h.requests)
+		d.Gatherer = prometheus.Gatherers{d.Gatherer, reg}
+		e.Use(h.count)
+	}
 	// a handler that panics answers 500 with an error id (in the log with
 	// its stack) instead of taking the connection down
 	e.Use(recoverPanics)
@@ -119,7 +139,14 @@ func New(d Deps) (*echo.Echo, error) {
 	return e, nil
 }
 
-type handler struct{ d Deps }
+type handler struct {
+	d       Deps
+	flashes flashes // what a form POST leaves for the page it redirects to
+	// syncWait bounds how long a sync form waits for the merge before it
+	// redirects with "queued"
+	syncWait time.Duration
+	requests *prometheus.CounterVec
+}
 
 // headAsGet answers HEAD on every GET route: the request is routed as a GET
 // and net/http sends the headers alone.
@@ -246,15 +273,128 @@ func (h *handler) errorHandler(err error, c echo.Context) {
 		body.Remedy = rb.RemedyBody()
 	}
 	if wantsHTML(c) {
-		_ = c.HTML(code, "<!doctype html><title>Error</title><p>"+html.EscapeString(msg)+"</p><p><a href=\"/\">Back to tasks</a></p>")
+		_ = h.errorPage(c, code, msg, "")
 		return
 	}
 	_ = c.JSON(code, body)
 }
 
+// wantsHTML reports a browser that gets an error as a page: a page load, a
+// form it posted, or a request that asks for HTML. The RPC, /api/*, a JSON
+// body and a request that asks for JSON (the page's script) get JSON.
 func wantsHTML(c echo.Context) bool {
-	p := c.Request().URL.Path
-	return c.Request().Method == http.MethodGet && !strings.HasPrefix(p, "/api/") && !strings.HasPrefix(p, "/rpc/") && p != "/metrics"
+	r := c.Request()
+	p := r.URL.Path
+	if strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/rpc/") || p == "/metrics" {
+		return false
+	}
+	accept := r.Header.Get("Accept")
+	switch {
+	case strings.Contains(accept, "text/html"):
+		return true
+	case strings.Contains(accept, "application/json"), isJSON(c):
+		return false
+	case r.Method == http.MethodGet:
+		return true
+	}
+	return isForm(r)
+}
+
+// isForm reports a request that carries an HTML form.
+func isForm(r *http.Request) bool {
+	ct := r.Header.Get(echo.HeaderContentType)
+	return strings.HasPrefix(ct, echo.MIMEApplicationForm) || strings.HasPrefix(ct, echo.MIMEMultipartForm)
+}
+
+// errorPage answers a browser whose request failed: what went wrong, what
+// to do (fix, or the message's own sentence), a link back to the page the
+// form was on, and what the form carried that a person typed, so a refusal
+// never loses it. The typed text is shown only for a request that passed
+// the same-origin check (sameOriginKey): a page elsewhere cannot make the
+// dashboard show words of its choosing.
+func (h *handler) errorPage(c echo.Context, code int, msg, fix string) error {
+	p := views.ErrorPage{Page: h.page(c), Status: code, Message: msg, Fix: fix}
+	p.Title, p.Heading = errorHeading(code), errorHeading(code)
+	p.Back, p.BackLabel = backOf(c.Request())
+	p.Kept = keptOf(c)
+	b, err := h.d.Views.RenderBytes("error", p)
+	if err != nil {
+		h.d.Log.Error("render failed", "page", "error", "err", err)
+		return c.HTML(code, "<!doctype html><title>Error</title><p>"+html.EscapeString(msg)+"</p><p><a href=\"/\">Back to tasks</a></p>")
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.HTMLBlob(code, b)
+}
+
+func errorHeading(code int) string {
+	switch {
+	case code == http.StatusUnauthorized:
+		return "Log in"
+	case code == http.StatusForbidden:
+		return "Refused"
+	case code == http.StatusNotFound:
+		return "Not found"
+	case code == http.StatusConflict:
+		return "Refused by the task's state"
+	case code == http.StatusRequestEntityTooLarge:
+		return "Too large"
+	case code >= 500:
+		return "The daemon could not do this"
+	}
+	return "This could not be done"
+}
+
+// backOf is the page a failed request goes back to: the task's review or
+// task page for a form posted there, else the task list.
+func backOf(r *http.Request) (string, string) {
+	if !stateChanging(r.Method) {
+		return "/", "Back to tasks"
+	}
+	segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(segs) >= 2 && segs[1] != "" {
+		switch segs[0] {
+		case "review":
+			return "/review/" + url.PathEscape(segs[1]), "Back to the review page"
+		case "tasks":
+			return "/tasks/" + url.PathEscape(segs[1]), "Back to the task page"
+		}
+	}
+	return "/", "Back to tasks"
+}
+
+// keptFields are the form fields a person types, with the label an error
+// page shows them under. Never a passphrase, a token or a hidden id. A new
+// form with free text adds its field here.
+var keptFields = []struct{ name, label string }{
+	{"body", "Comment"},
+	{"feedback", "Message to the agent"},
+	{"draft_feedback", "Message to the agent"},
+	{"reason", "Why you accept"},
+	{"draft_reason", "Why you accept"},
+	{"message", "Message"},
+	{"prompt", "Task prompt"},
+}
+
+// keptOf is what a same-origin form posted that a person typed.
+func keptOf(c echo.Context) []views.KeptField {
+	r := c.Request()
+	if ok, _ := c.Get(sameOriginKey).(bool); !ok || !stateChanging(r.Method) || !isForm(r) {
+		return nil
+	}
+	if readForm(c) != nil {
+		return nil // too large or unreadable: nothing to show
+	}
+	var out []views.KeptField
+	seen := map[string]bool{}
+	for _, f := range keptFields {
+		v := r.PostForm.Get(f.name)
+		if strings.TrimSpace(v) == "" || seen[v] {
+			continue
+		}
+		seen[v] = true
+		out = append(out, views.KeptField{Label: f.label, Value: v})
+	}
+	return out
 }
 
 func (h *handler) page(c echo.Context) views.Page {
@@ -331,7 +471,8 @@ func (h *handler) taskPage(c echo.Context) error {
 		p.Commits = append(p.Commits, views.CommitRow{SHA: cm.SHA, Short: cm.SHA[:min(10, len(cm.SHA))], Subject: cm.Subject})
 	}
 	p.Title = d.Task.Ref
-	p.Notice = h.notice(c)
+	fl := h.flash(c)
+	p.Notice, p.Alert = fl.Notice, fl.Alert
 	for i := len(d.Turns) - 1; i >= 0; i-- {
 		t := d.Turns[i]
 		p.Turns = append(p.Turns, views.TurnRow{Number: t.Number, Kind: t.Kind, Trigger: t.Trigger, Status: t.Status, Prompt: t.Prompt,
@@ -369,6 +510,21 @@ func (h *handler) apiActors(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, as)
+}
+
+// count counts the request once its answer is written.
+func (h *handler) count(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unrouted"
+		}
+		h.requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(c.Response().Status)).Inc()
+		return nil
+	}
 }
 
 // errorID names one failure in the answer and in the log line.

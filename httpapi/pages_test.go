@@ -226,10 +226,25 @@ func TestGoldenPages(t *testing.T) {
 		golden(t, tc.name, rec.Body.Bytes())
 	}
 	rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", url.Values{"reason": {"looks right"}, "draft_feedback": {"my <draft>"}, "head": {"abc123"}}.Encode())
-	if rec.Code != 409 {
+	if rec.Code != http.StatusSeeOther {
 		t.Fatalf("refused accept: %d", rec.Code)
 	}
-	golden(t, "review-remedy", rec.Body.Bytes())
+	golden(t, "review-remedy", follow(t, h, rec).Body.Bytes())
+}
+
+// follow is the GET a 303 sends the browser to (with the same bearer).
+func follow(t *testing.T, h http.Handler, rec *httptest.ResponseRecorder) *httptest.ResponseRecorder {
+	t.Helper()
+	if rec.Code != http.StatusSeeOther {
+		t.Fatalf("want 303 to a page, got %d %s", rec.Code, rec.Body)
+	}
+	loc := rec.Header().Get("Location")
+	path, _, _ := strings.Cut(loc, "#")
+	got := serve(t, h, "GET", path, "", "")
+	if got.Code != http.StatusOK {
+		t.Fatalf("GET %s after the POST: %d %s", loc, got.Code, got.Body)
+	}
+	return got
 }
 
 func TestReviewPageStructure(t *testing.T) {
@@ -278,7 +293,7 @@ func TestReviewForms(t *testing.T) {
 	}
 	// retry refused by a rule: 303 with the rule's words as the notice
 	rec = serve(t, h, "POST", "/review/fix-login/comment/c1/retry", "application/x-www-form-urlencoded", "")
-	if loc := rec.Header().Get("Location"); rec.Code != 303 || !strings.Contains(loc, url.QueryEscape("This is a comment, not a question.")) || !strings.HasPrefix(loc, "/review/"+fakeID) {
+	if loc := rec.Header().Get("Location"); rec.Code != 303 || !strings.HasPrefix(loc, "/review/fix-login?flash=") || !strings.Contains(follow(t, h, rec).Body.String(), "This is a comment, not a question.") {
 		t.Errorf("retry: %d %s", rec.Code, loc)
 	}
 	rec = serve(t, h, "POST", "/review/fix-login/comment/c1/withdraw", "application/x-www-form-urlencoded", "")
@@ -291,7 +306,7 @@ func TestReviewForms(t *testing.T) {
 	}
 	// a refused accept keeps the typed reason and feedback, and never echoes a passphrase
 	rec = serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", url.Values{"draft_reason": {"my reason"}, "draft_feedback": {"my feedback"}, "passphrase": {"SECRET-PASS"}, "head": {"abc123"}}.Encode())
-	body := rec.Body.String()
+	body := follow(t, h, rec).Body.String()
 	if !strings.Contains(body, `name="draft_reason" value="my reason"`) || !strings.Contains(body, ">my feedback</textarea>") || strings.Contains(body, "SECRET-PASS") {
 		t.Errorf("refused accept lost input or echoed the passphrase")
 	}
@@ -299,7 +314,7 @@ func TestReviewForms(t *testing.T) {
 	f.acceptFn = func(api.AcceptArgs) (*api.TaskInfo, error) {
 		return nil, &review.Refusal{Message: "Something odd happened.", Remedy: &review.Remedy{Reason: "martian", Next: "x"}}
 	}
-	body = serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r&head=abc123").Body.String()
+	body = follow(t, h, serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r&head=abc123")).Body.String()
 	if !strings.Contains(body, "Something odd happened.") || strings.Contains(body, `class="remedy"`) {
 		t.Error("an unmapped reason must show the message without a panel")
 	}
@@ -313,18 +328,18 @@ func TestReviewForms(t *testing.T) {
 	}
 	// a form that names no head (an older page) decides nothing
 	got = api.AcceptArgs{}
-	if rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r"); rec.Code != 400 || got.Reason != "" || !strings.Contains(rec.Body.String(), "which commit you reviewed") {
+	if rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r"); rec.Code != 303 || got.Reason != "" || !strings.Contains(follow(t, h, rec).Body.String(), "which commit you reviewed") {
 		t.Errorf("accept without a head: %d (accept called: %v)", rec.Code, got.Reason != "")
 	}
 	// head_moved: the new commits listed, the way back to review them
 	f.acceptFn = func(api.AcceptArgs) (*api.TaskInfo, error) {
 		return nil, review.HeadMoved("fix-login", "abc123", "def456", []string{"def4567 add backdoor.sh"})
 	}
-	body = serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r&head=abc123").Body.String()
+	body = follow(t, h, serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r&head=abc123")).Body.String()
 	if !strings.Contains(body, "moved since you reviewed it") || !strings.Contains(body, "<code>def4567 add backdoor.sh</code>") || !strings.Contains(body, `class="review-new"`) {
 		t.Errorf("head_moved page lacks the new commits or the way to review them")
 	}
-	if rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", ""); rec.Code != 400 || !strings.Contains(rec.Body.String(), "Say why you accept") {
+	if rec := serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", ""); rec.Code != 303 || !strings.Contains(follow(t, h, rec).Body.String(), "say why you accept") {
 		t.Errorf("accept without a reason: %d", rec.Code)
 	}
 	if rec := serve(t, h, "GET", "/review/nosuch", "", ""); rec.Code != 404 {
@@ -467,8 +482,8 @@ func TestEndedReviewPage(t *testing.T) {
 			}
 			// a form posted all the same is refused, said on the page, which stays read-only
 			rec = serve(t, h, "POST", "/review/fix-login/unblock", "application/x-www-form-urlencoded", "feedback=more")
-			if body := rec.Body.String(); rec.Code != http.StatusConflict || !strings.Contains(body, "Not unblocked: task fix-login is "+tc.status) || strings.Contains(body, "<form") {
-				t.Errorf("unblock of a %s task: got %d, want 409 saying why, with no form", tc.status, rec.Code)
+			if body := follow(t, h, rec).Body.String(); !strings.Contains(body, "Not unblocked: task fix-login is "+tc.status) || strings.Contains(body, "<form") || !strings.Contains(body, ">more</pre>") {
+				t.Errorf("unblock of a %s task: want the page saying why, no form, the typed text kept to copy:\n%s", tc.status, body)
 			}
 		})
 	}

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -82,22 +84,13 @@ func (h *handler) queuePage(c echo.Context) error {
 	return h.render(c, http.StatusOK, "queue", p)
 }
 
-// reviewState is what a review page render needs beyond the daemon's data.
-type reviewState struct {
-	notice        string
-	refusal       *review.Refusal
-	draftReason   string
-	draftFeedback string
-	head          string // the head the reviewer's accept named
-	method        string // the merge method the reviewer's accept named
-}
-
 func (h *handler) reviewPage(c echo.Context) error {
-	return h.renderReview(c, http.StatusOK, reviewState{notice: h.notice(c)})
+	return h.renderReview(c, h.flash(c))
 }
 
-// renderReview renders /review/:task with whatever a POST left to say.
-func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
+// renderReview renders /review/:task with whatever a POST left to say (its
+// flash: the notice, a refused accept, the text typed into its forms).
+func (h *handler) renderReview(c echo.Context, fl Flash) error {
 	ctx := c.Request().Context()
 	ref := c.Param("task")
 	opts, err := diffOptions(c)
@@ -114,8 +107,9 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 	}
 	t := d.Task
 	p := views.ReviewPage{Page: h.page(c), TaskID: t.ID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch, Parent: t.Parent,
-		Toolbar: views.Toolbar, DraftReason: st.draftReason, DraftFeedback: st.draftFeedback}
-	p.Page.Title, p.Notice, p.Script, p.Page.TaskID = "Review "+t.Ref, st.notice, "review.js", t.ID
+		Toolbar: views.Toolbar, DraftReason: firstOf(fl.Field("reason"), fl.Field("draft_reason")), DraftFeedback: firstOf(fl.Field("feedback"), fl.Field("draft_feedback"))}
+	p.Page.Title, p.Page.TaskID, p.Script = "Review "+t.Ref, t.ID, "review.js"
+	p.Notice, p.Alert = fl.Notice, fl.Alert
 	ended := endedView(t)
 	p.Ended = ended
 	threads, commentable := pl.Threads, ended == nil
@@ -126,6 +120,13 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 		p.Since, p.SinceShort = d.Since, d.Since[:min(10, len(d.Since))]
 	}
 	p.Diff, p.Orphans = views.BuildDiff(d.Files, threads, t.ID, h.csrfFor(c), commentable, c.QueryParam("comment"))
+	if body := fl.Field("body"); body != "" {
+		// a comment the daemon refused: back in the form it was typed in,
+		// or (a reply, or a line no longer in the diff) shown to copy
+		if !p.Diff.SetDraft(c.QueryParam("comment"), body) {
+			p.Kept = append(p.Kept, views.KeptField{Label: "Your comment (not saved)", Value: body})
+		}
+	}
 	p.Diff.Expandable, p.Diff.Full, p.Diff.Context = d.Since == "", d.Full, opts.Context
 	p.Diff.Open = c.QueryParam("open")
 	if ended != nil {
@@ -155,7 +156,15 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 	if !s.CanAnswer && ended == nil {
 		p.AskWarning = "Asking is off: " + s.Why + " Comments still queue for the next unblock."
 	}
-	if r := st.refusal; r != nil {
+	if ended != nil {
+		// a form posted as the task ended: no form takes it back
+		for _, k := range []struct{ name, label string }{{"feedback", "Message to the agent (not sent)"}, {"reason", "Why you accept (not accepted)"}} {
+			if v := fl.Field(k.name); v != "" {
+				p.Kept = append(p.Kept, views.KeptField{Label: k.label, Value: v})
+			}
+		}
+	}
+	if r := fl.Refusal; r != nil {
 		rv := &views.RefusalView{Message: r.Message}
 		if r.Remedy.Usable() {
 			rv.HasRemedy, rv.Next, rv.Command, rv.Files = true, r.Remedy.Next, r.Remedy.Command, r.Remedy.Files
@@ -167,11 +176,24 @@ func (h *handler) renderReview(c echo.Context, code int, st reviewState) error {
 		}
 		p.Refusal = rv
 	}
-	p.AcceptHead, p.AcceptMethod = p.Head, st.method
-	if st.head != "" && (st.refusal == nil || st.refusal.Remedy == nil || st.refusal.Remedy.Reason != review.ReasonHeadMoved) {
-		p.AcceptHead = st.head
+	p.AcceptHead, p.AcceptMethod = p.Head, fl.Field("method")
+	if head := fl.Field("head"); head != "" && (fl.Refusal == nil || fl.Refusal.Remedy == nil || fl.Refusal.Remedy.Reason != review.ReasonHeadMoved) {
+		p.AcceptHead = head
 	}
-	return h.render(c, code, "review", p)
+	// the page is what the daemon knows now (after a sync, the merge panel
+	// is the new dry run): never a copy kept by the browser
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return h.render(c, http.StatusOK, "review", p)
+}
+
+// firstOf is the first of vs that is not empty.
+func firstOf(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // isJSON reports a JSON request body.
@@ -211,29 +233,44 @@ func (h *handler) postComment(c echo.Context) error {
 		if err := readForm(c); err != nil {
 			return err
 		}
+		back := reviewPath(c.Param("task"))
+		if f := c.FormValue("file"); f != "" && c.FormValue("thread_id") == "" {
+			frag := views.FragID(f, c.FormValue("side"), atoiOr(c.FormValue("line")))
+			back += "?comment=" + url.QueryEscape(frag) + "#" + frag
+		}
+		formErr := func(msg string) error {
+			return h.seeOther(c, back, Flash{Notice: "Comment not saved: " + msg, Alert: true, Fields: typed(c, "body")})
+		}
 		a = api.PostCommentArgs{Body: c.FormValue("body"), File: c.FormValue("file"), Side: c.FormValue("side"), Intent: c.FormValue("intent"), ThreadID: c.FormValue("thread_id")}
 		if l := c.FormValue("line"); l != "" {
 			n, err := strconv.Atoi(l)
 			if err != nil {
-				return echo.NewHTTPError(http.StatusBadRequest, "line must be a number")
+				return echo.NewHTTPError(http.StatusBadRequest, "line must be a number: reload the review page and comment again")
 			}
 			a.Line = n
 		}
 		if l := strings.TrimSpace(c.FormValue("start_line")); l != "" {
 			n, err := strconv.Atoi(l)
 			if err != nil {
-				return echo.NewHTTPError(http.StatusBadRequest, "the first line of the range must be a number (or left empty for one line)")
+				return formErr("the first line of the range must be a number (or left empty for one line).")
 			}
 			a.StartLine = n
 		}
+		rc, err := h.d.Review.PostComment(c.Request().Context(), c.Param("task"), a)
+		if err != nil {
+			return h.refused(c, back, err, Flash{Notice: "Comment not saved: " + err.Error(), Fields: typed(c, "body")})
+		}
+		return h.commentSaved(c, rc)
 	}
 	rc, err := h.d.Review.PostComment(c.Request().Context(), c.Param("task"), a)
 	if err != nil {
 		return err
 	}
-	if isJSON(c) {
-		return c.JSON(http.StatusCreated, rc)
-	}
+	return c.JSON(http.StatusCreated, rc)
+}
+
+// commentSaved sends a form's author back to the line they commented on.
+func (h *handler) commentSaved(c echo.Context, rc *review.ReviewComment) error {
 	notice := "Comment queued for the next unblock."
 	if rc.Intent == review.Ask {
 		notice = "Question sent; the answer appears in the thread."
@@ -241,90 +278,73 @@ func (h *handler) postComment(c echo.Context) error {
 			notice = "Question saved but not sent: " + rc.AskError
 		}
 	}
-	return c.Redirect(http.StatusSeeOther, h.noticeURL("/review/"+rc.TaskID, notice)+"#"+views.FragID(rc.File, string(rc.Side), rc.Line))
+	return h.seeOther(c, "/review/"+rc.TaskID+"#"+views.FragID(rc.File, string(rc.Side), rc.Line), Flash{Notice: notice})
 }
 
-// noticeRedirect sends the browser back to the review page with a notice;
-// a refusal by a rule becomes the notice too.
-func (h *handler) noticeRedirect(c echo.Context, res *api.ActionResult, err error) error {
-	notice := ""
-	var re *review.RuleError
-	switch {
-	case errors.As(err, &re):
-		notice = re.Reason
-	case err != nil:
-		return err
-	default:
-		notice = res.Notice
+// atoiOr is s as a number, 0 when it is none.
+func atoiOr(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+// actionDone ends the retry and withdraw forms: back to the review page
+// with the daemon's notice, or its refusal.
+func (h *handler) actionDone(c echo.Context, res *api.ActionResult, err error) error {
+	back := reviewPath(c.Param("task"))
+	if err != nil {
+		return h.refused(c, back, err, Flash{})
 	}
-	task := c.Param("task")
-	if d, derr := h.d.Review.Diff(c.Request().Context(), task, api.DiffOptions{}); derr == nil {
-		task = d.Task.ID
-	}
-	return c.Redirect(http.StatusSeeOther, h.noticeURL("/review/"+task, notice))
+	return h.seeOther(c, back, Flash{Notice: res.Notice})
 }
 
 func (h *handler) retry(c echo.Context) error {
 	res, err := h.d.Review.RetryAsk(c.Request().Context(), c.Param("task"), c.Param("id"))
-	return h.noticeRedirect(c, res, err)
+	return h.actionDone(c, res, err)
 }
 
 func (h *handler) withdraw(c echo.Context) error {
 	res, err := h.d.Review.Withdraw(c.Request().Context(), c.Param("task"), c.Param("id"))
-	return h.noticeRedirect(c, res, err)
+	return h.actionDone(c, res, err)
 }
 
 func (h *handler) unblock(c echo.Context) error {
 	if err := readForm(c); err != nil {
 		return err
 	}
-	feedback := c.FormValue("feedback")
-	tu, err := h.d.Review.Unblock(c.Request().Context(), c.Param("task"), feedback)
+	tu, err := h.d.Review.Unblock(c.Request().Context(), c.Param("task"), c.FormValue("feedback"))
 	if err != nil {
-		if Status(err) >= 500 {
-			return err
-		}
-		return h.renderReview(c, Status(err), reviewState{notice: "Not unblocked: " + err.Error(), draftFeedback: feedback, draftReason: c.FormValue("draft_reason")})
+		return h.refused(c, reviewPath(c.Param("task")), err, Flash{Notice: "Not unblocked: " + err.Error(), Fields: typed(c, "feedback", "draft_reason")})
 	}
-	return c.Redirect(http.StatusSeeOther, h.noticeURL("/tasks/"+tu.TaskID, "Unblocked: work turn "+strconv.Itoa(tu.Number)+" is queued."))
+	return h.seeOther(c, "/tasks/"+tu.TaskID, Flash{Notice: "Unblocked: work turn " + strconv.Itoa(tu.Number) + " is queued."})
 }
 
 func (h *handler) accept(c echo.Context) error {
 	if err := readForm(c); err != nil {
 		return err
 	}
-	reason := c.FormValue("reason")
-	if reason == "" {
-		reason = c.FormValue("draft_reason")
-	}
-	feedback := c.FormValue("draft_feedback")
+	reason := firstOf(c.FormValue("reason"), c.FormValue("draft_reason"))
 	head := strings.TrimSpace(c.FormValue("head"))
 	method := strings.TrimSpace(c.FormValue("method"))
-	st := reviewState{draftReason: reason, draftFeedback: feedback, head: head, method: method}
+	back := reviewPath(c.Param("task"))
+	// what the reviewer typed goes back with any refusal; never the passphrase
+	kept := map[string]string{"reason": reason, "feedback": c.FormValue("draft_feedback"), "head": head, "method": method}
 	if strings.TrimSpace(reason) == "" {
-		st.notice = "Say why you accept: the reason is recorded with the merge."
-		return h.renderReview(c, http.StatusBadRequest, st)
+		return h.seeOther(c, back, Flash{Notice: "Not accepted: say why you accept (the reason is recorded with the merge).", Alert: true, Fields: kept})
 	}
 	if head == "" {
 		// the decision binds to what the page showed: a form that names
 		// no head came from an older page
-		st.notice = "Not accepted: this form does not say which commit you reviewed. Review the page as it is now, then accept."
-		return h.renderReview(c, http.StatusBadRequest, st)
+		return h.seeOther(c, back, Flash{Notice: "Not accepted: this form does not say which commit you reviewed. Review the page as it is now, then accept.", Alert: true, Fields: kept})
 	}
 	t, err := h.d.Review.Accept(c.Request().Context(), c.Param("task"), api.AcceptArgs{Reason: reason, Passphrase: c.FormValue("passphrase"), Head: head, Method: method})
 	if err != nil {
-		var ref *review.Refusal
-		if r, ok := refusalOf(err); ok {
-			ref = r
-		} else if Status(err) >= 500 {
-			return err
-		} else {
+		ref, ok := refusalOf(err)
+		if !ok {
 			ref = &review.Refusal{Message: err.Error()}
 		}
-		st.refusal = ref
-		return h.renderReview(c, Status(err), st)
+		return h.refused(c, back, err, Flash{Notice: "Not accepted: what to do is in the panel below.", Refusal: ref, Fields: kept})
 	}
-	return c.Redirect(http.StatusSeeOther, h.noticeURL("/tasks/"+t.ID, "Accepted and merged into "+t.Parent+"."))
+	return h.seeOther(c, "/tasks/"+t.ID, Flash{Notice: "Accepted and merged into " + t.Parent + "."})
 }
 
 // refusalOf finds a refused accept in err: the daemon's own type in-process,
@@ -342,20 +362,43 @@ func refusalOf(err error) (*review.Refusal, bool) {
 	return nil, false
 }
 
+// sync merges the parent into the task branch and waits for it (a sync
+// queued behind a running turn waits at most syncWait): the page the
+// browser is sent to then shows the merge panel after the sync.
 func (h *handler) sync(c echo.Context) error {
 	if err := readForm(c); err != nil {
 		return err
 	}
-	st := reviewState{draftReason: c.FormValue("draft_reason"), draftFeedback: c.FormValue("draft_feedback")}
-	if _, err := h.d.Review.Sync(c.Request().Context(), c.Param("task"), false); err != nil {
-		if Status(err) >= 500 {
-			return err
-		}
-		st.notice = "Sync not started: " + err.Error()
-		return h.renderReview(c, Status(err), st)
+	back := reviewPath(c.Param("task"))
+	drafts := typed(c, "draft_reason", "draft_feedback")
+	type result struct {
+		res *api.SyncResult
+		err error
 	}
-	st.notice = "Sync with the parent branch started. Reload in a moment to see the result; conflicts put the task in conflict."
-	return h.renderReview(c, http.StatusOK, st)
+	done := make(chan result, 1)
+	// the sync goes on when the browser leaves: it is the daemon's job now
+	ctx := context.WithoutCancel(c.Request().Context())
+	go func() {
+		res, err := h.d.Review.Sync(ctx, c.Param("task"), true)
+		done <- result{res, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(h.syncWait):
+		return h.seeOther(c, back, Flash{Notice: "Sync queued: it runs when the task's current turn ends (conflicts put the task in conflict). This page shows the result when you reload it then.", Fields: drafts})
+	}
+	if r.err != nil {
+		return h.refused(c, back, r.err, Flash{Notice: "Sync not done: " + r.err.Error(), Fields: drafts})
+	}
+	f := Flash{Notice: "Synced with the parent branch.", Fields: drafts}
+	switch {
+	case r.res == nil || r.res.Queued:
+		f.Notice = "Sync queued: it runs when the task's current turn ends. This page shows the result when you reload it then."
+	case len(r.res.Conflicts) > 0:
+		f.Notice, f.Alert = "The sync hit conflicts in "+strings.Join(r.res.Conflicts, ", ")+": unblock the task and the agent resolves them.", true
+	}
+	return h.seeOther(c, back, f)
 }
 
 func (h *handler) apiQueue(c echo.Context) error {

@@ -66,6 +66,26 @@ type DiffView struct {
 	// is appended, query-escaped): a file too large to show, or binary,
 	// links there
 	RawURL string
+	// Draft is the text of the open comment form (a comment the daemon
+	// refused, put back where it was typed)
+	Draft string
+}
+
+// SetDraft puts body back into the open comment form of the line frag and
+// makes sure its file is shown; false when no line of the diff is frag (a
+// reply, or a line the diff no longer has): the caller shows body elsewhere.
+func (d *DiffView) SetDraft(frag, body string) bool {
+	for _, f := range d.Files {
+		for _, h := range f.Hunks {
+			for _, r := range h.Rows {
+				if r.CommentOpen && r.FragID == frag {
+					d.Draft, d.Open = body, f.Path
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // FileView is one file of a diff.

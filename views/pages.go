@@ -253,3 +253,14 @@ func (p ReviewPage) Methods() []MethodChoice {
 	}
 	return out
 }
+
+// ErrorPage is what a browser gets when a request fails: what went wrong,
+// what to do, a link back, and (on a form) what was typed, in Page.Kept.
+type ErrorPage struct {
+	Page
+	Status           int
+	Heading, Message string
+	// Fix is the sentence that says what to do next ("" when Message does)
+	Fix             string
+	Back, BackLabel string
+}

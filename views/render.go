@@ -314,7 +314,7 @@ func (v *Views) writeRow(b *strings.Builder, r *RowView, d DiffView) error {
 	}
 	if r.CommentOpen {
 		b.WriteString(`<tr class="comment-row" data-comment-for="` + frag + `"><td colspan="3">`)
-		if err := v.fragment(b, "commentform", CommentAnchor{TaskID: d.TaskID, File: r.File, Line: r.Line, Side: r.Side, CSRF: d.CSRF, Focus: true}); err != nil {
+		if err := v.fragment(b, "commentform", CommentAnchor{TaskID: d.TaskID, File: r.File, Line: r.Line, Side: r.Side, CSRF: d.CSRF, Focus: true, Body: d.Draft}); err != nil {
 			return err
 		}
 		b.WriteString("</td></tr>\n")

@@ -90,13 +90,23 @@ type CommentAnchor struct {
 	// Focus: the form takes the focus when the page loads (it was opened
 	// by its link, without script)
 	Focus bool
+	// Body is the text already typed (a refused comment, put back)
+	Body string
 }
+
+// KeptField is text a person typed into a form, shown back.
+type KeptField struct{ Label, Value string }
 
 // Page is what every page shares.
 type Page struct {
 	Title   string
 	Version string
-	Notice  string
+	// Notice is what the last form did; Alert marks it a refusal
+	Notice string
+	Alert  bool
+	// Kept is text the reviewer typed that no form on the page takes back:
+	// shown to copy, never lost
+	Kept []KeptField
 	// Warnings are the daemon's standing warnings (agents unsandboxed),
 	// shown as a banner on every page.
 	Warnings []string
