@@ -69,7 +69,10 @@ func (f *fakeReview) Diff(_ context.Context, ref string, _ api.DiffOptions) (*ap
 func (f *fakeReview) Comments(context.Context, string) (*review.Payload, error) {
 	return &f.payload, nil
 }
-func (f *fakeReview) PostComment(_ context.Context, _ string, a api.PostCommentArgs) (*review.ReviewComment, error) {
+func (f *fakeReview) PostComment(_ context.Context, ref string, a api.PostCommentArgs) (*review.ReviewComment, error) {
+	if ref == "nosuch" {
+		return nil, store.ErrNotFound
+	}
 	f.posted = append(f.posted, a)
 	return &review.ReviewComment{ID: "new", TaskID: fakeID, File: a.File, Line: a.Line, Side: review.Side(a.Side), Intent: review.Intent(a.Intent), Body: a.Body, AskState: review.AskPending}, nil
 }
@@ -79,7 +82,10 @@ func (f *fakeReview) RetryAsk(context.Context, string, string) (*api.ActionResul
 func (f *fakeReview) Withdraw(context.Context, string, string) (*api.ActionResult, error) {
 	return &api.ActionResult{Notice: "Withdrawn."}, nil
 }
-func (f *fakeReview) Unblock(context.Context, string, string) (*api.Turn, error) {
+func (f *fakeReview) Unblock(_ context.Context, ref, _ string) (*api.Turn, error) {
+	if ref == "nosuch" {
+		return nil, store.ErrNotFound
+	}
 	if f.ended != nil {
 		return nil, fmt.Errorf("task fix-login is %s: %w; start a new task instead", f.task().Status, actors.ErrEnded)
 	}
@@ -107,6 +113,13 @@ func (fakeTasks) ListTasks(context.Context) ([]api.TaskInfo, error) {
 			ModelError: "model upstream unreachable: dial tcp: connection refused (3 calls failed since 10:00:00)"},
 		{ID: "0190aaaa000070008000000000000004", Ref: "fine", Status: "running", Title: "Working fine"},
 	}, nil
+}
+
+func (fakeTasks) ShowTask(_ context.Context, ref string) (*api.TaskDetail, error) {
+	if ref != fakeID && ref != "fix-login" {
+		return nil, store.ErrNotFound
+	}
+	return &api.TaskDetail{Task: api.TaskInfo{ID: fakeID, Ref: "fix-login", Status: "running", Parent: "main", LastActivity: t0}}, nil
 }
 
 func (fakeTasks) CommitDiff(context.Context, string) (*api.CommitDiff, error) {

@@ -32,15 +32,37 @@ func (p *project) pageHead(ref string) string {
 	return m[1]
 }
 
-// acceptForm posts the page's accept form as a browser would.
+// acceptForm posts the page's accept form as a browser would: the POST's
+// status (303 to a page, whether accepted or refused) and the page it
+// leads to.
 func (p *project) acceptForm(ref, head string) (int, string) {
 	p.t.Helper()
-	resp, err := p.request(http.MethodPost, "/review/"+ref+"/accept", "application/x-www-form-urlencoded", url.Values{"reason": {"reviewed"}, "head": {head}}.Encode())
+	return p.postForm("/review/"+ref+"/accept", url.Values{"reason": {"reviewed"}, "head": {head}})
+}
+
+// postForm posts a page's form with the auth token: the POST's status and
+// the body of the page a 303 leads to (else the POST's own body).
+func (p *project) postForm(path string, v url.Values) (int, string) {
+	p.t.Helper()
+	resp, err := noRedirect.Do(p.bearerReq(http.MethodPost, p.info().BaseURL+path, "application/x-www-form-urlencoded", strings.NewReader(v.Encode())))
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusSeeOther {
+		return resp.StatusCode, string(b)
+	}
+	loc := resp.Header.Get("Location")
+	page, err := noRedirect.Do(p.bearerReq(http.MethodGet, p.info().BaseURL+loc, "", nil))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer page.Body.Close()
+	b, _ = io.ReadAll(page.Body)
+	if page.StatusCode != http.StatusOK {
+		p.t.Fatalf("GET %s after POST %s: %d %s", loc, path, page.StatusCode, b)
+	}
 	return resp.StatusCode, string(b)
 }
 
@@ -78,7 +100,7 @@ func TestReviewerDecisionBindsToWhatTheySaw(t *testing.T) {
 	p.waitStatus("victim", "blocked")
 
 	code, body := p.acceptForm("victim", seen)
-	if code != http.StatusConflict || !strings.Contains(body, "moved since you reviewed it") || !strings.Contains(body, "tidy up") || !strings.Contains(body, `class="review-new"`) {
+	if code != http.StatusSeeOther || !strings.Contains(body, "moved since you reviewed it") || !strings.Contains(body, "tidy up") || !strings.Contains(body, `class="review-new"`) {
 		t.Fatalf("the page's accept of the head it showed: %d\n%s", code, grepLines(body, "refusal"))
 	}
 	err := p.rpc().Call(context.Background(), "reviewAccept", map[string]string{"task": "victim", "reason": "ok", "head": seen}, nil)
@@ -114,13 +136,13 @@ func TestReviewerDecisionBindsToWhatTheySaw(t *testing.T) {
 		t.Error("the accept form does not warn of the queued comment")
 	}
 	code, body = p.acceptForm("queued", p.pageHead("queued"))
-	if code != http.StatusConflict || !strings.Contains(body, "queued for the agent") || !strings.Contains(body, `class="unblock-queued-form"`) {
+	if code != http.StatusSeeOther || !strings.Contains(body, "queued for the agent") || !strings.Contains(body, `class="unblock-queued-form"`) {
 		t.Fatalf("accept with a queued comment: %d\n%s", code, grepLines(body, "refusal"))
 	}
 	p.lazy(0, "unblock", "queued")
 	p.waitTurns("queued", 2)
 	p.waitStatus("queued", "blocked")
-	if code, body := p.acceptForm("queued", p.pageHead("queued")); code != http.StatusSeeOther && code != http.StatusOK {
+	if code, body := p.acceptForm("queued", p.pageHead("queued")); code != http.StatusSeeOther {
 		t.Fatalf("accept once the comment was delivered: %d\n%s", code, grepLines(body, "refusal"))
 	}
 	if p.show("queued").Status != "accepted" {
@@ -204,7 +226,7 @@ func TestAcceptRefusesADirtyCheckout(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, body := p.acceptForm("d", p.pageHead("d"))
-	if code != http.StatusConflict || !strings.Contains(body, "uncommitted changes") || !strings.Contains(body, "<code>main.go</code>") || !strings.Contains(body, "stash") {
+	if code != http.StatusSeeOther || !strings.Contains(body, "uncommitted changes") || !strings.Contains(body, "<code>main.go</code>") || !strings.Contains(body, "stash") {
 		t.Fatalf("page accept with a dirty checkout: %d\n%s", code, grepLines(body, "refusal"))
 	}
 	err := p.rpc().Call(context.Background(), "reviewAccept", map[string]string{"task": "d", "reason": "ok"}, nil)

@@ -115,11 +115,15 @@ func TestDevServerDrivesTheReviewLoop(t *testing.T) {
 	resp.Body.Close()
 	p.waitThreads("dev", "the ask answered", func(pl review.Payload) bool { return find(pl, ask.ID).AskState == review.AskAnswered })
 	// a refused accept shows the remedy panel, served by the dev server
-	code, body, _ := postForm(t, p, base+"/review/dev/accept", url.Values{"reason": {"fine"}, "draft_feedback": {"kept"}, "head": {p.pageHead("dev")}})
-	if code != 409 || !strings.Contains(body, `class="remedy"`) || !strings.Contains(body, "lazy accept dev --reason fine --approve-file .github/a.yml") || !strings.Contains(body, `name="draft_feedback" value="kept"`) {
+	code, body, hdr := postForm(t, p, base+"/review/dev/accept", url.Values{"reason": {"fine"}, "draft_feedback": {"kept"}, "head": {p.pageHead("dev")}})
+	if code != 303 {
+		t.Fatalf("refused accept through the dev server: %d, want 303 to the page", code)
+	}
+	_, body, _ = get(t, p, base+hdr.Get("Location"))
+	if !strings.Contains(body, `class="remedy"`) || !strings.Contains(body, "lazy accept dev --reason fine --approve-file .github/a.yml") || !strings.Contains(body, `name="draft_feedback" value="kept"`) {
 		t.Fatalf("refused accept through the dev server: %d", code)
 	}
-	code, _, hdr := postForm(t, p, base+"/review/dev/comment", url.Values{"body": {"rename x"}, "file": {".github/a.yml"}, "line": {"1"}, "side": {"new"}, "intent": {"comment"}})
+	code, _, hdr = postForm(t, p, base+"/review/dev/comment", url.Values{"body": {"rename x"}, "file": {".github/a.yml"}, "line": {"1"}, "side": {"new"}, "intent": {"comment"}})
 	if code != 303 || !strings.HasPrefix(hdr.Get("Location"), "/review/"+ti.ID) {
 		t.Fatalf("form comment: %d %s", code, hdr.Get("Location"))
 	}
@@ -128,8 +132,9 @@ func TestDevServerDrivesTheReviewLoop(t *testing.T) {
 		return find(pl, ask.ID).AskState == review.AskAnswered && pl.PendingDelivery == 1
 	})
 	// with a comment queued, an accept is refused until it is delivered
-	code, body, _ = postForm(t, p, base+"/review/dev/accept", url.Values{"reason": {"fine"}, "draft_feedback": {"kept"}, "head": {p.pageHead("dev")}})
-	if code != 409 || !strings.Contains(body, "queued for the agent") || !strings.Contains(body, `name="draft_feedback" value="kept"`) {
+	code, _, hdr = postForm(t, p, base+"/review/dev/accept", url.Values{"reason": {"fine"}, "draft_feedback": {"kept"}, "head": {p.pageHead("dev")}})
+	_, body, _ = get(t, p, base+hdr.Get("Location"))
+	if code != 303 || !strings.Contains(body, "queued for the agent") || !strings.Contains(body, `name="draft_feedback" value="kept"`) {
 		t.Fatalf("accept with a queued comment through the dev server: %d", code)
 	}
 	// unblock: 303 to the task page; the daemon delivers the comment
