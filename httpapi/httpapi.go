@@ -455,6 +455,8 @@ func (h *handler) tasksPage(c echo.Context) error {
 	}
 	p := views.TasksPage{Page: h.page(c)}
 	p.Title = "Tasks"
+	fl := h.flash(c)
+	p.Notice, p.Alert = fl.Notice, fl.Alert
 	for i := len(ts) - 1; i >= 0; i-- {
 		p.Tasks = append(p.Tasks, taskRow(ts[i]))
 	}

@@ -62,6 +62,8 @@ func (h *handler) queuePage(c echo.Context) error {
 	}
 	p := views.QueuePage{Page: h.page(c)}
 	p.Title = "Review queue"
+	fl := h.flash(c)
+	p.Notice, p.Alert = fl.Notice, fl.Alert
 	for _, it := range items {
 		ref := it.Task.Code
 		if ref == "" {

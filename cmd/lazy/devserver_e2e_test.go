@@ -115,11 +115,11 @@ func TestDevServerDrivesTheReviewLoop(t *testing.T) {
 	resp.Body.Close()
 	p.waitThreads("dev", "the ask answered", func(pl review.Payload) bool { return find(pl, ask.ID).AskState == review.AskAnswered })
 	// a refused accept shows the remedy panel, served by the dev server
-	code, body, hdr := postForm(t, p, base+"/review/dev/accept", url.Values{"reason": {"fine"}, "draft_feedback": {"kept"}, "head": {p.pageHead("dev")}})
+	code, _, hdr := postForm(t, p, base+"/review/dev/accept", url.Values{"reason": {"fine"}, "draft_feedback": {"kept"}, "head": {p.pageHead("dev")}})
 	if code != 303 {
 		t.Fatalf("refused accept through the dev server: %d, want 303 to the page", code)
 	}
-	_, body, _ = get(t, p, base+hdr.Get("Location"))
+	_, body, _ := get(t, p, base+hdr.Get("Location"))
 	if !strings.Contains(body, `class="remedy"`) || !strings.Contains(body, "lazy accept dev --reason fine --approve-file .github/a.yml") || !strings.Contains(body, `name="draft_feedback" value="kept"`) {
 		t.Fatalf("refused accept through the dev server: %d", code)
 	}
