@@ -47,27 +47,27 @@ func (p *project) posts(route string) int {
 }
 
 // TestBrowserSyncAndRefusedAcceptEndOnAGetPage: (a) and (b). The parent
-// moves on; an accept is refused (sync first) and lands on the review page's
-// GET address with the notice and the reason typed; a reload posts nothing;
-// the sync form lands on the GET address too, with the merge panel after
-// the sync, and a reload posts nothing.
+// changes the task's file; an accept is refused (it would conflict: sync
+// first) and lands on the review page's GET address with the notice and the
+// reason typed; a reload posts nothing; the sync form lands on the GET
+// address too, with the merge panel after the sync (the task in conflict:
+// next, unblock), and a reload posts nothing.
 func TestBrowserSyncAndRefusedAcceptEndOnAGetPage(t *testing.T) {
 	p, url := reviewProject(t)
-	// the parent moves on: the task is behind, an accept asks for a sync
-	if err := os.WriteFile(filepath.Join(p.root, "other.txt"), []byte("parent moved\n"), 0o644); err != nil {
+	// the parent writes the task's file its own way: the merge conflicts
+	if err := os.WriteFile(filepath.Join(p.root, "a.go"), []byte("uno\ndos\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runGit(t, p.root, "add", "other.txt")
-	runGit(t, p.root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "parent moves on")
+	runGit(t, p.root, "add", "a.go")
+	runGit(t, p.root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "parent writes a.go")
 
 	ctx := browser(t, 1280, 900, false) // no script: the plain forms
 	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".accept-form"))
-	if got := eval[string](t, ctx, `document.querySelector('.merge-panel').textContent.replace(/\s+/g, ' ')`); !strings.Contains(got, "1 behind") {
-		t.Fatalf("the merge panel before the sync: %q", got)
+	if got := eval[string](t, ctx, `document.querySelector('.merge-panel .next').dataset.next`); got != "sync" {
+		t.Fatalf("the merge panel's next step before the sync: %q", got)
 	}
 	reason := "Looks right <b>to me</b> & ready"
 	do(t, ctx,
-		chromedp.SendKeys(`(//form[contains(@class,"unblock-form")])[1]//textarea`, "a draft for the agent"),
 		chromedp.SendKeys(`(//form[contains(@class,"accept-form")])[1]//textarea[@name="reason"]`, reason),
 		chromedp.Submit(`(//form[contains(@class,"accept-form")])[1]`),
 		chromedp.WaitVisible(".refusal"))
@@ -75,18 +75,17 @@ func TestBrowserSyncAndRefusedAcceptEndOnAGetPage(t *testing.T) {
 	if path := eval[string](t, ctx, `location.pathname`); !strings.HasPrefix(path, "/review/") || !strings.Contains(eval[string](t, ctx, `location.search`), "flash=") {
 		t.Fatalf("after the refused accept the browser is at %s%s", path, eval[string](t, ctx, `location.search`))
 	}
-	if got := eval[string](t, ctx, `performance.getEntriesByType('navigation')[0].type + ' ' + document.querySelector('.notice').textContent`); !strings.Contains(got, "Not accepted") {
+	if got := eval[string](t, ctx, `document.querySelector('.notice').textContent`); !strings.Contains(got, "Not accepted") {
 		t.Errorf("notice: %q", got)
 	}
 	if got := eval[string](t, ctx, `document.querySelector('.accept-form [name=reason]').value`); got != reason {
 		t.Errorf("the typed reason: %q, want %q", got, reason)
 	}
-	if got := eval[string](t, ctx, `document.querySelector('.refusal-message').textContent`); !strings.Contains(got, "main") {
+	if got := eval[string](t, ctx, `document.querySelector('.refusal-message').textContent`); !strings.Contains(got, "a.go") {
 		t.Errorf("refusal: %q", got)
 	}
-	accepts := p.posts("/review/:task/accept")
-	if accepts != 1 {
-		t.Fatalf("the daemon answered %d accept POSTs, want 1", accepts)
+	if n := p.posts("/review/:task/accept"); n != 1 {
+		t.Fatalf("the daemon answered %d accept POSTs, want 1", n)
 	}
 	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible(".refusal"))
 	if n := p.posts("/review/:task/accept"); n != 1 {
@@ -97,18 +96,18 @@ func TestBrowserSyncAndRefusedAcceptEndOnAGetPage(t *testing.T) {
 	}
 	screenshot(t, ctx, "refused-accept-notice")
 
-	// the sync form of the remedy: a GET page after it, the merge panel fresh
-	do(t, ctx, chromedp.Submit(".sync-form"), chromedp.WaitVisible(".notice"))
-	waitJS(t, ctx, "the page after the sync", `document.querySelector('.notice') && document.querySelector('.notice').textContent.includes('Synced')`)
+	// the sync form: a GET page after it, the merge panel after the sync
+	do(t, ctx, chromedp.Submit(".sync-form"))
+	waitJS(t, ctx, "the page after the sync", `!!document.querySelector('.notice') && document.querySelector('.notice').textContent.includes('conflicts')`)
+	if got := eval[string](t, ctx, `location.pathname + location.search`); !strings.Contains(got, "flash=") || strings.HasSuffix(eval[string](t, ctx, `location.pathname`), "/sync") {
+		t.Errorf("after the sync the browser is at %s", got)
+	}
 	if n := p.posts("/review/:task/sync"); n != 1 {
 		t.Fatalf("sync POSTs: %d", n)
 	}
-	panel := eval[string](t, ctx, `document.querySelector('.merge-panel').textContent.replace(/\s+/g, ' ')`)
-	if strings.Contains(panel, "behind") || !strings.Contains(panel, "Merges cleanly") {
-		t.Errorf("the merge panel after the sync is stale: %q", panel)
+	if got := eval[string](t, ctx, `document.querySelector('.merge-panel .next').dataset.next + ' ' + document.querySelector('.badge').textContent`); got != "unblock conflict" {
+		t.Errorf("the merge panel after the sync is stale: next step and status %q, want \"unblock conflict\"", got)
 	}
-	// (without script, the unblock box is another form's: only the reason
-	// travels with the accept and the sync)
 	if got := eval[string](t, ctx, `document.querySelector('.accept-form [name=reason]').value`); got != reason {
 		t.Errorf("the reason after the sync: %q", got)
 	}
@@ -119,8 +118,8 @@ func TestBrowserSyncAndRefusedAcceptEndOnAGetPage(t *testing.T) {
 	if n := p.posts("/review/:task/accept"); n != 1 {
 		t.Errorf("accept POSTs after all: %d", n)
 	}
-	if got := runGit(t, p.root, "log", "--format=%s", "-1", "lazy/rv"); !strings.Contains(got, "Merge") {
-		t.Errorf("the task branch after the sync: %q", got)
+	if st := p.show("rv").Status; st != "conflict" {
+		t.Errorf("task status after the sync: %s", st)
 	}
 }
 
