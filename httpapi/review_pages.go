@@ -398,7 +398,7 @@ func (h *handler) sync(c echo.Context) error {
 	case r.res == nil || r.res.Queued:
 		f.Notice = "Sync queued: it runs when the task's current turn ends. This page shows the result when you reload it then."
 	case len(r.res.Conflicts) > 0:
-		f.Notice, f.Alert = "The sync hit conflicts in "+strings.Join(r.res.Conflicts, ", ")+": unblock the task and the agent resolves them.", true
+		f.Notice, f.Alert = "Sync hit conflicts in "+strings.Join(r.res.Conflicts, ", ")+": unblock the task and the agent resolves them.", true
 	}
 	return h.seeOther(c, back, f)
 }

@@ -364,8 +364,9 @@ func TestBrowserNoScriptLoop(t *testing.T) {
 	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".accept-form"),
 		chromedp.SendKeys(`(//form[contains(@class,"accept-form")])[2]//textarea`, "ship"),
 		chromedp.Submit(`(//form[contains(@class,"accept-form")])[2]`), chromedp.WaitVisible(".refusal .sync-form"))
-	do(t, ctx, chromedp.Submit(".sync-form"), chromedp.WaitVisible(".notice"))
-	if !strings.Contains(eval[string](t, ctx, `document.querySelector('.notice').textContent`), "Sync") ||
+	do(t, ctx, chromedp.Submit(".sync-form"))
+	waitJS(t, ctx, "the page after the sync", `!!document.querySelector('.notice') && document.querySelector('.notice').textContent.includes('Sync')`)
+	if !strings.Contains(eval[string](t, ctx, `document.querySelector('.notice').textContent`), "unblock") ||
 		eval[string](t, ctx, `document.querySelector('.accept-form textarea').value`) != "ship" {
 		t.Error("sync without script must report and keep the typed reason")
 	}
