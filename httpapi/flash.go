@@ -53,13 +53,38 @@ func (f Flash) Field(name string) string { return f.Fields[name] }
 
 const (
 	flashTTL = 15 * time.Minute // long enough to read, reload and copy
-	flashMax = 1024             // a bound on memory whatever posts
+	// bounds on memory whatever posts (a form is up to 1 MiB): the oldest
+	// flashes go first
+	flashMax      = 1024
+	flashMaxBytes = 32 << 20
 )
 
 type flashEntry struct {
 	owner string // the session that posted: its cookie nonce, or "bearer"
 	at    time.Time
+	size  int
 	f     Flash
+}
+
+// size is about what f holds in memory.
+func (f Flash) size() int {
+	n := len(f.Notice) + 64
+	if f.Refusal != nil {
+		n += len(f.Refusal.Message) + 256
+		if r := f.Refusal.Remedy; r != nil {
+			n += len(r.Next) + len(r.Command)
+			for _, s := range r.Files {
+				n += len(s)
+			}
+			for _, s := range r.Commits {
+				n += len(s)
+			}
+		}
+	}
+	for k, v := range f.Fields {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // flashes is the server side of the carrier: short-lived, in memory (a
@@ -68,6 +93,7 @@ type flashes struct {
 	mu    sync.Mutex
 	m     map[string]flashEntry
 	order []string // ids, oldest first
+	bytes int      // the sizes of the flashes in m
 }
 
 func (s *flashes) put(owner string, f Flash, now time.Time) string {
@@ -79,16 +105,19 @@ func (s *flashes) put(owner string, f Flash, now time.Time) string {
 	if s.m == nil {
 		s.m = map[string]flashEntry{}
 	}
+	size := f.size()
 	for len(s.order) > 0 {
 		old := s.order[0]
 		e, ok := s.m[old]
-		if ok && now.Sub(e.at) < flashTTL && len(s.m) < flashMax {
+		if ok && now.Sub(e.at) < flashTTL && len(s.m) < flashMax && s.bytes+size <= flashMaxBytes {
 			break
 		}
 		delete(s.m, old)
+		s.bytes -= e.size
 		s.order = s.order[1:]
 	}
-	s.m[id] = flashEntry{owner: owner, at: now, f: f}
+	s.m[id] = flashEntry{owner: owner, at: now, size: size, f: f}
+	s.bytes += size
 	s.order = append(s.order, id)
 	return id
 }

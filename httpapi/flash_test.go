@@ -129,6 +129,18 @@ func TestFlashStore(t *testing.T) {
 	if _, ok := s.get("session:a", first, now); ok || len(s.m) > flashMax {
 		t.Errorf("the store is not bounded: %d entries, the first kept: %v", len(s.m), ok)
 	}
+	// and in bytes: forty 1 MiB drafts keep at most flashMaxBytes
+	big := strings.Repeat("x", 1<<20)
+	var last string
+	for i := 0; i < 40; i++ {
+		last = s.put("session:a", Flash{Fields: map[string]string{"feedback": big}}, now)
+	}
+	if s.bytes > flashMaxBytes || len(s.m) > flashMaxBytes>>20 {
+		t.Errorf("%d bytes in %d flashes, over the bound", s.bytes, len(s.m))
+	}
+	if f, ok := s.get("session:a", last, now); !ok || f.Field("feedback") != big {
+		t.Error("the newest flash was evicted")
+	}
 }
 
 // TestStaleSessionToken: opening the tokened address again keeps the
