@@ -379,9 +379,10 @@ func (h *handler) sync(c echo.Context) error {
 	}
 	done := make(chan result, 1)
 	// the sync goes on when the browser leaves: it is the daemon's job now
-	ctx := context.WithoutCancel(c.Request().Context())
+	// (the goroutine keeps nothing of c: echo reuses it once this returns)
+	ctx, ref := context.WithoutCancel(c.Request().Context()), c.Param("task")
 	go func() {
-		res, err := h.d.Review.Sync(ctx, c.Param("task"), true)
+		res, err := h.d.Review.Sync(ctx, ref, true)
 		done <- result{res, err}
 	}()
 	var r result
