@@ -52,6 +52,9 @@ type Service struct {
 	// links is the TLS of the links to the other members and to etcd, as
 	// started (nil: plaintext)
 	links *supervisor.LinkTLS
+	// runnerReady says whether agent turns can run here now (the runner
+	// probed again when it could not); nil: not checked
+	runnerReady func() error
 }
 
 var _ httpapi.Tasks = (*Service)(nil)
@@ -129,6 +132,12 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 	}
 	if err := s.creds.gate(a.Role); err != nil {
 		return nil, err
+	}
+	if s.runnerReady != nil {
+		// a task whose turns are sure to be refused is not made
+		if err := s.runnerReady(); err != nil {
+			return nil, usage("no task was created: agent turns cannot run here: %v; install bubblewrap (apt-get install bubblewrap: the running daemon sees it, no restart) and run lazy task new again, or set agent.runner = \"process\" in %s to run agents unsandboxed", err, config.FileName)
+		}
 	}
 	parent := a.Parent
 	if parent == "" {
