@@ -98,6 +98,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	missingCred, badCred := credentialChecks(cfg, home, time.Now())
+	if badCred != nil {
+		return nil, badCred // there but unusable: fixed now, not found by a turn later
+	}
+	if missingCred != nil {
+		o.Log.Warn(missingCred.Error() + "; task new refuses until it is there (no restart needed)")
+	}
 	d := &Daemon{cfg: cfg, live: newLiveConfig(cfg), home: home, paths: paths, log: o.Log, stopped: make(chan struct{})}
 	d.launcher = newLiveLauncher(d.runnerUsable)
 	if err := d.prepareState(); err != nil {
@@ -749,6 +756,9 @@ func (d *Daemon) wake(ctx context.Context) error {
 func (d *Daemon) mint(c *credentials, taskID, ref, role string) (map[string]string, error) {
 	if t, err := d.st.GetTask(context.Background(), taskID); err == nil && t.Tripwire != "" {
 		return nil, fmt.Errorf("no new grant: %s", t.Tripwire)
+	}
+	if err := c.check(role); err != nil {
+		return nil, err // the turn fails naming the file and the fix, not on the proxy's 401
 	}
 	cfg := d.live.Get()
 	kind := cfg.Credentials.Provider.Kind

@@ -193,6 +193,9 @@ func (r *reloader) apply(next *config.Config) ([]string, error) {
 			live = append(live, k)
 		}
 	}
+	if _, bad := credentialChecks(next, d.home, time.Now()); bad != nil {
+		return nil, bad
+	}
 	old := d.launcher.cur.Load()
 	l := *old
 	var err error
@@ -273,8 +276,20 @@ func (d *Daemon) Info() api.DaemonInfo {
 		info.Warnings = append(info.Warnings, "restart needed: "+strings.Join(info.RestartNeeded, ", ")+
 			" changed in "+config.FileName+"; the daemon keeps the old values until `lazy daemon stop` and `lazy daemon start`")
 	}
+	if err := d.credentialTrouble(); err != nil {
+		info.Warnings = append(info.Warnings, err.Error()+"; until then new tasks and turns are refused")
+	}
 	if info.ConfigError != "" {
 		info.Warnings = append(info.Warnings, "config not applied: "+info.ConfigError+"; the daemon keeps the settings it had")
 	}
 	return info
+}
+
+// credentialTrouble is what is wrong now with the credential files a task
+// of the default role needs (a rotation gone wrong under the daemon).
+func (d *Daemon) credentialTrouble() error {
+	if d.svc == nil {
+		return nil
+	}
+	return d.svc.creds.check("")
 }

@@ -429,14 +429,28 @@ func (c *credentials) needsProvider(role string) bool {
 }
 
 // gate refuses a launch whose upstream needs a provider credential that is
-// not there.
+// not there or cannot be used (checkCredential says which and the fix).
 func (c *credentials) gate(role string) error {
-	if !c.needsProvider(role) {
+	if err := c.check(role); err != nil {
+		return &UsageError{Msg: err.Error()}
+	}
+	return nil
+}
+
+// check is what is wrong now with the credential files a launch for role
+// needs (nil: nothing).
+func (c *credentials) check(role string) error {
+	if c == nil {
 		return nil
 	}
-	path := c.live.Get().ProviderCredentialFile(c.home)
-	if _, err := os.Stat(path); err != nil {
-		return usage("no provider credential at %s: write the real key there (mode 0600), or set credentials.provider.file in %s", path, config.FileName)
+	cfg := c.live.Get()
+	if c.needsProvider(role) {
+		if err := checkCredential(cfg.ProviderCredentialFile(c.home), cfg.Credentials.Provider.Kind, time.Now()); err != nil {
+			return err
+		}
+	}
+	if err := checkCredential(cfg.EditorCredentialFile(c.home), credentialKindEditor, time.Now()); err != nil && !isMissing(err) {
+		return err
 	}
 	return nil
 }

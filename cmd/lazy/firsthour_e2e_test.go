@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The first hour of a new user (issue 25, items 6, 7, 8, 12, 13): each
@@ -129,4 +130,142 @@ func TestFirstHourSandboxInstalledLater(t *testing.T) {
 	if out := p.lazy(0, "daemon", "status"); !strings.Contains(out, "sandbox: bwrap: uid 1000") {
 		t.Fatalf("after the turn the status says:\n%s", out)
 	}
+}
+
+// readmeLine is the line of the README that holds want (the test runs
+// what a user copies).
+func readmeLine(t *testing.T, want string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, want) {
+			return l
+		}
+	}
+	t.Fatalf("the README has no line with %q", want)
+	return ""
+}
+
+// TestFirstHourCredentialFiles (item 7): the README's recipe writes no
+// file when the key's variable is unset; a credential file that is there
+// but unusable (empty, whitespace, the claude CLI's own login file, no
+// token, the wrong kind, expired) stops `lazy daemon start` with its path
+// and the fix; a config change to a kind the file does not fit is not
+// applied; a file broken under the running daemon is named by the status,
+// by `task new` and by the turn it stops — never the proxy's bare
+// "missing".
+func TestFirstHourCredentialFiles(t *testing.T) {
+	p := newProject(t, "process")
+	cred := filepath.Join(p.home, "credentials", "provider")
+	if err := os.Remove(cred); err != nil {
+		t.Fatal(err)
+	}
+	recipe := readmeLine(t, "install -m 600 /dev/stdin ~/.lazy/credentials/provider")
+	recipe = strings.ReplaceAll(recipe, "~/.lazy", p.home)
+	if strings.Contains(recipe, "#") {
+		recipe = recipe[:strings.Index(recipe, "#")]
+	}
+	sh := func(key string) {
+		t.Helper()
+		c := exec.Command("bash", "-c", recipe)
+		c.Env = withEnv(p.env, "ANTHROPIC_API_KEY", key)
+		if key == "" {
+			var env []string
+			for _, kv := range c.Env {
+				if !strings.HasPrefix(kv, "ANTHROPIC_API_KEY=") {
+					env = append(env, kv)
+				}
+			}
+			c.Env = env
+		}
+		_ = c.Run()
+	}
+	sh("")
+	if _, err := os.Stat(cred); !os.IsNotExist(err) {
+		b, _ := os.ReadFile(cred)
+		t.Fatalf("the README recipe with ANTHROPIC_API_KEY unset wrote %s (%q)", cred, b)
+	}
+	sh(p.real)
+	if b, err := os.ReadFile(cred); err != nil || strings.TrimSpace(string(b)) != p.real {
+		t.Fatalf("the README recipe with the key set wrote %q (%v)", b, err)
+	}
+
+	cfgPath := filepath.Join(p.root, ".lazy", "config.toml")
+	base, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setKind := func(kind string) {
+		t.Helper()
+		body := string(base) + "[credentials.provider]\nkind = \"" + kind + "\"\n"
+		if err := os.WriteFile(cfgPath, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(cred, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ name, kind, body, want string }{
+		{"empty", "api_key", "", "is empty"},
+		{"whitespace", "api_key", " \n\t\n", "holds only whitespace"},
+		{"claude login file", "oauth", `{"claudeAiOauth":{"accessToken":"sk-ant-oat01-abc","expiresAt":1}}`, "claude setup-token"},
+		{"json without token", "api_key", `{"expires_at":"2030-01-01T00:00:00Z"}`, `has no "token"`},
+		{"oauth token as api_key", "api_key", "sk-ant-oat01-abcdef", `set kind = "oauth"`},
+		{"api key as oauth", "oauth", p.real, `set kind = "api_key"`},
+		{"expired", "api_key", `{"token":"` + p.real + `","expires_at":"2020-01-01T00:00:00Z"}`, "expired at 2020-01-01T00:00:00Z"},
+	} {
+		setKind(c.kind)
+		write(c.body)
+		out, errs, code := p.run("daemon", "start")
+		if code != 1 || !strings.Contains(errs, cred) || !strings.Contains(errs, c.want) {
+			t.Fatalf("%s: daemon start exit %d, want 1 naming %s and %q\nstdout: %s\nstderr: %s", c.name, code, cred, c.want, out, errs)
+		}
+		if st := p.lazy(0, "daemon", "status"); !strings.Contains(st, "daemon: not running") {
+			t.Fatalf("%s: a daemon runs after the refusal:\n%s", c.name, st)
+		}
+	}
+
+	setKind("api_key")
+	write(p.real + "\n")
+	p.lazy(0, "daemon", "start")
+	p.lazy(0, "task", "new", "--code", "c1", "-m", writeAndCommit)
+	p.waitStatus("c1", "blocked")
+
+	// a config change the file does not fit: not applied, and said so
+	setKind("oauth")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, errs, _ := p.run("daemon", "status")
+		if strings.Contains(errs, "config not applied") && strings.Contains(errs, `set kind = "api_key"`) && strings.Contains(errs, cred) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the status does not say the oauth config was not applied:\n%s", errs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	setKind("api_key")
+
+	// the file broken under the running daemon
+	write("   \n")
+	if _, errs, _ := p.run("daemon", "status"); !strings.Contains(errs, cred) || !strings.Contains(errs, "holds only whitespace") {
+		t.Fatalf("the status does not name the broken file:\n%s", errs)
+	}
+	if _, errs, code := p.run("task", "new", "--code", "c2", "-m", writeAndCommit); code != 1 || !strings.Contains(errs, cred) {
+		t.Fatalf("task new with a broken credential: exit %d, want 1 naming %s: %s", code, cred, errs)
+	}
+	p.lazy(0, "unblock", "c1", "-m", "@answer again")
+	ti := p.waitStatus("c1", "failed")
+	if !strings.Contains(ti.FailReason, cred) || !strings.Contains(ti.FailReason, "holds only whitespace") || strings.Contains(ti.FailReason, `"missing"`) || strings.Contains(ti.FailReason, `{"`) {
+		t.Fatalf("the turn's failure does not name the file and the fix: %q", ti.FailReason)
+	}
+	write(p.real + "\n")
+	p.lazy(0, "unblock", "c1", "-m", "@answer fixed")
+	p.waitStatus("c1", "blocked")
 }
