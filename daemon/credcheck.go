@@ -141,10 +141,11 @@ func tokenShape(v, kind string) error {
 			return fmt.Errorf("the token holds %q, which no token has (quotes, spaces or other characters around it?): write the bare token", r)
 		}
 	}
+	// auth_token is whatever a gateway takes as a bearer token: any shape
 	switch {
-	case strings.HasPrefix(v, prefixOAuth) && kind != config.KindOAuth && kind != credentialKindEditor:
+	case strings.HasPrefix(v, prefixOAuth) && kind == config.KindAPIKey:
 		return fmt.Errorf("holds an OAuth token (%s…, from `claude setup-token`) but credentials.provider.kind = %q: set kind = \"oauth\" in %s", prefixOAuth, kind, config.FileName)
-	case strings.HasPrefix(v, prefixAPIKey) && kind != config.KindAPIKey && kind != credentialKindEditor:
+	case strings.HasPrefix(v, prefixAPIKey) && kind == config.KindOAuth:
 		return fmt.Errorf("holds an API key (%s…) but credentials.provider.kind = %q: set kind = \"api_key\" in %s", prefixAPIKey, kind, config.FileName)
 	}
 	return nil

@@ -31,7 +31,7 @@ func TestCheckCredential(t *testing.T) {
 		{"bad json", "api_key", `{"token":`, "not valid JSON"},
 		{"oauth as api_key", "api_key", "sk-ant-oat01-abc", `set kind = "oauth"`},
 		{"api key as oauth", "oauth", "sk-ant-api03-abc", `set kind = "api_key"`},
-		{"api key as auth_token", "auth_token", "sk-ant-api03-abc", `set kind = "api_key"`},
+		{"api key as auth_token (a gateway's)", "auth_token", "sk-ant-api03-abc", ""},
 		{"expired", "api_key", `{"token":"sk-ant-api03-abc","expires_at":"2025-01-01T00:00:00Z"}`, "expired at 2025-01-01T00:00:00Z"},
 		{"bad expiry", "api_key", `{"token":"sk-ant-api03-abc","expires_at":"soon"}`, "not RFC 3339"},
 	} {
