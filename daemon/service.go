@@ -76,6 +76,14 @@ func (s *Service) Resolve(ctx context.Context, ref string) (*store.Task, error) 
 	if errors.As(err, &nf) {
 		id, err = s.resolveIdent(ctx, ref, true) // a task made since the index was read
 	}
+	if errors.As(err, &nf) {
+		s.mu.Lock()
+		near := nearRefs(ref, s.idents)
+		s.mu.Unlock()
+		if len(near) > 0 {
+			return nil, &notFoundNear{NotFoundError: nf, near: near}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +156,9 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 		parent = p
 	}
 	if _, err := gitx.RevParse(ctx, s.paths.Root, parent); err != nil {
+		if _, err := gitx.RevParse(ctx, s.paths.Root, "HEAD"); err != nil && !hasBranches(ctx, s.paths.Root) {
+			return nil, usage("this repository has no commits yet: make a first commit (git commit --allow-empty -m init), then run lazy task new again")
+		}
 		return nil, usage("parent %q is not a branch or commit of %s: pass --parent BRANCH", parent, s.paths.Root)
 	}
 	// One creation at a time: the id, code and branch checks below and the
@@ -242,6 +253,13 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 			dir, strings.Join(shown, ", "), t.Parent))
 	}
 	return res, nil
+}
+
+// hasBranches reports whether the repository at root has any branch (a
+// repository with no commits has none).
+func hasBranches(ctx context.Context, root string) bool {
+	out, err := gitx.Run(ctx, root, "for-each-ref", "--count=1", "--format=%(refname)", "refs/heads/")
+	return err != nil || strings.TrimSpace(out) != ""
 }
 
 func title(prompt string) string {

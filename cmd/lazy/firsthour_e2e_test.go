@@ -269,3 +269,73 @@ func TestFirstHourCredentialFiles(t *testing.T) {
 	p.lazy(0, "unblock", "c1", "-m", "@answer fixed")
 	p.waitStatus("c1", "blocked")
 }
+
+// TestFirstHourNoCommitsTyposCompletion (item 13): `task new` in a
+// repository with no commits says to make one (not "parent main is not a
+// branch"); a mistyped command or task ref gets "did you mean"; the shell
+// completion offers the running daemon's task refs, and nothing (no error)
+// with no daemon.
+func TestFirstHourNoCommitsTyposCompletion(t *testing.T) {
+	root := artifactDir(t, "root")
+	if out, err := exec.Command("git", "init", "-q", "-b", "main", root).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	p := newProjectIn(t, "process", root)
+	p.lazy(0, "daemon", "start")
+	out, errs, code := p.run("task", "new", "--code", "fix-login", "-m", writeAndCommit)
+	want := "this repository has no commits yet: make a first commit (git commit --allow-empty -m init), then run lazy task new again"
+	if code != 1 || !strings.Contains(errs, want) || strings.Contains(errs, "not a branch") {
+		t.Fatalf("task new with no commits: exit %d\nstdout: %s\nstderr: %s\nwant exit 1 and %q", code, out, errs, want)
+	}
+	commit := exec.Command("git", "-C", root, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "--allow-empty", "-m", "init")
+	if out, err := commit.CombinedOutput(); err != nil {
+		t.Fatalf("the first commit: %v %s", err, out)
+	}
+	p.lazy(0, "task", "new", "--code", "fix-login", "-m", writeAndCommit)
+	p.waitStatus("fix-login", "blocked")
+
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"tsak", "list"}, 2, `did you mean "task"`},
+		{[]string{"task", "lsit"}, 2, `did you mean "list"?`},
+		{[]string{"task", "show", "fix-logn"}, 1, `no task matches "fix-logn": did you mean fix-login?`},
+		{[]string{"unblock", "fxi-login"}, 1, "did you mean fix-login?"},
+	} {
+		_, errs, code := p.run(c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("lazy %s: exit %d %q, want exit %d and %q", strings.Join(c.args, " "), code, errs, c.code, c.want)
+		}
+	}
+
+	// as a shell asks: in the project, the word being completed last
+	complete := func(args ...string) (string, string, int) {
+		t.Helper()
+		c := exec.Command(lazyBin, append([]string{"__complete"}, args...)...)
+		c.Env, c.Dir = p.env, root
+		var out, errb strings.Builder
+		c.Stdout, c.Stderr = &out, &errb
+		err := c.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return out.String(), errb.String(), code
+	}
+	for _, args := range [][]string{{"task", "show", ""}, {"unblock", "fix"}, {"watch", "--task", "f"}} {
+		out, errs, code := complete(args...)
+		if code != 0 || !strings.Contains(out, "fix-login\tblocked: add a file") {
+			t.Errorf("lazy %s: exit %d, stdout %q, stderr %q: want the task's ref", strings.Join(args, " "), code, out, errs)
+		}
+	}
+	if out := p.lazy(0, "completion", "bash"); !strings.Contains(out, "__start_lazy") {
+		t.Errorf("lazy completion bash printed no script:\n%.300s", out)
+	}
+	p.lazy(0, "daemon", "stop")
+	out, errs, code = complete("task", "show", "")
+	if code != 0 || strings.Contains(out, "fix-login") || strings.Contains(errs, "lazy:") || strings.Contains(errs, "daemon") {
+		t.Errorf("completion with no daemon: exit %d, stdout %q, stderr %q: want nothing and no error", code, out, errs)
+	}
+}
