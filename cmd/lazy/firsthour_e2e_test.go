@@ -1,12 +1,22 @@
 package main
 
 import (
+	"bufio"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"lazy/config"
+	"lazy/review"
 )
 
 // The first hour of a new user (issue 25, items 6, 7, 8, 12, 13): each
@@ -338,4 +348,122 @@ func TestFirstHourNoCommitsTyposCompletion(t *testing.T) {
 	if code != 0 || strings.Contains(out, "fix-login") || strings.Contains(errs, "lazy:") || strings.Contains(errs, "daemon") {
 		t.Errorf("completion with no daemon: exit %d, stdout %q, stderr %q: want nothing and no error", code, out, errs)
 	}
+}
+
+// TestFirstHourDemoWithoutBwrap (item 12): `lazy demo` on a machine
+// without bubblewrap says it runs the agents unsandboxed and why, works,
+// and its dashboard's banner tells how to sandbox them (install bubblewrap
+// first), never to set "auto" alone, which would refuse every turn. The
+// reviewer's thread shows the demo's question as asked, with no directive
+// of the scripted agent in it, and the model's answer.
+func TestFirstHourDemoWithoutBwrap(t *testing.T) {
+	_, path := pathWithout(t, "bwrap")
+	cmd := exec.Command(lazyBin, "demo")
+	cmd.Env = withEnv(withEnv(os.Environ(), "PATH", path), "LAZY_HOME", t.TempDir())
+	stdout, _ := cmd.StdoutPipe()
+	var said strings.Builder
+	cmd.Stderr = &lockedWriter{w: &said}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGINT); _ = cmd.Wait() }()
+	deadline := time.AfterFunc(3*time.Minute, func() { _ = cmd.Process.Kill() })
+	defer deadline.Stop()
+	var reviewURL, cli string
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if l, ok := strings.CutPrefix(sc.Text(), "review: "); ok {
+			reviewURL = l
+		}
+		if l, ok := strings.CutPrefix(sc.Text(), "cli: "); ok {
+			cli = l
+			break
+		}
+	}
+	stderr := said.String()
+	if cli == "" {
+		t.Fatalf("the demo did not come up:\n%s", stderr)
+	}
+	if !strings.Contains(stderr, "running unsandboxed because bwrap is not installed") || !strings.Contains(stderr, "apt-get install bubblewrap") {
+		t.Fatalf("the demo does not say it runs unsandboxed and why:\n%s", stderr)
+	}
+	f := strings.Fields(cli) // LAZY_HOME=<home> lazy --project <root> task list
+	home, root := strings.TrimPrefix(f[0], "LAZY_HOME="), f[3]
+	p := &project{t: t, root: root, home: home, paths: config.PathsFor(home, root), env: withEnv(withEnv(os.Environ(), "PATH", path), "LAZY_HOME", home)}
+	pl := p.waitThreads("greeting", "the demo's question answered", func(pl review.Payload) bool {
+		for _, th := range pl.Threads {
+			for _, m := range th.Messages {
+				if m.Intent == review.Ask && m.AskState == review.AskAnswered {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	sawAnswer := false
+	for _, th := range pl.Threads {
+		for _, m := range th.Messages {
+			if strings.Contains(m.Body, "@answer") || strings.Contains(m.Body, "@write") {
+				t.Errorf("a directive shows in the thread: %q", m.Body)
+			}
+			if strings.Contains(m.Body, "A greeting should never fail") {
+				sawAnswer = true
+			}
+		}
+	}
+	if !sawAnswer {
+		t.Errorf("the model's answer is not in the thread: %+v", pl.Threads)
+	}
+
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar}
+	get := func(u string) string {
+		t.Helper()
+		resp, err := hc.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d\n%s", u, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	get(reviewURL) // logs in
+	base := reviewURL[:strings.Index(reviewURL, "/review")]
+	page := html.UnescapeString(get(base + "/review/greeting"))
+	if !strings.Contains(page, demoQuestionText) || strings.Contains(page, "@answer") {
+		t.Errorf("the review page does not show the question as asked (or shows a directive)")
+	}
+	if !strings.Contains(page, "install bubblewrap") || strings.Contains(page, `reach the network; set agent.runner = "auto" to sandbox them`) {
+		t.Errorf("the banner advises a setting that would refuse every demo turn, or not how to sandbox:\n%s", bannerOf(page))
+	}
+	if out := p.lazy(0, "task", "list"); !strings.Contains(out, "blocked") {
+		t.Errorf("the demo's tasks: %s", out)
+	}
+}
+
+// demoQuestionText is the demo's question as the page shows it.
+const demoQuestionText = `Why default to "world" instead of returning an error?`
+
+// bannerOf is the part of a page around its runner warning, for a message.
+func bannerOf(page string) string {
+	i := strings.Index(page, "agent.runner")
+	if i < 0 {
+		return "(no runner banner)"
+	}
+	return page[max(0, i-200):min(len(page), i+300)]
+}
+
+// lockedWriter is a writer several goroutines may use.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
