@@ -48,8 +48,13 @@ func (p *prober) check(cached bool) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if cached && p.lastFor == cur && time.Since(p.last) < reprobeEvery && (p.lastErr == nil || p.lastFound) {
-		return p.lastErr // a missing bwrap is looked for every time: a look on PATH costs nothing
+	if cached && p.lastFor == cur {
+		age := time.Since(p.last)
+		// a working sandbox is checked again each minute, a broken one each
+		// second, a missing bwrap every time (a look on PATH costs nothing)
+		if (p.lastErr == nil && age < time.Minute) || (p.lastErr != nil && p.lastFound && age < reprobeEvery) {
+			return p.lastErr
+		}
 	}
 	found := bwrapOnPath(cur.Runner)
 	next, err := agent.Reprobe(cur.Runner)
