@@ -61,7 +61,7 @@ func ProbeBwrap(exe string) error {
 	}
 	path, err := exec.LookPath(exe)
 	if err != nil {
-		return fmt.Errorf("bwrap is not installed")
+		return fmt.Errorf("bwrap is not installed (%s not found on PATH)", exe)
 	}
 	filter, err := seccompFile()
 	if err != nil {
@@ -94,6 +94,24 @@ func (Refuse) Name() string { return RunnerAuto }
 // Run refuses.
 func (r Refuse) Run(context.Context, Spec) (Outcome, error) {
 	return Outcome{}, fmt.Errorf("%w: %s, and agent.runner = \"auto\" runs agents only inside a sandbox: install it (apt-get install bubblewrap), or set agent.runner = \"process\" to run agents unsandboxed, able to read your files", ErrUnavailable, r.Why)
+}
+
+// Reprobe looks again at whether r can run turns here now, for a daemon
+// that keeps running while the machine changes (bubblewrap installed, user
+// namespaces allowed). "auto" that refused becomes Bwrap once bwrap works;
+// Bwrap is probed as it is. The error says why turns cannot run; nil: they
+// can (or r needs no probe: process, docker, which check at each turn).
+func Reprobe(r Runner) (Runner, error) {
+	switch r := r.(type) {
+	case Refuse:
+		if err := ProbeBwrap(""); err != nil {
+			return Refuse{Why: err.Error()}, err
+		}
+		return Bwrap{}, nil
+	case Bwrap:
+		return r, ProbeBwrap(r.Path)
+	}
+	return r, nil
 }
 
 // Sandboxed reports whether turns run by r are sandboxed.

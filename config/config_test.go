@@ -205,3 +205,46 @@ func TestChanged(t *testing.T) {
 		}
 	}
 }
+
+// uncommentCluster is the template with [cluster] switched on the way its
+// comment (and docs/SCALE-OUT.md) says: the postgres backend with its dsn,
+// and the "# " removed from the [cluster] block's lines.
+func uncommentCluster(t *testing.T, tmpl string) string {
+	t.Helper()
+	lines := strings.Split(tmpl, "\n")
+	in, found := false, false
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "backend = \"sql\""):
+			lines[i] = strings.Replace(l, `"sql"`, `"postgres"`, 1)
+		case strings.HasPrefix(l, "# dsn = "):
+			lines[i] = strings.TrimPrefix(l, "# ")
+		case strings.HasPrefix(l, "# [cluster]"):
+			in, found = true, true
+			lines[i] = strings.TrimPrefix(l, "# ")
+		case in && strings.HasPrefix(l, "# "):
+			lines[i] = strings.TrimPrefix(l, "# ")
+		default:
+			in = false
+		}
+	}
+	if !found {
+		t.Fatal("the template has no commented [cluster] block")
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestInitTemplateClusterUncommented: every key of the template sits
+// under its own section, so [cluster] switched on as documented loads
+// (sync once sat under the commented [cluster], and uncommenting it made
+// "unknown key cluster.sync").
+func TestInitTemplateClusterUncommented(t *testing.T) {
+	body := uncommentCluster(t, Template)
+	cfg, err := Load(writeConfig(t, body), nil)
+	if err != nil {
+		t.Fatalf("the template with [cluster] uncommented does not load: %v\n%s", err, body)
+	}
+	if !cfg.Cluster.Enabled() || cfg.Storage.Backend != "postgres" || cfg.Storage.Sync != "full" {
+		t.Fatalf("got cluster %+v, storage %+v", cfg.Cluster, cfg.Storage)
+	}
+}

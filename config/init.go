@@ -53,14 +53,15 @@ paths = [".lazy/config.toml"]   # changes here need the approval passphrase
 
 [storage]
 backend = "sql"                 # sql | file | postgres (several daemons, one database)
-# dsn = "postgres://lazy@127.0.0.1:5432/lazy"   # postgres only; the password in ~/.pgpass or LAZY_STORAGE__DSN
+sync = "full"                   # full: a 201 is on disk first | normal: no fsync per write
+# dsn = "postgres://lazy@127.0.0.1:5432/lazy"   # backend = "postgres" only; its password in ~/.pgpass
+#                               # (or the file PGPASSFILE names), never here: docs/GUIDE.md "Storage"
 
-# [cluster]                     # several daemons, one project (docs/SCALE-OUT.md)
-# name = "lazy-myproject"       # the same on every member; needs storage.backend = "postgres"
+# [cluster]                     # several daemons, one project (docs/SCALE-OUT.md): remove the "# "
+# name = "lazy-myproject"       # of these lines; needs backend = "postgres" and dsn in [storage] above
 # etcd = ["127.0.0.1:2379"]
 # advertise = "127.0.0.1:26500" # where the other members reach this one
 # remote = "origin"             # the git remote task branches travel through
-sync = "full"                   # full: a 201 is on disk first | normal: no fsync per write
 
 # [sandbox]                     # each task's limits
 # max_connections = 256         # connections one task holds open to the proxy; more wait 1 s, then are refused

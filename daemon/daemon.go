@@ -98,7 +98,15 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{cfg: cfg, live: newLiveConfig(cfg), home: home, paths: paths, log: o.Log, stopped: make(chan struct{}), launcher: &liveLauncher{}}
+	missingCred, badCred := credentialChecks(cfg, home, time.Now())
+	if badCred != nil {
+		return nil, badCred // there but unusable: fixed now, not found by a turn later
+	}
+	if missingCred != nil {
+		o.Log.Warn(missingCred.Error() + "; task new refuses until it is there (no restart needed)")
+	}
+	d := &Daemon{cfg: cfg, live: newLiveConfig(cfg), home: home, paths: paths, log: o.Log, stopped: make(chan struct{})}
+	d.launcher = newLiveLauncher(d.runnerUsable)
 	if err := d.prepareState(); err != nil {
 		return nil, err
 	}
@@ -219,7 +227,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if clusterOpts != nil {
 		links = clusterOpts.TLS
 	}
-	d.svc = &Service{remote: clusterRemote(cfg), links: links, log: o.Log, usage: book, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs}
+	d.svc = &Service{remote: clusterRemote(cfg), links: links, log: o.Log, usage: book, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs, runnerReady: d.launcher.probe.ready}
 	d.review = &Review{svc: d.svc, deps: d.taskDeps}
 
 	d.infoMu.Lock() // a member asking about this one reads it already
@@ -395,11 +403,23 @@ func hiddenFiles(home string, cfg *config.Config) []string {
 func runnerWarnings(r agent.Runner) []string {
 	switch r := r.(type) {
 	case agent.Process:
-		return []string{"agent.runner = \"process\": agents run unsandboxed and can read every file you can (credentials, other projects) and reach the network; set agent.runner = \"auto\" to sandbox them"}
+		fix := "set agent.runner = \"auto\" to sandbox them"
+		if err := agent.ProbeBwrap(""); err != nil {
+			// "auto" here would refuse every turn: the fix starts with the sandbox
+			fix = "to sandbox them, install bubblewrap (apt-get install bubblewrap; now: " + err.Error() + "), then set agent.runner = \"auto\""
+		}
+		return []string{"agent.runner = \"process\": agents run unsandboxed and can read every file you can (credentials, other projects) and reach the network; " + fix}
 	case agent.Refuse:
-		return []string{"no sandbox: " + r.Why + "; agent turns are refused until you install it (apt-get install bubblewrap) or set agent.runner = \"process\" (unsandboxed)"}
+		return []string{"no sandbox: " + r.Why + "; agent turns and new tasks are refused until you install it (apt-get install bubblewrap: the daemon sees it at the next turn, no restart) or set agent.runner = \"process\" (unsandboxed)"}
 	}
 	return nil
+}
+
+// runnerUsable records a runner that became usable under the running
+// daemon (bubblewrap installed since it started).
+func (d *Daemon) runnerUsable(r agent.Runner) {
+	d.log.Info("the sandbox works now: agent turns run in it", "runner", r.Name())
+	d.setRunner(r)
 }
 
 // sandboxSettings are config [sandbox] as the launcher takes them; the
@@ -431,7 +451,9 @@ func gitIdentity(root string) []string {
 
 // sandboxLine is `lazy daemon status`'s sandbox line.
 func sandboxLine(r agent.Runner, l agent.Limits) string {
-	switch r.(type) {
+	switch r := r.(type) {
+	case agent.Refuse:
+		return unavailableLine(errors.New(r.Why))
 	case agent.Bwrap:
 		return fmt.Sprintf("bwrap: uid %d in its own user namespace, no capabilities, seccomp; limits: %s", agent.SandboxUID, l.Describe(agent.MemoryBound()))
 	case agent.Docker:
@@ -734,6 +756,9 @@ func (d *Daemon) wake(ctx context.Context) error {
 func (d *Daemon) mint(c *credentials, taskID, ref, role string) (map[string]string, error) {
 	if t, err := d.st.GetTask(context.Background(), taskID); err == nil && t.Tripwire != "" {
 		return nil, fmt.Errorf("no new grant: %s", t.Tripwire)
+	}
+	if err := c.check(role); err != nil {
+		return nil, err // the turn fails naming the file and the fix, not on the proxy's 401
 	}
 	cfg := d.live.Get()
 	kind := cfg.Credentials.Provider.Kind

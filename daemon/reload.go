@@ -35,11 +35,30 @@ func (l *liveConfig) Get() *config.Config { return l.cur.Load() }
 
 // liveLauncher runs each turn with the launcher in force when it starts.
 type liveLauncher struct {
-	cur atomic.Pointer[agent.Launcher]
+	cur   atomic.Pointer[agent.Launcher]
+	probe *prober
+}
+
+// newLiveLauncher is a liveLauncher whose runner, when it cannot run
+// turns, is probed again before a turn it would refuse; changed hears of a
+// runner that became usable.
+func newLiveLauncher(changed func(agent.Runner)) *liveLauncher {
+	l := &liveLauncher{}
+	l.probe = &prober{launcher: l, changed: changed}
+	return l
+}
+
+// current is the launcher a turn starts with: a runner that refused is
+// probed again first, so a sandbox installed since is used at once.
+func (l *liveLauncher) current() *agent.Launcher {
+	if _, refused := l.cur.Load().Runner.(agent.Refuse); refused && l.probe != nil {
+		_ = l.probe.ready() // the turn's own refusal says why
+	}
+	return l.cur.Load()
 }
 
 func (l *liveLauncher) RunTurn(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error) {
-	return l.cur.Load().RunTurn(ctx, req)
+	return l.current().RunTurn(ctx, req)
 }
 
 // SetupCommands is [setup] run in force now.
@@ -47,7 +66,7 @@ func (l *liveLauncher) SetupCommands() []string { return l.cur.Load().SetupComma
 
 // RunSetup runs a task's setup with the launcher in force now.
 func (l *liveLauncher) RunSetup(ctx context.Context, req agent.TurnRequest, commands []string) (string, error) {
-	return l.cur.Load().RunSetup(ctx, req, commands)
+	return l.current().RunSetup(ctx, req, commands)
 }
 
 // reloader applies config file changes to the running daemon.
@@ -174,6 +193,9 @@ func (r *reloader) apply(next *config.Config) ([]string, error) {
 			live = append(live, k)
 		}
 	}
+	if _, bad := credentialChecks(next, d.home, time.Now()); bad != nil {
+		return nil, bad
+	}
 	old := d.launcher.cur.Load()
 	l := *old
 	var err error
@@ -224,20 +246,50 @@ func (d *Daemon) setRunner(r agent.Runner) {
 	d.info.Sandbox = sandboxLine(r, d.launcher.cur.Load().Limits)
 }
 
+// runnerNow says, on the status, why the runner cannot run turns (err
+// from probing it again): the sandbox line, and a warning for an explicit
+// bwrap ("auto" has its own).
+func (d *Daemon) runnerNow(info *api.DaemonInfo, err error) {
+	if err == nil {
+		return
+	}
+	info.Sandbox = unavailableLine(err)
+	if _, bw := d.launcher.cur.Load().Runner.(agent.Bwrap); bw {
+		info.Warnings = append(info.Warnings, "agent.runner = \"bwrap\", but "+err.Error()+": agent turns fail until it works here")
+	}
+}
+
 // Info is the daemon's status: daemon.json's fields, with the runner in
 // force, the config keys that need a restart and the config error.
 func (d *Daemon) Info() api.DaemonInfo {
+	var probed error
+	if d.launcher != nil && d.launcher.cur.Load() != nil {
+		probed = d.launcher.probe.recent() // a sandbox installed since shows at once
+	}
 	d.infoMu.Lock()
 	info := d.info
 	info.Warnings = slices.Clone(info.Warnings)
 	d.infoMu.Unlock()
+	d.runnerNow(&info, probed)
 	info.RestartNeeded, info.ConfigError = d.reload.state()
 	if len(info.RestartNeeded) > 0 {
 		info.Warnings = append(info.Warnings, "restart needed: "+strings.Join(info.RestartNeeded, ", ")+
 			" changed in "+config.FileName+"; the daemon keeps the old values until `lazy daemon stop` and `lazy daemon start`")
 	}
+	if err := d.credentialTrouble(); err != nil {
+		info.Warnings = append(info.Warnings, err.Error()+"; until then new tasks and turns are refused")
+	}
 	if info.ConfigError != "" {
 		info.Warnings = append(info.Warnings, "config not applied: "+info.ConfigError+"; the daemon keeps the settings it had")
 	}
 	return info
+}
+
+// credentialTrouble is what is wrong now with the credential files a task
+// of the default role needs (a rotation gone wrong under the daemon).
+func (d *Daemon) credentialTrouble() error {
+	if d.svc == nil {
+		return nil
+	}
+	return d.svc.creds.check("")
 }

@@ -52,6 +52,9 @@ type Service struct {
 	// links is the TLS of the links to the other members and to etcd, as
 	// started (nil: plaintext)
 	links *supervisor.LinkTLS
+	// runnerReady says whether agent turns can run here now (the runner
+	// probed again when it could not); nil: not checked
+	runnerReady func() error
 }
 
 var _ httpapi.Tasks = (*Service)(nil)
@@ -72,6 +75,14 @@ func (s *Service) Resolve(ctx context.Context, ref string) (*store.Task, error) 
 	var nf *task.NotFoundError
 	if errors.As(err, &nf) {
 		id, err = s.resolveIdent(ctx, ref, true) // a task made since the index was read
+	}
+	if errors.As(err, &nf) {
+		s.mu.Lock()
+		near := nearRefs(ref, s.idents)
+		s.mu.Unlock()
+		if len(near) > 0 {
+			return nil, &notFoundNear{NotFoundError: nf, near: near}
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -130,6 +141,12 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 	if err := s.creds.gate(a.Role); err != nil {
 		return nil, err
 	}
+	if s.runnerReady != nil {
+		// a task whose turns are sure to be refused is not made
+		if err := s.runnerReady(); err != nil {
+			return nil, usage("no task was created: agent turns cannot run here: %v; install bubblewrap (apt-get install bubblewrap: the running daemon sees it, no restart) and run lazy task new again, or set agent.runner = \"process\" in %s to run agents unsandboxed", err, config.FileName)
+		}
+	}
 	parent := a.Parent
 	if parent == "" {
 		p, err := gitx.CurrentBranch(ctx, s.paths.Root)
@@ -139,6 +156,9 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 		parent = p
 	}
 	if _, err := gitx.RevParse(ctx, s.paths.Root, parent); err != nil {
+		if _, err := gitx.RevParse(ctx, s.paths.Root, "HEAD"); err != nil && !hasBranches(ctx, s.paths.Root) {
+			return nil, usage("this repository has no commits yet: make a first commit (git commit --allow-empty -m init), then run lazy task new again")
+		}
 		return nil, usage("parent %q is not a branch or commit of %s: pass --parent BRANCH", parent, s.paths.Root)
 	}
 	// One creation at a time: the id, code and branch checks below and the
@@ -233,6 +253,13 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 			dir, strings.Join(shown, ", "), t.Parent))
 	}
 	return res, nil
+}
+
+// hasBranches reports whether the repository at root has any branch (a
+// repository with no commits has none).
+func hasBranches(ctx context.Context, root string) bool {
+	out, err := gitx.Run(ctx, root, "for-each-ref", "--count=1", "--format=%(refname)", "refs/heads/")
+	return err != nil || strings.TrimSpace(out) != ""
 }
 
 func title(prompt string) string {
@@ -420,14 +447,28 @@ func (c *credentials) needsProvider(role string) bool {
 }
 
 // gate refuses a launch whose upstream needs a provider credential that is
-// not there.
+// not there or cannot be used (checkCredential says which and the fix).
 func (c *credentials) gate(role string) error {
-	if !c.needsProvider(role) {
+	if err := c.check(role); err != nil {
+		return &UsageError{Msg: err.Error()}
+	}
+	return nil
+}
+
+// check is what is wrong now with the credential files a launch for role
+// needs (nil: nothing).
+func (c *credentials) check(role string) error {
+	if c == nil {
 		return nil
 	}
-	path := c.live.Get().ProviderCredentialFile(c.home)
-	if _, err := os.Stat(path); err != nil {
-		return usage("no provider credential at %s: write the real key there (mode 0600), or set credentials.provider.file in %s", path, config.FileName)
+	cfg := c.live.Get()
+	if c.needsProvider(role) {
+		if err := checkCredential(cfg.ProviderCredentialFile(c.home), cfg.Credentials.Provider.Kind, time.Now()); err != nil {
+			return err
+		}
+	}
+	if err := checkCredential(cfg.EditorCredentialFile(c.home), credentialKindEditor, time.Now()); err != nil && !isMissing(err) {
+		return err
 	}
 	return nil
 }

@@ -127,6 +127,9 @@ func (a *app) startDetached(ctx context.Context) error {
 	if _, err := config.Load(p.Root, a.environ); err != nil {
 		return err
 	}
+	if err := daemon.CheckCredentials(p.Root, a.environ); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(p.LogDir, 0o700); err != nil {
 		return fmt.Errorf("create log dir: %w", err)
 	}

@@ -67,6 +67,15 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	}
 
 	stub := stubmodel.New()
+	// the demo's question is answered by the model (the stub), so the
+	// reviewer's thread shows the question as asked, no directive in it
+	reply := stub.Reply
+	stub.Reply = func(lastUser string) string {
+		if strings.Contains(lastUser, demoQuestion) {
+			return demoAnswer
+		}
+		return reply(lastUser)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("stub upstream: %w", err)
@@ -86,10 +95,14 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 		return err
 	}
 	// the demo sandboxes its scripted agent where bubblewrap works, and
-	// runs it as a plain process (with the dashboard's warning) elsewhere
+	// runs it as a plain process elsewhere, saying so (and the dashboard's
+	// warning says how to sandbox it)
 	runner := "auto"
-	if agent.ProbeBwrap("") != nil {
+	if err := agent.ProbeBwrap(""); err != nil {
 		runner = "process"
+		say("running unsandboxed because %s; to sandbox the agents, apt-get install bubblewrap and run the demo again", bwrapWhy(err))
+	} else {
+		say("agents run sandboxed (bubblewrap)")
 	}
 	cfg := fmt.Sprintf("[agent]\ndriver = \"script\"\nrunner = %q\n\n[proxy]\nupstream = \"http://%s\"\ncredential = \"provider\"\n", runner, ln.Addr())
 	if err := os.WriteFile(filepath.Join(root, ".lazy", "config.toml"), []byte(cfg), 0o644); err != nil {
@@ -181,7 +194,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 func demoConversation(ctx context.Context, d *daemon.Daemon) error {
 	r := d.Review()
 	if _, err := r.PostComment(ctx, "greeting", api.PostCommentArgs{Intent: "ask", File: "greeting.go", Line: 7, Side: "new",
-		Body: "Why default to \"world\" instead of returning an error?\n@answer A greeting should never fail; \"world\" keeps main's output sensible when the name is blank."}); err != nil {
+		Body: demoQuestion}); err != nil {
 		return fmt.Errorf("demo ask: %w", err)
 	}
 	if _, err := r.PostComment(ctx, "greeting", api.PostCommentArgs{Intent: "comment", File: "greeting.go", Line: 9, Side: "new",
@@ -189,6 +202,20 @@ func demoConversation(ctx context.Context, d *daemon.Daemon) error {
 		return fmt.Errorf("demo comment: %w", err)
 	}
 	return nil
+}
+
+// The demo's question, and the answer the stub model gives it.
+const (
+	demoQuestion = "Why default to \"world\" instead of returning an error?"
+	demoAnswer   = "A greeting should never fail; \"world\" keeps main's output sensible when the name is blank."
+)
+
+// bwrapWhy is the probe's failure as the demo says it.
+func bwrapWhy(err error) string {
+	if strings.Contains(err.Error(), "not installed") {
+		return "bwrap is not installed"
+	}
+	return err.Error()
 }
 
 func demoProject(root string) error {

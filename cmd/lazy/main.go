@@ -81,7 +81,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	})
 	root.AddCommand(a.initCmd(), a.daemonCmd(), a.openCmd(), a.askCmd(), a.stubUpstreamCmd(), a.taskCmd(), a.commentCmd(), a.unblockCmd(), a.watchCmd(), a.actorsCmd(), a.demoCmd(),
 		a.acceptCmd(), a.approveCmd(), a.syncCmd(), a.passphraseCmd(), a.clusterCmd())
+	root.SuggestionsMinimumDistance = 2
 	refuseUnknownSubcommands(root)
+	a.completeTaskArgs(root)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -117,7 +119,7 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 		c.Args = cobra.ArbitraryArgs
 		c.RunE = func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageError{fmt.Errorf("unknown command %q for %q: see %s --help", args[0], cmd.CommandPath(), cmd.CommandPath())}
+				return unknownCommand(cmd, args[0])
 			}
 			return cmd.Help()
 		}

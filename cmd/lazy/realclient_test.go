@@ -45,6 +45,14 @@ func (p *project) useClaude(t *testing.T, claude, kind string) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if kind == "oauth" {
+		// the shape `claude setup-token` prints: an API key under kind =
+		// "oauth" is refused at start
+		p.real = strings.Replace(p.real, "sk-ant-api03-", "sk-ant-oat01-", 1)
+		if err := os.WriteFile(filepath.Join(p.home, "credentials", "provider"), []byte(p.real+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestRealClientThroughProxy runs the npm claude CLI as a task's agent with
