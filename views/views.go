@@ -97,6 +97,11 @@ type Page struct {
 	Title   string
 	Version string
 	Notice  string
+	// Project is the base name of the project root, in every page's title
+	// and header (several daemons' tabs told apart); Root its full path.
+	Project, Root string
+	// Refused marks the notice as a refusal (a form that did nothing).
+	Refused bool
 	// Warnings are the daemon's standing warnings (agents unsandboxed),
 	// shown as a banner on every page.
 	Warnings []string
@@ -109,6 +114,8 @@ type Page struct {
 	Script string
 	// BodyData are data attributes for <body> (the island reads them).
 	TaskID string
+	// TaskEnded marks a page of an ended task: nothing on it changes any more.
+	TaskEnded bool
 }
 
 // Render renders page into w, fully buffered first.
