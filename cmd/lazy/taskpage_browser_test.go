@@ -253,6 +253,7 @@ func TestBrowserTaskFormsAndFilter(t *testing.T) {
 	if h := eval[string](t, ctx, `document.querySelector('.hidden-count').textContent`); !strings.HasPrefix(h, "1 ended task ") {
 		t.Errorf("hidden count: %q", h)
 	}
+	screenshot(t, ctx, "tasks-page")
 	do(t, ctx, chromedp.Click(`//p[@class="hidden-count"]/a[text()="Show ended"]`), chromedp.WaitVisible("nav.filters a.current"))
 	if got := rows(); got != "web1" || !strings.HasSuffix(eval[string](t, ctx, `location.href`), "?status=ended") {
 		t.Errorf("ended filter: %q at %s", got, eval[string](t, ctx, `location.href`))
@@ -265,7 +266,6 @@ func TestBrowserTaskFormsAndFilter(t *testing.T) {
 	if got := rows(); got != "taken" {
 		t.Errorf("?status=blocked: %q", got)
 	}
-	screenshot(t, ctx, "tasks-page")
 }
 
 func readFile(t testing.TB, path string) string {
