@@ -61,19 +61,29 @@
     if (!poller) { poller = setInterval(refresh, 5000); }
   }
 
-  if (!window.EventSource) { poll(); return; }
-  source = new EventSource('/api/tasks/' + encodeURIComponent(id) + '/events');
-  // on every (re)connection: catch up with what happened while not listening
-  source.onopen = schedule;
-  source.onmessage = function (m) {
-    var ev;
-    try { ev = JSON.parse(m.data); } catch (e) { return; }
-    if (ev.kind === 'net') { return; }
-    if (ev.kind === 'daemon_stopped') { source.close(); source = null; poll(); return; }
-    schedule();
-  };
-  source.onerror = function () {
-    // a stream refused outright (not served, logged out) is closed for good
-    if (source && source.readyState === EventSource.CLOSED) { source = null; poll(); }
-  };
+  function listen() {
+    if (source || poller || body.dataset.ended) { return; }
+    if (!window.EventSource) { poll(); return; }
+    source = new EventSource('/api/tasks/' + encodeURIComponent(id) + '/events');
+    // on every (re)connection: catch up with what happened while not listening
+    source.onopen = schedule;
+    source.onmessage = function (m) {
+      var ev;
+      try { ev = JSON.parse(m.data); } catch (e) { return; }
+      if (ev.kind === 'net') { return; }
+      if (ev.kind === 'daemon_stopped') { source.close(); source = null; poll(); return; }
+      schedule();
+    };
+    source.onerror = function () {
+      // a stream refused outright (not served, logged out) is closed for good
+      if (source && source.readyState === EventSource.CLOSED) { source = null; poll(); }
+    };
+  }
+
+  // a tab in the background holds no connection (a browser allows six per
+  // host): it listens again, and catches up, when it is shown
+  document.addEventListener('visibilitychange', function () {
+    if (document.hidden) { stop(); } else { listen(); }
+  });
+  if (!document.hidden) { listen(); }
 })();
