@@ -112,3 +112,17 @@ func (t Tasks) CommitDiff(ctx context.Context, sha string) (*api.CommitDiff, err
 func (t Tasks) Actors(ctx context.Context) ([]api.ActorHealth, error) {
 	return Do(ctx, t.C, api.CmdActors, api.None{})
 }
+
+// NewTask, Cancel and Comment are the task forms' commands, run by the
+// daemon as `lazy task new`, `lazy task cancel` and `lazy comment` run them.
+func (t Tasks) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskResult, error) {
+	return Do(ctx, t.C, api.CmdTaskNew, a)
+}
+
+func (t Tasks) Cancel(ctx context.Context, ref string) (*api.TaskInfo, error) {
+	return Do(ctx, t.C, api.CmdTaskCancel, api.TaskRef{Task: ref})
+}
+
+func (t Tasks) Comment(ctx context.Context, ref, body string) (*api.CommentResult, error) {
+	return Do(ctx, t.C, api.CmdComment, api.CommentArgs{Task: ref, Body: body})
+}

@@ -59,6 +59,9 @@ type Service struct {
 
 var _ httpapi.Tasks = (*Service)(nil)
 
+// the task page follows its task through the same stream as lazy watch
+var _ httpapi.TaskEvents = (*Service)(nil)
+
 // UsageError is a request that cannot be served as given (4xx).
 type UsageError struct{ Msg string }
 

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -36,13 +37,17 @@ import (
 	"lazy/views"
 )
 
-// Tasks is what the dashboard pages need of the daemon's tasks. Commands
-// (the RPC) are the daemon's own table, Deps.Commands.
+// Tasks is what the dashboard pages need of the daemon's tasks: reads, and
+// the task forms' commands (the ones `lazy task new`, `lazy task cancel`
+// and `lazy comment` call). The RPC is the daemon's own table, Deps.Commands.
 type Tasks interface {
 	ListTasks(ctx context.Context) ([]api.TaskInfo, error)
 	ShowTask(ctx context.Context, ref string) (*api.TaskDetail, error)
 	CommitDiff(ctx context.Context, sha string) (*api.CommitDiff, error)
 	Actors(ctx context.Context) ([]api.ActorHealth, error)
+	NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskResult, error)
+	Cancel(ctx context.Context, ref string) (*api.TaskInfo, error)
+	Comment(ctx context.Context, ref, body string) (*api.CommentResult, error)
 }
 
 // Deps are the handler's collaborators.
@@ -135,6 +140,7 @@ func New(d Deps) (*echo.Echo, error) {
 	e.GET("/assets/app.css", h.css)
 	e.StaticFS("/assets", views.Static())
 	h.reviewRoutes(e)
+	h.taskRoutes(e)
 	e.POST("/rpc/:cmd", h.rpc)
 	return e, nil
 }
@@ -402,6 +408,9 @@ func (h *handler) page(c echo.Context) views.Page {
 	if h.d.Info != nil {
 		info := h.d.Info()
 		p.Warnings, p.Config = info.Warnings, info.ConfigSource
+		if info.Root != "" {
+			p.Project, p.Root = filepath.Base(info.Root), info.Root
+		}
 	}
 	return p
 }
@@ -446,45 +455,6 @@ func UsageWords(t api.TaskInfo) string {
 		s += fmt.Sprintf("; budget %d tokens, %d left", t.BudgetTokens, max(t.BudgetTokens-u.BudgetUsed(), 0))
 	}
 	return s
-}
-
-func (h *handler) tasksPage(c echo.Context) error {
-	ts, err := h.d.Tasks.ListTasks(c.Request().Context())
-	if err != nil {
-		return err
-	}
-	p := views.TasksPage{Page: h.page(c)}
-	p.Title = "Tasks"
-	fl := h.flash(c)
-	p.Notice, p.Alert = fl.Notice, fl.Alert
-	for i := len(ts) - 1; i >= 0; i-- {
-		p.Tasks = append(p.Tasks, taskRow(ts[i]))
-	}
-	return h.render(c, http.StatusOK, "tasks", p)
-}
-
-func (h *handler) taskPage(c echo.Context) error {
-	d, err := h.d.Tasks.ShowTask(c.Request().Context(), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	p := views.TaskPage{Page: h.page(c), Task: taskRow(d.Task), Parent: d.Task.Parent}
-	for _, cm := range d.Commits {
-		p.Commits = append(p.Commits, views.CommitRow{SHA: cm.SHA, Short: cm.SHA[:min(10, len(cm.SHA))], Subject: cm.Subject})
-	}
-	p.Title = d.Task.Ref
-	fl := h.flash(c)
-	p.Notice, p.Alert = fl.Notice, fl.Alert
-	for i := len(d.Turns) - 1; i >= 0; i-- {
-		t := d.Turns[i]
-		p.Turns = append(p.Turns, views.TurnRow{Number: t.Number, Kind: t.Kind, Trigger: t.Trigger, Status: t.Status, Prompt: t.Prompt,
-			Result: t.Result, Error: t.Error, Output: t.Output, StartedAt: t.StartedAt, EndedAt: t.EndedAt,
-			IsFailed: t.Status == store.TurnFailed, IsRunning: t.Status == store.TurnRunning, IsQueued: t.Status == store.TurnQueued})
-	}
-	for _, cm := range d.Comments {
-		p.Comments = append(p.Comments, views.CommentRow{Body: cm.Body, CreatedAt: cm.CreatedAt})
-	}
-	return h.render(c, http.StatusOK, "task", p)
 }
 
 func (h *handler) css(c echo.Context) error {

@@ -33,6 +33,10 @@ var Statuses = []Status{Running, Blocked, Conflict, Failed, Accepted, Cancelled}
 // Ended reports whether a task in status s has ended (its grants are revoked).
 func (s Status) Ended() bool { return s == Accepted || s == Cancelled }
 
+// NeedsReviewer reports whether a task in status s waits for a human: it is
+// blocked, conflicted or failed (the Tasks page lists these first).
+func (s Status) NeedsReviewer() bool { return s == Blocked || s == Conflict || s == Failed }
+
 // Valid reports whether s is a known status.
 func (s Status) Valid() bool {
 	for _, v := range Statuses {

@@ -17,16 +17,40 @@ type TaskRow struct {
 	Usage string
 }
 
-// TasksPage is the task list at /.
+// TasksPage is the task list at /: the tasks the filter shows (those that
+// need the reviewer first), the filter's tabs, and the new task form.
 type TasksPage struct {
 	Page
-	Tasks []TaskRow
+	Tasks   []TaskRow
+	Filters []FilterTab
+	// Shown says in words what the filter shows ("needs you", "ended", ...)
+	Shown string
+	// Hidden is how many ended tasks the default view leaves out
+	Hidden int
+	// Draft is what a refused new task form held
+	Draft NewTaskDraft
+}
+
+// FilterTab is one status filter of the Tasks page.
+type FilterTab struct {
+	Label, Href string
+	Count       int
+	Current     bool
+}
+
+// NewTaskDraft is the new task form's fields, kept when it is refused.
+type NewTaskDraft struct {
+	Prompt, Code, Parent string
+	// Open: the form is shown open (no task yet, or a refused draft)
+	Open bool
 }
 
 // TurnRow is one turn on the task page.
 type TurnRow struct {
 	Number                        int
 	Kind, Trigger, Status, Prompt string
+	// Result is the turn's answer as text; Output the client's own output
+	// (its JSON result, notices), shown only behind a disclosure
 	Result, Error, Output         string
 	StartedAt, EndedAt            *time.Time
 	IsFailed, IsRunning, IsQueued bool
@@ -46,6 +70,13 @@ type TaskPage struct {
 	Turns    []TurnRow
 	Comments []CommentRow
 	Commits  []CommitRow
+	// Now is what the task is doing, in words ("work turn 3 running")
+	Now string
+	// Live: the task has not ended, so the page offers its forms and
+	// follows its events
+	Live bool
+	// DraftMessage is what a refused message form held
+	DraftMessage string
 }
 
 // QueueRow is one task awaiting review.

@@ -107,6 +107,9 @@ type Page struct {
 	// Kept is text the reviewer typed that no form on the page takes back:
 	// shown to copy, never lost
 	Kept []KeptField
+	// Project is the base name of the project root, in every page's title
+	// and header (several daemons' tabs told apart); Root its full path.
+	Project, Root string
 	// Warnings are the daemon's standing warnings (agents unsandboxed),
 	// shown as a banner on every page.
 	Warnings []string
@@ -119,6 +122,8 @@ type Page struct {
 	Script string
 	// BodyData are data attributes for <body> (the island reads them).
 	TaskID string
+	// TaskEnded marks a page of an ended task: nothing on it changes any more.
+	TaskEnded bool
 }
 
 // Render renders page into w, fully buffered first.

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"lazy/api"
 	"lazy/client"
 	"lazy/config"
 	"lazy/gitx"
@@ -99,6 +100,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		CSS:        func() ([]byte, error) { return views.ComposeCSS(os.DirFS(*assets)) },
 		NoStoreCSS: true,
 		Bearer:     bearer, DashboardToken: dash,
+		// the pages name the project, as the daemon's do
+		Info: func() api.DaemonInfo { return api.DaemonInfo{Root: root} },
 	})
 	if err != nil {
 		return err
