@@ -95,6 +95,9 @@ func TopLevel(ctx context.Context, dir string) (string, error) {
 
 // CurrentBranch is the branch checked out at dir.
 func CurrentBranch(ctx context.Context, dir string) (string, error) {
+	if b, ok := headBranch(dir); ok {
+		return b, nil
+	}
 	out, err := Run(ctx, dir, "symbolic-ref", "--short", "-q", "HEAD")
 	if err != nil || out == "" {
 		return "", fmt.Errorf("%s has no branch checked out (detached HEAD?): check out a branch or pass --parent BRANCH", dir)
@@ -102,15 +105,40 @@ func CurrentBranch(ctx context.Context, dir string) (string, error) {
 	return out, nil
 }
 
+// headBranch is the branch checked out at dir when dir is a repository's
+// main worktree (dir/.git a directory) whose HEAD names a branch, read as
+// git reads it, with no git process; false for any other shape.
+func headBranch(dir string) (string, bool) {
+	gd := filepath.Join(dir, ".git")
+	if fi, err := os.Lstat(gd); err != nil || !fi.IsDir() {
+		return "", false
+	}
+	fi, err := os.Lstat(filepath.Join(gd, "HEAD"))
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 1024 {
+		return "", false
+	}
+	b, err := os.ReadFile(filepath.Join(gd, "HEAD"))
+	if err != nil {
+		return "", false
+	}
+	ref, ok := strings.CutPrefix(strings.TrimSuffix(string(b), "\n"), "ref: refs/heads/")
+	if !ok || ref == "" || strings.ContainsAny(ref, "\n\r ") {
+		return "", false
+	}
+	return ref, true
+}
+
 // BranchExists reports whether refs/heads/name exists.
 func BranchExists(ctx context.Context, root, name string) bool {
-	_, err := Run(ctx, root, "show-ref", "--verify", "--quiet", "refs/heads/"+name)
+	_, err := resolve(ctx, root, "refs/heads/"+name, "")
 	return err == nil
 }
 
 // RevParse resolves rev to a full commit id.
+// It is answered by the repository's batch (see batch.go) when rev is a
+// plain ref or commit name.
 func RevParse(ctx context.Context, dir, rev string) (string, error) {
-	return Run(ctx, dir, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	return resolve(ctx, dir, rev+"^{commit}", "commit")
 }
 
 // AheadBehind counts commits branch has that parent lacks, and the reverse.
@@ -154,6 +182,9 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflicted }
 
 // WorktreeOf returns the checkout where branch is checked out, if any.
 func WorktreeOf(ctx context.Context, root, branch string) (string, bool, error) {
+	if b, ok := headBranch(root); ok && b == branch {
+		return root, true, nil // git checks a branch out in one worktree at most
+	}
 	out, err := Run(ctx, root, "worktree", "list", "--porcelain")
 	if err != nil {
 		return "", false, fmt.Errorf("list worktrees: %w", err)

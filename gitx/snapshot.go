@@ -25,11 +25,7 @@ func (t TaskRepo) Snapshot(ctx context.Context) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	head, err := git(ctx, "rev-parse", "--verify", "HEAD")
-	if err != nil {
-		return Snapshot{}, err
-	}
-	dirty, err := porcelain(ctx, git)
+	head, dirty, err := porcelain(ctx, git)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -60,18 +56,38 @@ func (t TaskRepo) hardened(ctx context.Context) (gitFunc, error) {
 	return func(ctx context.Context, args ...string) (string, error) { return t.run(ctx, objects, args...) }, nil
 }
 
-func porcelain(ctx context.Context, git gitFunc) (map[string]string, error) {
-	out, err := git(ctx, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
+// porcelain is the checkout's HEAD commit and the status code (as
+// porcelain v1 writes it: "??" untracked, " M" changed in the worktree, …)
+// of each path that differs from it: one git process for both.
+func porcelain(ctx context.Context, git gitFunc) (string, map[string]string, error) {
+	out, err := git(ctx, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", "--no-renames")
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
+	head := ""
 	m := map[string]string{}
-	for _, rec := range strings.Split(string(out), "\x00") {
-		if len(rec) > 3 {
-			m[rec[3:]] = rec[:2]
+	for _, rec := range strings.Split(out, "\x00") {
+		switch {
+		case strings.HasPrefix(rec, "# branch.oid "):
+			head = strings.TrimPrefix(rec, "# branch.oid ")
+		case strings.HasPrefix(rec, "? "):
+			m[rec[2:]] = "??"
+		case strings.HasPrefix(rec, "1 "):
+			// 1 XY sub mH mI mW hH hI path
+			if f := strings.SplitN(rec, " ", 9); len(f) == 9 {
+				m[f[8]] = strings.ReplaceAll(f[1], ".", " ")
+			}
+		case strings.HasPrefix(rec, "u "):
+			// u XY sub m1 m2 m3 mW h1 h2 h3 path
+			if f := strings.SplitN(rec, " ", 11); len(f) == 11 {
+				m[f[10]] = f[1]
+			}
 		}
 	}
-	return m, nil
+	if len(head) < 40 {
+		return "", nil, fmt.Errorf("the task's checkout has no HEAD commit (%q)", head)
+	}
+	return head, m, nil
 }
 
 // Undone is what Restore put back: the commits dropped from the branch
@@ -114,7 +130,7 @@ func short(sha string) string {
 // it). A path that had changes of its own at s is left and listed.
 func restoreSnapshot(ctx context.Context, git gitFunc, s Snapshot) (Undone, error) {
 	var u Undone
-	head, err := git(ctx, "rev-parse", "--verify", "HEAD")
+	head, now, err := porcelain(ctx, git)
 	if err != nil {
 		return u, err
 	}
@@ -123,10 +139,10 @@ func restoreSnapshot(ctx context.Context, git gitFunc, s Snapshot) (Undone, erro
 			return u, fmt.Errorf("move the branch back to %s: %w", short(s.Head), err)
 		}
 		u.MovedFrom, u.MovedTo = s.Head, head
-	}
-	now, err := porcelain(ctx, git)
-	if err != nil {
-		return u, err
+		// the index now holds the moved-from commit's tree: read again
+		if _, now, err = porcelain(ctx, git); err != nil {
+			return u, err
+		}
 	}
 	for p, code := range now {
 		before, was := s.Dirty[p]

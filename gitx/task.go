@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -114,8 +115,13 @@ func (t TaskRepo) run(ctx context.Context, objects string, args ...string) (stri
 	return strings.TrimRight(stdout.String(), "\n"), nil
 }
 
-// ProjectObjects is the project's object directory (absolute).
+// ProjectObjects is the project's object directory (absolute). It is asked
+// of git once per project: where a repository keeps its objects does not
+// change under a running daemon.
 func ProjectObjects(ctx context.Context, project string) (string, error) {
+	if p, ok := objectDirs.Load(project); ok {
+		return p.(string), nil
+	}
 	p, err := Run(ctx, project, "rev-parse", "--git-path", "objects")
 	if err != nil {
 		return "", fmt.Errorf("find the object store of %s: %w", project, err)
@@ -123,8 +129,12 @@ func ProjectObjects(ctx context.Context, project string) (string, error) {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(project, p)
 	}
-	return filepath.Clean(p), nil
+	p = filepath.Clean(p)
+	objectDirs.Store(project, p)
+	return p, nil
 }
+
+var objectDirs sync.Map // project → its object directory
 
 // CreateTask makes branch from parent in the project, the task repository
 // and the worktree checked out on it.
@@ -140,7 +150,7 @@ func CreateTask(ctx context.Context, project, worktree, branch, parent string) e
 		return fmt.Errorf("create branch %s from %s: %w", branch, parent, err)
 	}
 	t := TaskRepo{Project: project, Worktree: worktree, Branch: branch, Parent: parent}
-	if err := t.Prepare(ctx); err != nil {
+	if err := t.prepare(ctx, true); err != nil {
 		_ = t.Remove()
 		_, _ = Run(ctx, project, "update-ref", "-d", "refs/heads/"+branch, head)
 		return err
@@ -152,10 +162,48 @@ func CreateTask(ctx context.Context, project, worktree, branch, parent string) e
 // daemon's: made when missing (a new task, a task this cluster member never
 // ran, or a task from before task repositories, whose worktree is adopted),
 // then its branch, its parent and HEAD set from the project's (Refresh).
-func (t TaskRepo) Prepare(ctx context.Context) error {
+func (t TaskRepo) Prepare(ctx context.Context) error { return t.prepare(ctx, false) }
+
+// prepared marks task repositories the daemon prepared with no turn
+// since (CreateTask, Arrive): git dir → the project's heads then. The next
+// Prepare takes the mark and, when the project's heads are still those,
+// has nothing to do. A Prepare before a turn never leaves a mark: the agent
+// writes the repository during the turn, so what was true before it is
+// asked again after it.
+var prepared sync.Map
+
+// preparedMark is what a mark holds: names and heads.
+type preparedMark struct{ branch, parent, head, parentHead string }
+
+func (t TaskRepo) mark(ctx context.Context) (preparedMark, bool) {
+	head, err := RevParse(ctx, t.Project, "refs/heads/"+t.Branch)
+	if err != nil {
+		return preparedMark{}, false
+	}
+	m := preparedMark{branch: t.Branch, parent: t.Parent, head: head}
+	if t.Parent != "" {
+		m.parentHead, _ = RevParse(ctx, t.Project, "refs/heads/"+t.Parent)
+	}
+	return m, true
+}
+
+// prepare is Prepare; keep leaves a mark (no turn follows before the next
+// Prepare).
+func (t TaskRepo) prepare(ctx context.Context, keep bool) error {
 	objects, err := ProjectObjects(ctx, t.Project)
 	if err != nil {
 		return err
+	}
+	if was, ok := prepared.LoadAndDelete(t.GitDir()); ok {
+		if now, ok := t.mark(ctx); ok && now == was.(preparedMark) {
+			if err := t.restore(objects); err != nil {
+				return err
+			}
+			if keep {
+				prepared.Store(t.GitDir(), now)
+			}
+			return nil
+		}
 	}
 	_, err = os.Lstat(filepath.Join(t.GitDir(), "config"))
 	_, werr := os.Lstat(filepath.Join(t.Worktree, ".git"))
@@ -170,7 +218,15 @@ func (t TaskRepo) Prepare(ctx context.Context) error {
 	if err := t.restore(objects); err != nil {
 		return err
 	}
-	return t.refresh(ctx, objects)
+	if err := t.refresh(ctx, objects); err != nil {
+		return err
+	}
+	if keep {
+		if m, ok := t.mark(ctx); ok {
+			prepared.Store(t.GitDir(), m)
+		}
+	}
+	return nil
 }
 
 // restore writes back what the daemon owns in the task repository, should
@@ -270,8 +326,22 @@ func (t TaskRepo) create(ctx context.Context, objects string) error {
 	if err != nil {
 		return fmt.Errorf("the project has no branch %s: %w", t.Branch, err)
 	}
-	if _, err := t.run(ctx, objects, "update-ref", "refs/heads/"+t.Branch, head); err != nil {
-		return fmt.Errorf("set the task repository's branch: %w", err)
+	// the repository is the daemon's own, made just now: its refs are
+	// written as the loose files git would write
+	refs := map[string]string{t.Branch: head}
+	if t.Parent != "" && t.Parent != t.Branch {
+		if p, err := RevParse(ctx, t.Project, "refs/heads/"+t.Parent); err == nil {
+			refs[t.Parent] = p
+		}
+	}
+	for name, id := range refs {
+		p := filepath.Join(gd, "refs", "heads", filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("set the task repository's %s: %w", name, err)
+		}
+		if err := os.WriteFile(p, []byte(id+"\n"), 0o644); err != nil {
+			return fmt.Errorf("set the task repository's %s: %w", name, err)
+		}
 	}
 	if adopted {
 		// the files are the agent's work: only the index is made
@@ -290,17 +360,19 @@ func (t TaskRepo) create(ctx context.Context, objects string) error {
 // refresh sets the task repository from the project: HEAD on the task
 // branch, the branch at the project's head (the worktree follows when the
 // project moved it on from a commit it has; otherwise only the index, and
-// the files stay for the agent to see), the parent at the project's.
+// the files stay for the agent to see), the parent at the project's. What
+// already holds costs no git process: HEAD and the refs are read as files
+// (readRef), the project's heads from its batch.
 func (t TaskRepo) refresh(ctx context.Context, objects string) error {
 	ref := "refs/heads/" + t.Branch
 	head, err := RevParse(ctx, t.Project, ref)
 	if err != nil {
 		return fmt.Errorf("the project has no branch %s: %w", t.Branch, err)
 	}
-	if _, err := t.run(ctx, objects, "symbolic-ref", "HEAD", ref); err != nil {
-		return fmt.Errorf("set the task repository's HEAD: %w", err)
+	if err := t.setHead(); err != nil {
+		return err
 	}
-	ours, _ := t.run(ctx, objects, "rev-parse", "--verify", "-q", ref)
+	ours := t.readRef(ctx, objects, ref)
 	if ours != head {
 		known := ours != "" && func() bool { _, err := t.run(ctx, objects, "cat-file", "-e", ours+"^{commit}"); return err == nil }()
 		switch {
@@ -325,13 +397,69 @@ func (t TaskRepo) refresh(ctx context.Context, objects string) error {
 		}
 	}
 	if t.Parent != "" && t.Parent != t.Branch {
-		if p, err := RevParse(ctx, t.Project, "refs/heads/"+t.Parent); err == nil {
-			if _, err := t.run(ctx, objects, "update-ref", "refs/heads/"+t.Parent, p); err != nil {
+		pref := "refs/heads/" + t.Parent
+		if p, err := RevParse(ctx, t.Project, pref); err == nil && t.readRef(ctx, objects, pref) != p {
+			if _, err := t.run(ctx, objects, "update-ref", pref, p); err != nil {
 				return fmt.Errorf("set the task repository's %s: %w", t.Parent, err)
 			}
 		}
 	}
 	return nil
+}
+
+// setHead points the task repository's HEAD at the task branch, as `git
+// symbolic-ref HEAD` would, by writing the file (restore has removed any
+// link from the repository; one is replaced, never written through).
+func (t TaskRepo) setHead() error {
+	p := filepath.Join(t.GitDir(), "HEAD")
+	body := "ref: refs/heads/" + t.Branch + "\n"
+	if plainFileHolds(p, body) {
+		return nil
+	}
+	_ = os.Remove(p)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		return fmt.Errorf("set the task repository's HEAD: %w", err)
+	}
+	return nil
+}
+
+// readRef is the commit a ref of the task repository names, "" when it
+// has none. A loose ref (what git writes on a commit) is read as a file,
+// beneath the repository without following a link; any other shape (a
+// packed ref, a symbolic one) is asked of git. It is read afresh on every
+// call: the agent writes this repository between turns.
+func (t TaskRepo) readRef(ctx context.Context, objects, ref string) string {
+	gd := t.GitDir()
+	if id, ok := looseRef(filepath.Join(gd, filepath.FromSlash(ref))); ok {
+		return id
+	}
+	if _, err := os.Lstat(filepath.Join(gd, filepath.FromSlash(ref))); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Lstat(filepath.Join(gd, "packed-refs")); errors.Is(err, os.ErrNotExist) {
+			return "" // neither loose nor packed: no such ref
+		}
+	}
+	id, _ := t.run(ctx, objects, "rev-parse", "--verify", "-q", ref)
+	return id
+}
+
+// looseRef reads a loose ref file holding one object id.
+func looseRef(p string) (string, bool) {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > 128 {
+		return "", false
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	b := make([]byte, 129)
+	n, _ := io.ReadFull(f, b)
+	id := strings.TrimSuffix(string(b[:n]), "\n")
+	if (len(id) != 40 && len(id) != 64) || strings.Trim(id, "0123456789abcdef") != "" {
+		return "", false
+	}
+	return id, true
 }
 
 // ImportRefusedError is an import that failed verification: the project is
@@ -361,8 +489,8 @@ func (t TaskRepo) Import(ctx context.Context) (string, error) {
 		return "", &ImportRefusedError{Why: why}
 	}
 	ref := "refs/heads/" + t.Branch
-	ours, err := t.run(ctx, objects, "rev-parse", "--verify", "-q", ref)
-	if err != nil || ours == "" {
+	ours := t.readRef(ctx, objects, ref)
+	if ours == "" {
 		return "", &ImportRefusedError{Why: "the task repository has no branch " + t.Branch + " (the agent deleted or broke it)"}
 	}
 	before, _ := RevParse(ctx, t.Project, ref)
@@ -462,6 +590,7 @@ func gitWhy(stderr string, err error) string {
 // Remove deletes the worktree and the task repository. Every commit of the
 // branch the project took is in the project.
 func (t TaskRepo) Remove() error {
+	prepared.Delete(t.GitDir())
 	if !filepath.IsAbs(t.Worktree) {
 		return fmt.Errorf("remove the task's worktree: %q is no absolute path", t.Worktree)
 	}

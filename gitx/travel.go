@@ -136,7 +136,9 @@ func Arrive(ctx context.Context, root, remote, worktree, branch, parent string) 
 	if err := arrive(ctx, root, remote, branch, parent); err != nil {
 		return err
 	}
-	return TaskRepo{Project: root, Worktree: worktree, Branch: branch, Parent: parent}.Prepare(ctx)
+	// the job's own Prepare follows with no turn between: it finds the
+	// repository prepared
+	return TaskRepo{Project: root, Worktree: worktree, Branch: branch, Parent: parent}.prepare(ctx, true)
 }
 
 func arrive(ctx context.Context, root, remote, branch, parent string) error {
