@@ -128,6 +128,8 @@ func New(d Deps) (*echo.Echo, error) {
 	// a handler that panics answers 500 with an error id (in the log with
 	// its stack) instead of taking the connection down
 	e.Use(recoverPanics)
+	// gzip for a client that takes it, never for a stream (compress.go)
+	e.Use(compress)
 	e.Use(securityHeaders, loopbackOnly, sameSite, h.authenticate)
 
 	e.GET("/", h.tasksPage)
