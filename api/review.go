@@ -53,6 +53,8 @@ type DiffResult struct {
 	// asked for one; Full is the file shown whole
 	Since string `json:"since,omitempty"`
 	Full  string `json:"full,omitempty"`
+	// FileIndex is the place of DiffOptions.File in the whole diff
+	FileIndex int `json:"file_index,omitempty"`
 	// Network is the task's egress (CONTRACT §15); nil where the daemon
 	// keeps none
 	Network *Network `json:"network,omitempty"`
@@ -104,6 +106,11 @@ type DiffOptions struct {
 	// SkipMerge leaves the merge dry run out (three git runs) for callers
 	// that want the rows alone (a file loaded into the page, the warm-up)
 	SkipMerge bool `json:"skip_merge,omitempty"`
+	// File asks for one changed file alone (a file the page sent without
+	// its rows): Files holds it, FileIndex says where it sits in the whole
+	// diff; no merge dry run. It costs that file, from a cache keyed by the
+	// commits the diff runs between, never the whole diff made again.
+	File string `json:"file,omitempty"`
 }
 
 // MergeReadiness is what an accept would meet now: the dry-run merge of the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"lazy/actors"
@@ -23,24 +22,13 @@ import (
 type Review struct {
 	svc   *Service
 	deps  *actors.TaskDeps // the accept rules' inputs (protected paths, approvals)
-	mu    sync.Mutex
-	diffs map[string]cachedDiff
+	diffs diffCache
 }
 
 var (
 	_ httpapi.ReviewActions = (*Review)(nil)
 	_ httpapi.RawFiles      = (*Review)(nil)
 )
-
-type cachedDiff struct {
-	key  time.Time // the task's UpdatedAt when computed
-	refs string    // the branch's and the parent's heads when computed
-	at   time.Time
-	diff *gitx.Diff
-}
-
-// diffTTL bounds how long a cached diff is trusted without a task change.
-const diffTTL = 15 * time.Second
 
 // maxRangeLines bounds a comment on a range of lines.
 const maxRangeLines = 500
@@ -61,38 +49,68 @@ func span(t *store.Task) gitx.DiffSpec {
 	return gitx.DiffSpec{From: t.Parent, To: t.Branch, MergeBase: true}
 }
 
-// diff returns the task's diff against its parent, recomputed when the task
-// changed (a turn ended, a sync, a revert) or the cache is old.
+// diff returns the task's diff against its parent. It is cached by the
+// commits it runs between (resolved first: a commit made by hand on
+// either branch, a turn, a sync all give another key), so a cached diff is
+// never stale and no clock decides when it is.
 func (r *Review) diff(ctx context.Context, t *store.Task) (*gitx.Diff, error) {
 	r.svc.follow(ctx, t)
-	// a commit made by hand on either branch changes no task row: the
-	// heads are part of the key
-	// (one git run for both)
-	refs, _ := gitx.Run(ctx, r.svc.paths.Root, "rev-parse", t.Branch+"^{commit}", t.Parent+"^{commit}")
-	r.mu.Lock()
-	c, ok := r.diffs[t.ID]
-	r.mu.Unlock()
-	if ok && c.key.Equal(t.UpdatedAt) && c.refs == refs && time.Since(c.at) < diffTTL {
-		return c.diff, nil
+	sp, ok := r.resolved(ctx, t)
+	if !ok {
+		return gitx.DiffWith(ctx, r.svc.paths.Root, span(t)) // says what is wrong
 	}
-	d, err := gitx.DiffWith(ctx, r.svc.paths.Root, span(t))
+	k := diffKey{from: sp.From, to: sp.To, mergeBase: sp.MergeBase}
+	if d, ok := r.diffs.get(k); ok {
+		return d.diff, nil
+	}
+	d, err := gitx.DiffWith(ctx, r.svc.paths.Root, sp)
 	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	if r.diffs == nil {
-		r.diffs = map[string]cachedDiff{}
+	r.diffs.put(k, cachedDiff{diff: d}, diffSize(d.Files))
+	return d, nil
+}
+
+// resolved is the task's span with both ends as commit ids.
+func (r *Review) resolved(ctx context.Context, t *store.Task) (gitx.DiffSpec, bool) {
+	sp := span(t)
+	from, err := gitx.RevParse(ctx, r.svc.paths.Root, sp.From)
+	if err != nil {
+		return sp, false
 	}
-	// the cache holds the diffs of tasks looked at within diffTTL, not of
-	// every task ever shown
-	for id, c := range r.diffs {
-		if time.Since(c.at) >= diffTTL {
-			delete(r.diffs, id)
+	to, err := gitx.RevParse(ctx, r.svc.paths.Root, sp.To)
+	if err != nil {
+		return sp, false
+	}
+	sp.From, sp.To = from, to
+	return sp, true
+}
+
+// file is one changed file of the task's diff and its place in it. A file
+// asked for before costs a lookup; otherwise it comes from the whole diff
+// (cached by the same commits).
+func (r *Review) file(ctx context.Context, t *store.Task, path string) (gitx.File, int, error) {
+	r.svc.follow(ctx, t)
+	sp, ok := r.resolved(ctx, t)
+	k := diffKey{from: sp.From, to: sp.To, mergeBase: sp.MergeBase, path: path}
+	if ok {
+		if c, ok := r.diffs.get(k); ok {
+			return c.file, c.index, nil
 		}
 	}
-	r.diffs[t.ID] = cachedDiff{key: t.UpdatedAt, refs: refs, at: time.Now(), diff: d}
-	r.mu.Unlock()
-	return d, nil
+	d, err := r.diff(ctx, t)
+	if err != nil {
+		return gitx.File{}, 0, err
+	}
+	for i, f := range d.Files {
+		if f.Path() == path {
+			if ok {
+				r.diffs.put(k, cachedDiff{file: f, index: i}, diffSize(d.Files[i:i+1]))
+			}
+			return f, i, nil
+		}
+	}
+	return gitx.File{}, 0, usage("%q is not a changed file of this task: reload the page", path)
 }
 
 // Queue lists blocked tasks with their counts.
@@ -128,12 +146,22 @@ func (r *Review) Diff(ctx context.Context, ref string, o api.DiffOptions) (*api.
 	if err != nil {
 		return nil, err
 	}
-	d, err := r.diff(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	files := d.Files
 	res := &api.DiffResult{Task: r.svc.info(t)}
+	var files []gitx.File
+	if o.File != "" {
+		f, i, err := r.file(ctx, t, o.File)
+		if err != nil {
+			return nil, err
+		}
+		files, res.FileIndex = []gitx.File{f}, i
+		o = api.DiffOptions{SkipMerge: true}
+	} else {
+		d, err := r.diff(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		files = d.Files
+	}
 	if res.Network, err = network(ctx, r.svc.st, t.ID); err != nil {
 		return nil, err
 	}

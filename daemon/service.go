@@ -49,6 +49,8 @@ type Service struct {
 	log     *slog.Logger
 	fetchMu sync.Mutex
 	fetched map[string]time.Time // by task
+	// logs are task branches' commit lists by the commits they run between
+	logs logCache
 	// links is the TLS of the links to the other members and to etcd, as
 	// started (nil: plaintext)
 	links *supervisor.LinkTLS
@@ -308,12 +310,24 @@ func (s *Service) commits(ctx context.Context, t *store.Task) ([]api.CommitInfo,
 	s.follow(ctx, t)
 	out := []api.CommitInfo{}
 	sp := span(t) // an ended task's commits are the ones it merged or left
+	key := ""
+	from, ferr := gitx.RevParse(ctx, s.paths.Root, sp.From)
+	to, terr := gitx.RevParse(ctx, s.paths.Root, sp.To)
+	if ferr == nil && terr == nil {
+		key, sp.From, sp.To = from+".."+to, from, to
+		if c, ok := s.logs.get(key); ok {
+			return c, nil
+		}
+	}
 	commits, err := gitx.Log(ctx, s.paths.Root, sp.From, sp.To)
 	if err != nil {
 		return out, nil // the branch may be gone after an accept; the page shows none
 	}
 	for _, c := range commits {
 		out = append(out, httpapi.CommitOf(c))
+	}
+	if key != "" {
+		s.logs.put(key, out)
 	}
 	return out, nil
 }

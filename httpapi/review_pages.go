@@ -432,7 +432,8 @@ func (h *handler) fileFragment(c echo.Context) error {
 	if path == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "path names no file: give ?path=<a changed file>")
 	}
-	d, err := h.d.Review.Diff(ctx, c.Param("task"), api.DiffOptions{SkipMerge: true})
+	// the file alone: its rows and its threads, never the whole diff's
+	d, err := h.d.Review.Diff(ctx, c.Param("task"), api.DiffOptions{SkipMerge: true, File: path})
 	if err != nil {
 		return err
 	}
@@ -440,7 +441,16 @@ func (h *handler) fileFragment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	view, _ := views.BuildDiff(d.Files, pl.Threads, d.Task.ID, h.csrfFor(c), endedView(d.Task) == nil, "")
+	var threads []review.Thread
+	for _, th := range pl.Threads {
+		for _, f := range d.Files {
+			if th.File == f.Path() || (f.OldPath != "" && th.File == f.OldPath) {
+				threads = append(threads, th)
+				break
+			}
+		}
+	}
+	view, _ := views.BuildDiffAt(d.FileIndex, d.Files, threads, d.Task.ID, h.csrfFor(c), endedView(d.Task) == nil, "")
 	view.Expandable, view.RawURL = true, rawURL(d.Task.ID)
 	views.LinkTurns(&view, nil, commitRows(d.Commits, d.Turns))
 	frag, err := h.d.Views.FileHTML(view, path)

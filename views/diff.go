@@ -177,6 +177,13 @@ type MessageView struct {
 // no reply, no message offers Re-send or Withdraw, and a comment still
 // queued says it was never delivered.
 func BuildDiff(files []api.File, threads []review.Thread, taskID, csrf string, commentable bool, open string) (DiffView, []ThreadView) {
+	return BuildDiffAt(0, files, threads, taskID, csrf, commentable, open)
+}
+
+// BuildDiffAt is BuildDiff of files that sit at index first of a whole
+// diff (one file the page loads by itself): its rows carry the ids they
+// have on the page.
+func BuildDiffAt(first int, files []api.File, threads []review.Thread, taskID, csrf string, commentable bool, open string) (DiffView, []ThreadView) {
 	byAnchor := map[string][]ThreadView{}
 	var orphans []ThreadView
 	lines := indexLines(files)
@@ -206,7 +213,7 @@ func BuildDiff(files []api.File, threads []review.Thread, taskID, csrf string, c
 		d.Deleted += f.Deleted
 		for hi, h := range f.Hunks {
 			hv := HunkView{Header: fmt.Sprintf("@@ -%d,%d +%d,%d @@ %s", h.OldStart, h.OldLines, h.NewStart, h.NewLines, h.Section)}
-			hv.Rows = pairRows(h.Lines, fmt.Sprintf("f%d-h%d", fi, hi))
+			hv.Rows = pairRows(h.Lines, fmt.Sprintf("f%d-h%d", first+fi, hi))
 			for i := range hv.Rows {
 				r := &hv.Rows[i]
 				path := f.Path()
