@@ -808,6 +808,7 @@ func (d *Daemon) cleanup() {
 		_ = d.st.Close()
 		d.st = nil
 	}
+	gitx.CloseBatches() // the long-lived git questions' processes end with the daemon
 	if d.lock != nil {
 		_ = os.Remove(d.paths.DaemonJSON)
 		_ = d.lock.Close()
