@@ -132,7 +132,15 @@ func restoreSnapshot(ctx context.Context, git gitFunc, s Snapshot) (Undone, erro
 	var u Undone
 	head, now, err := porcelain(ctx, git)
 	if err != nil {
-		return u, err
+		// a HEAD the daemon's git cannot read (a commit the agent wrote
+		// is in the task repository's objects, which it never reads):
+		// the ref alone says where the branch went
+		if head, err = git(ctx, "rev-parse", "--verify", "HEAD"); err != nil {
+			return u, err
+		}
+		if head == s.Head {
+			return u, fmt.Errorf("read the task's checkout at %s: %w", short(head), err)
+		}
 	}
 	if head != s.Head {
 		if _, err := git(ctx, "reset", "-q", "--soft", s.Head); err != nil {

@@ -437,3 +437,48 @@ func TestLinksInTheTaskRepoNeverFollowed(t *testing.T) {
 		t.Errorf("the project's refs changed: %s", out)
 	}
 }
+
+// TestSnapshotRestore: what an ask did — a commit, a changed file, a new
+// one — is put back and said; a change from before the ask stays.
+func TestSnapshotRestore(t *testing.T) {
+	ctx := context.Background()
+	root := gitxtest.NewRepo(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	tr := newTask(t, root, "snap")
+	if err := os.WriteFile(filepath.Join(tr.Worktree, "b.txt"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := tr.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := strings.TrimSpace(gitxtest.Git(t, tr.Worktree, "rev-parse", "HEAD"))
+	if s.Head != before || s.Dirty["b.txt"] != " M" {
+		t.Fatalf("snapshot %+v, HEAD %s", s, before)
+	}
+	gitxtest.Commit(t, tr.Worktree, "sneak", map[string]string{"evil.txt": "x\n"}) // never imported: its objects are the task repository's own
+	if err := os.WriteFile(filepath.Join(tr.Worktree, "a.txt"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tr.Worktree, "new.txt"), []byte("n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	u, err := tr.Restore(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := strings.TrimSpace(gitxtest.Git(t, tr.Worktree, "rev-parse", "HEAD")); after != before {
+		t.Fatalf("the branch is at %s, want %s back", after, before)
+	}
+	if u.MovedFrom != before || strings.Join(u.Restored, ",") != "a.txt,evil.txt,new.txt" {
+		t.Fatalf("undone %+v", u)
+	}
+	out := gitxtest.Git(t, tr.Worktree, "status", "--porcelain")
+	{
+		if !strings.HasSuffix(strings.TrimSpace(out), "b.txt") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+			t.Fatalf("status after the restore: %q", out)
+		}
+	}
+}
