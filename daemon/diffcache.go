@@ -33,6 +33,44 @@ type diffCache struct {
 	order list.List // of *diffEntry, most recent first
 	byKey map[diffKey]*list.Element
 	bytes int
+	// making: the diffs being made, by key
+	making map[diffKey]*making
+}
+
+// making is one diff being made; done closes when d and err are set.
+type making struct {
+	done chan struct{}
+	d    *gitx.Diff
+	err  error
+}
+
+// once is the whole diff of k: cached, or made by make — once, when
+// several callers miss together — and cached.
+func (c *diffCache) once(k diffKey, build func() (*gitx.Diff, error)) (*gitx.Diff, error) {
+	if v, ok := c.get(k); ok {
+		return v.diff, nil
+	}
+	c.mu.Lock()
+	if m, ok := c.making[k]; ok {
+		c.mu.Unlock()
+		<-m.done
+		return m.d, m.err
+	}
+	if c.making == nil {
+		c.making = map[diffKey]*making{}
+	}
+	m := &making{done: make(chan struct{})}
+	c.making[k] = m
+	c.mu.Unlock()
+	m.d, m.err = build()
+	if m.err == nil {
+		c.put(k, cachedDiff{diff: m.d}, diffSize(m.d.Files))
+	}
+	c.mu.Lock()
+	delete(c.making, k)
+	c.mu.Unlock()
+	close(m.done)
+	return m.d, m.err
 }
 
 type diffEntry struct {

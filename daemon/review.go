@@ -60,15 +60,9 @@ func (r *Review) diff(ctx context.Context, t *store.Task) (*gitx.Diff, error) {
 		return gitx.DiffWith(ctx, r.svc.paths.Root, span(t)) // says what is wrong
 	}
 	k := diffKey{from: sp.From, to: sp.To, mergeBase: sp.MergeBase}
-	if d, ok := r.diffs.get(k); ok {
-		return d.diff, nil
-	}
-	d, err := gitx.DiffWith(ctx, r.svc.paths.Root, sp)
-	if err != nil {
-		return nil, err
-	}
-	r.diffs.put(k, cachedDiff{diff: d}, diffSize(d.Files))
-	return d, nil
+	// one git diff per key however many ask at once (the warm-up and the
+	// reviewer's first page race when a turn ends)
+	return r.diffs.once(k, func() (*gitx.Diff, error) { return gitx.DiffWith(ctx, r.svc.paths.Root, sp) })
 }
 
 // resolved is the task's span with both ends as commit ids.

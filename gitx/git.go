@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -142,7 +144,29 @@ func RevParse(ctx context.Context, dir, rev string) (string, error) {
 }
 
 // AheadBehind counts commits branch has that parent lacks, and the reverse.
+// Between two commit ids the answer never changes: it is kept (an accept
+// asks it of the same pair twice).
 func AheadBehind(ctx context.Context, root, parent, branch string) (ahead, behind int, err error) {
+	var key string
+	if p, err := RevParse(ctx, root, parent); err == nil {
+		if b, err := RevParse(ctx, root, branch); err == nil {
+			key = root + "\x00" + p + "..." + b
+			if v, ok := aheadBehind.Load(key); ok {
+				ab := v.([2]int)
+				return ab[0], ab[1], nil
+			}
+			parent, branch = p, b
+		}
+	}
+	defer func() {
+		if err == nil && key != "" {
+			if aheadBehindN.Add(1) > 4096 { // bounded: start over
+				aheadBehind.Clear()
+				aheadBehindN.Store(0)
+			}
+			aheadBehind.Store(key, [2]int{ahead, behind})
+		}
+	}()
 	out, err := Run(ctx, root, "rev-list", "--left-right", "--count", parent+"..."+branch)
 	if err != nil {
 		return 0, 0, fmt.Errorf("compare %s with %s: %w", branch, parent, err)
@@ -167,6 +191,11 @@ func ChangedPaths(ctx context.Context, root, parent, branch string) ([]string, e
 	}
 	return strings.Split(out, "\n"), nil
 }
+
+var (
+	aheadBehind  sync.Map // root NUL parent id...branch id → [ahead, behind]
+	aheadBehindN atomic.Int64
+)
 
 // ConflictError is a merge that stopped on conflicts.
 type ConflictError struct{ Files []string }
