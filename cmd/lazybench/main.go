@@ -27,11 +27,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"lazy/api"
 	"lazy/config"
 	"lazy/proxy"
+	"lazy/scriptagent"
 	"lazy/stubmodel"
 )
 
@@ -39,7 +41,7 @@ const realKey = "sk-ant-api03-BENCHREALKEY-0123456789abcdefghij"
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: lazybench run | serve-upstream | serve-bare | serve-lazy | load")
+		fmt.Fprintln(os.Stderr, "usage: lazybench run | serve-upstream | serve-bare | serve-lazy | serve-daemon | load")
 		os.Exit(2)
 	}
 	var err error
@@ -52,6 +54,10 @@ func main() {
 		err = serveBare(os.Args[2:])
 	case "serve-lazy":
 		err = serveLazy(os.Args[2:])
+	case "serve-daemon":
+		err = serveDaemon(os.Args[2:])
+	case "script-agent": // the daemon's scripted agent (SelfExe)
+		os.Exit(scriptagent.Main(os.Args[2:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 	case "load":
 		err = load(os.Args[2:])
 	default:
@@ -292,10 +298,11 @@ func load(args []string) error {
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
-// server is a child process serving on ADDR.
+// server is a child process serving on ADDR; key is the placeholder it
+// printed beside its address (serve-daemon: its task's).
 type server struct {
-	cmd  *exec.Cmd
-	addr string
+	cmd       *exec.Cmd
+	addr, key string
 }
 
 func spawn(self string, args ...string) (*server, error) {
@@ -312,15 +319,28 @@ func spawn(self string, args ...string) (*server, error) {
 	if !sc.Scan() {
 		return nil, fmt.Errorf("%v printed no address", args)
 	}
-	addr, ok := strings.CutPrefix(sc.Text(), "ADDR ")
+	line, ok := strings.CutPrefix(sc.Text(), "ADDR ")
 	if !ok {
 		return nil, fmt.Errorf("%v: unexpected %q", args, sc.Text())
 	}
+	addr, key, _ := strings.Cut(line, " ")
 	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return &server{cmd: cmd, addr: "http://" + addr}, nil
+	return &server{cmd: cmd, addr: "http://" + addr, key: key}, nil
 }
 
-func (s *server) stop() { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait() }
+// stop asks the server to end (SIGTERM: the daemon stops its task and
+// writes its profile) and kills it after 15 s.
+func (s *server) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-done
+	}
+}
 
 // cpuSeconds is a process's user + system CPU so far.
 func cpuSeconds(pid int) float64 {
@@ -418,14 +438,20 @@ func run(args []string) error {
 		return err
 	}
 	defer lz.stop()
+	dm, err := spawn(self, "serve-daemon", "--upstream", up.addr)
+	if err != nil {
+		return err
+	}
+	defer dm.stop()
 	targets := []struct {
 		name, url, key string
 		srv            *server // the proxy process, for its CPU
-	}{{"direct", up.addr, realKey, nil}, {"bare", bare.addr, "ignored", bare}, {"plain", plain.addr, "ignored", plain}, {"lazy", lz.addr, placeholder, lz}}
+	}{{"direct", up.addr, realKey, nil}, {"bare", bare.addr, "ignored", bare}, {"plain", plain.addr, "ignored", plain},
+		{"lazy", lz.addr, placeholder, lz}, {"daemon", dm.addr, dm.key, dm}}
 	type key struct{ target, figure string }
 	samples := map[key][]float64{}
 	add := func(t, f string, v float64) { samples[key{t, f}] = append(samples[key{t, f}], v) }
-	fmt.Fprintf(os.Stderr, "lazybench: %d rounds x %d targets x 3 loads of %s, interleaved\n", *rounds, len(targets), *dur)
+	fmt.Fprintf(os.Stderr, "lazybench: %d rounds x %d targets x 3 loads of %s, interleaved; load average before: %s\n", *rounds, len(targets), *dur, loadAvg())
 	for r := 1; r <= *rounds; r++ {
 		for _, t := range targets {
 			fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s\n", r, *rounds, t.name)
@@ -457,29 +483,44 @@ func run(args []string) error {
 			add(t.name, "gap", sse.GapP50us)
 		}
 	}
+	fmt.Fprintf(os.Stderr, "lazybench: load average after: %s\n", loadAvg())
 	m := func(t, f string) float64 { return median(samples[key{t, f}]) }
-	lzHWM, _ := rssMB(lz.cmd.Process.Pid)
-	bareHWM, _ := rssMB(bare.cmd.Process.Pid)
+	hwm := func(s *server) float64 { h, _ := rssMB(s.cmd.Process.Pid); return h }
+	lzHWM, bareHWM, dmHWM, plainHWM := hwm(lz), hwm(bare), hwm(dm), hwm(plain)
+	added := func(t, f string) float64 { return m(t, f) - m("direct", f) }
+
+	// the headline: the daemon users run against the tuned bare proxy
+	head := []headRow{
+		{"throughput, 64 clients", "req/s", m("daemon", "rps_64"), m("bare", "rps_64"), m("plain", "rps_64"), m("direct", "rps_64"), ">=", 0.9, false},
+		{"CPU per request, 64 clients", "us", m("daemon", "cpu_64"), m("bare", "cpu_64"), m("plain", "cpu_64"), 0, "<=", 1.25, false},
+		{"added p50 over direct, 1 client", "us", added("daemon", "p50_1"), added("bare", "p50_1"), added("plain", "p50_1"), 0, "<=", 1.25, false},
+		{"added p50 over direct, 64 clients", "us", added("daemon", "p50_64"), added("bare", "p50_64"), added("plain", "p50_64"), 0, "<=", 1.25, false},
+		{"p99, 1 client", "us", m("daemon", "p99_1"), m("bare", "p99_1"), m("plain", "p99_1"), m("direct", "p99_1"), "<=", 1.1, false},
+		{"p99, 64 clients", "us", m("daemon", "p99_64"), m("bare", "p99_64"), m("plain", "p99_64"), m("direct", "p99_64"), "<=", 1.1, false},
+		{"peak RSS under load", "MB", dmHWM, bareHWM, plainHWM, 0, "<=", 40, true},
+		{"SSE added time to first event", "us", added("daemon", "ttfb"), added("bare", "ttfb"), added("plain", "ttfb"), 0, "", 0, false},
+	}
+	printHead(os.Stdout, head)
+
+	// the second table: the proxy component (proxy.New alone, no daemon)
 	var rows []row
 	addRow := func(name string, lazy, base float64, unit, baseIs string) {
 		rows = append(rows, row{name, lazy, base, unit, baseIs})
 	}
 	const bareIs, plainIs, directIs = "tuned bare ReverseProxy", "bare, DefaultTransport", "direct to upstream"
-	added := func(t, f string) float64 { return m(t, f) - m("direct", f) }
-	addRow("proxy: added p50 over direct, 1 client", added("lazy", "p50_1"), added("bare", "p50_1"), "us", bareIs)
-	addRow("proxy: added p50 over direct, 64 clients", added("lazy", "p50_64"), added("bare", "p50_64"), "us", bareIs)
-	addRow("proxy: p50 latency, 1 client", m("lazy", "p50_1"), m("direct", "p50_1"), "us", directIs)
-	addRow("proxy: p99 latency, 1 client", m("lazy", "p99_1"), m("bare", "p99_1"), "us", bareIs)
-	addRow("proxy: p99 latency, 64 clients", m("lazy", "p99_64"), m("bare", "p99_64"), "us", bareIs)
-	addRow("proxy: throughput, 64 clients", m("lazy", "rps_64"), m("bare", "rps_64"), "req/s", bareIs)
-	addRow("proxy: throughput, 64 clients", m("lazy", "rps_64"), m("plain", "rps_64"), "req/s", plainIs)
-	addRow("proxy: throughput, 64 clients", m("lazy", "rps_64"), m("direct", "rps_64"), "req/s", directIs)
-	addRow("proxy: CPU per request, 64 clients", m("lazy", "cpu_64"), m("bare", "cpu_64"), "us", bareIs)
-	addRow("proxy: peak RSS under load", lzHWM, bareHWM, "MB", bareIs)
-	addRow("proxy: peak RSS under load", lzHWM, 40, "MB", "target")
-	addRow("proxy: SSE added time to first event", added("lazy", "ttfb"), added("bare", "ttfb"), "us", bareIs)
-	addRow("proxy: SSE added time to first event", added("lazy", "ttfb"), 1000, "us", "target")
-	addRow("proxy: SSE gap between events (2 ms upstream)", m("lazy", "gap"), m("direct", "gap"), "us", directIs)
+	addRow("proxy alone: added p50 over direct, 1 client", added("lazy", "p50_1"), added("bare", "p50_1"), "us", bareIs)
+	addRow("proxy alone: added p50 over direct, 64 clients", added("lazy", "p50_64"), added("bare", "p50_64"), "us", bareIs)
+	addRow("proxy alone: p50 latency, 1 client", m("lazy", "p50_1"), m("direct", "p50_1"), "us", directIs)
+	addRow("proxy alone: p99 latency, 1 client", m("lazy", "p99_1"), m("bare", "p99_1"), "us", bareIs)
+	addRow("proxy alone: p99 latency, 64 clients", m("lazy", "p99_64"), m("bare", "p99_64"), "us", bareIs)
+	addRow("proxy alone: throughput, 64 clients", m("lazy", "rps_64"), m("bare", "rps_64"), "req/s", bareIs)
+	addRow("proxy alone: throughput, 64 clients", m("lazy", "rps_64"), m("plain", "rps_64"), "req/s", plainIs)
+	addRow("proxy alone: throughput, 64 clients", m("lazy", "rps_64"), m("direct", "rps_64"), "req/s", directIs)
+	addRow("proxy alone: CPU per request, 64 clients", m("lazy", "cpu_64"), m("bare", "cpu_64"), "us", bareIs)
+	addRow("proxy alone: peak RSS under load", lzHWM, bareHWM, "MB", bareIs)
+	addRow("proxy alone: SSE added time to first event", added("lazy", "ttfb"), added("bare", "ttfb"), "us", bareIs)
+	addRow("proxy alone: SSE added time to first event", added("lazy", "ttfb"), 1000, "us", "target")
+	addRow("daemon: SSE gap between events (2 ms upstream)", m("daemon", "gap"), m("direct", "gap"), "us", directIs)
 	if *proxyOnly {
 		printTable(os.Stdout, rows)
 		return nil
@@ -548,6 +589,63 @@ type row struct {
 	name         string
 	lazy, base   float64
 	unit, baseIs string
+}
+
+// headRow is one figure of the headline: the daemon beside the tuned bare
+// proxy, the DefaultTransport one and a direct connection (0: not
+// measured), and the target as a ratio to the tuned bare proxy (absolute:
+// the target is the figure itself, in its unit).
+type headRow struct {
+	name, unit                   string
+	daemon, tuned, plain, direct float64
+	op                           string // ">=", "<=" or "": no target
+	target                       float64
+	absolute                     bool
+}
+
+func printHead(w io.Writer, rows []headRow) {
+	fmt.Fprintln(w, "\nthe daemon users run (task with a live grant, budget, usage rows, traffic events, scrubbing)")
+	fmt.Fprintln(w, "against the tuned bare ReverseProxy, same run; ratio = daemon / tuned")
+	fmt.Fprintf(w, "%-36s %14s %14s %7s %12s %5s %18s %14s\n", "figure", "daemon", "tuned bare", "ratio", "target", "met", "DefaultTransport", "direct")
+	f := func(v float64, unit string) string {
+		if v == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f %s", v, unit)
+	}
+	for _, r := range rows {
+		ratio := 0.0
+		if r.tuned != 0 {
+			ratio = r.daemon / r.tuned
+		}
+		target, met := "-", "-"
+		if r.op != "" {
+			got := ratio
+			target = fmt.Sprintf("%s %.2fx", r.op, r.target)
+			if r.absolute {
+				got, target = r.daemon, fmt.Sprintf("%s %.0f %s", r.op, r.target, r.unit)
+			}
+			ok := got <= r.target
+			if r.op == ">=" {
+				ok = got >= r.target
+			}
+			met = map[bool]string{true: "yes", false: "NO"}[ok]
+		}
+		fmt.Fprintf(w, "%-36s %14s %14s %7.2f %12s %5s %18s %14s\n", r.name, f(r.daemon, r.unit), f(r.tuned, r.unit), ratio, target, met, f(r.plain, r.unit), f(r.direct, r.unit))
+	}
+}
+
+// loadAvg is the machine's load average (1, 5, 15 minutes).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func printTable(w io.Writer, rows []row) {

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"lazy/agent"
+	"lazy/api"
+	"lazy/config"
+	"lazy/daemon"
+	"lazy/proxy"
+)
+
+// benchBudget is the token budget set on the bench's task: large enough
+// never to be used up, so every call takes the budget's hold and settles it.
+const benchBudget = 1 << 40
+
+// serveDaemon is what users run: a real daemon (daemon.Start) on a git
+// project with the scripted agent, its log at info in a file, and one task
+// whose agent sleeps in a running turn, so its grant is live. The task has
+// a budget, so every call is held against it and settled; every call is a
+// usage row and a traffic event; the response scrubber, the tripwires and
+// the canary check are on. Agents run under runner = "process", so the
+// placeholder is taken on the TCP listener (the load client is a process in
+// no sandbox). It prints "ADDR <proxy address> <placeholder>".
+//
+// LAZYBENCH_CPUPROFILE=FILE writes a CPU profile of the daemon from the
+// moment it is ready until the process is told to stop (SIGTERM).
+func serveDaemon(args []string) error {
+	fs := flag.NewFlagSet("serve-daemon", flag.ExitOnError)
+	up := fs.String("upstream", "", "upstream URL")
+	_ = fs.Parse(args)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	base, err := os.MkdirTemp("", "lazybench-daemon-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(base)
+	home, root := filepath.Join(base, "home"), filepath.Join(base, "project")
+	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(realKey+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := benchProject(root); err != nil {
+		return err
+	}
+	cfg := fmt.Sprintf("[daemon]\nport_window = [26900, 26999]\n[agent]\ndriver = \"script\"\nrunner = \"process\"\nturn_timeout = \"12h\"\n[proxy]\nupstream = %q\ncredential = \"provider\"\n", *up)
+	if err := os.WriteFile(filepath.Join(root, ".lazy", "config.toml"), []byte(cfg), 0o644); err != nil {
+		return err
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LAZY_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "LAZY_HOME="+home)
+	logFile, err := os.OpenFile(filepath.Join(base, "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	// as `lazy daemon start` logs: text, at info, to the log file
+	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	d, err := daemon.Start(ctx, daemon.Options{Root: root, Environ: env, Log: log, SelfExe: self})
+	if err != nil {
+		return fmt.Errorf("start the daemon: %w", err)
+	}
+	defer func() { d.Stop(); <-d.Done() }()
+	res, err := d.Service().NewTask(ctx, api.NewTaskArgs{Prompt: "@sleep 12h", Code: "bench", BudgetTokens: benchBudget})
+	if err != nil {
+		return fmt.Errorf("create the bench task: %w", err)
+	}
+	ph, err := waitGrant(config.PathsFor(home, root).ProxyTokens, res.Task.ID)
+	if err != nil {
+		return err
+	}
+	if prof := os.Getenv("LAZYBENCH_CPUPROFILE"); prof != "" {
+		f, err := os.Create(prof)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	fmt.Printf("ADDR %s %s\n", strings.TrimPrefix(d.Info().ProxyURL, "http://"), ph)
+	select {
+	case <-ctx.Done():
+	case <-d.Done():
+		return fmt.Errorf("the daemon stopped under the bench; its log: %s", filepath.Join(base, "daemon.log"))
+	}
+	return nil
+}
+
+// waitGrant waits for the task's model grant in the registry file and
+// returns its placeholder.
+func waitGrant(registry, taskID string) (string, error) {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		gs, err := proxy.LoadGrants(registry)
+		if err != nil {
+			return "", err
+		}
+		for ph, g := range gs {
+			if g.TaskID == taskID && g.EnvVar == agent.EnvAPIKey {
+				return ph, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("the bench task has no grant in %s after 60 s", registry)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// benchProject is a git repository with one commit and a .lazy directory.
+func benchProject(root string) error {
+	if err := os.MkdirAll(filepath.Join(root, ".lazy"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte("# bench\n"), 0o644); err != nil {
+		return err
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "README.md"},
+		{"-c", "user.name=lazybench", "-c", "user.email=bench@lazy.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "Initial commit"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s: %v: %s", args[0], err, out)
+		}
+	}
+	return nil
+}
