@@ -187,6 +187,33 @@ func TestReaderSplits(t *testing.T) {
 	}
 }
 
+// TestReaderSizedToItsSource: a reader sized to its source (a model
+// call's body of declared length) finds a mark split at every offset, also
+// when the source is longer than it said (the buffer is only smaller,
+// never a limit) and when it is tiny; a clean source passes whole.
+func TestReaderSizedToItsSource(t *testing.T) {
+	s, ds := setOf(t, "task-a")
+	m := ds["task-a"].Marks[0]
+	body := strings.Repeat("x", 40) + m + strings.Repeat("y", 3000)
+	at := strings.Index(body, m)
+	for _, size := range []int64{0, 5, int64(len(body)), int64(len(body) / 3)} {
+		for cut := 1; cut < at+len(m)+2; cut++ {
+			src := io.MultiReader(strings.NewReader(body[:cut]), strings.NewReader(body[cut:]))
+			var got Owner
+			out, err := io.ReadAll(s.ReaderSize(src, size, func(o Owner) { got = o }))
+			if !errors.Is(err, ErrFound) || got.TaskID != "task-a" || len(out) > at {
+				t.Fatalf("size %d, cut %d: err %v, owner %v, %d bytes handed on (the mark starts at %d)", size, cut, err, got, len(out), at)
+			}
+		}
+	}
+	clean := strings.Repeat("the quick brown fox 0123456789 ", 500)
+	for _, size := range []int64{0, 10, int64(len(clean)), int64(len(clean)) * 2} {
+		if err := iotest.TestReader(s.ReaderSize(strings.NewReader(clean), size, nil), []byte(clean)); err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+	}
+}
+
 // TestSetWith: adding an owner keeps the others; adding one twice is free.
 func TestSetWith(t *testing.T) {
 	m := maker(t)

@@ -218,7 +218,24 @@ func (s *Set) Reader(src io.Reader, onHit func(Owner)) io.Reader {
 	if s == nil || len(s.exact) == 0 {
 		return src
 	}
-	return &reader{src: src, sc: Scanner{set: s}, onHit: onHit, buf: make([]byte, 32<<10)}
+	return s.ReaderSize(src, -1, onHit)
+}
+
+// readerBuf is the buffer of a reader of a source of unknown or large size.
+const readerBuf = 32 << 10
+
+// ReaderSize is Reader for a source of size bytes (-1: unknown): its
+// buffer is no larger than such a source needs (a model call's body of a
+// few KiB does not cost 32 KiB of garbage).
+func (s *Set) ReaderSize(src io.Reader, size int64, onHit func(Owner)) io.Reader {
+	if s == nil || len(s.exact) == 0 {
+		return src
+	}
+	n := readerBuf
+	if size >= 0 && size+Window < readerBuf {
+		n = max(int(size)+Window, 2*Window)
+	}
+	return &reader{src: src, sc: Scanner{set: s}, onHit: onHit, buf: make([]byte, n)}
 }
 
 type reader struct {
@@ -268,11 +285,16 @@ func (r *reader) Read(p []byte) (int, error) {
 
 // ReadCloser is Reader for a body that must be closed.
 func (s *Set) ReadCloser(src io.ReadCloser, onHit func(Owner)) io.ReadCloser {
+	return s.ReadCloserSize(src, -1, onHit)
+}
+
+// ReadCloserSize is ReaderSize for a body that must be closed.
+func (s *Set) ReadCloserSize(src io.ReadCloser, size int64, onHit func(Owner)) io.ReadCloser {
 	if s == nil || len(s.exact) == 0 {
 		return src
 	}
 	return struct {
 		io.Reader
 		io.Closer
-	}{s.Reader(src, onHit), src}
+	}{s.ReaderSize(src, size, onHit), src}
 }

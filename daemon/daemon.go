@@ -74,6 +74,7 @@ type Daemon struct {
 	dash     *http.Server
 	prx      *http.Server
 	sockets  *proxy.Sockets // each task's own proxy socket, bound into its sandbox
+	usage    *usageBook     // its rows are written behind the calls: close before the store
 	info     api.DaemonInfo
 	lock     *os.File
 	stopped  chan struct{}
@@ -222,6 +223,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	launcher.Decoys = decoys.Decoys
 	modelErrs.publish = sup.Publish
 	book := newUsageBook(st, o.Log)
+	d.usage = book
 	egress := &egressBook{st: st, log: o.Log, turns: book}
 	var links *supervisor.LinkTLS
 	if clusterOpts != nil {
@@ -262,7 +264,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: sup.Grants, Log: o.Log, Port: proxyPort,
 		Publish: func(t api.Traffic) {
-			sup.Publish(api.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &t})
+			if sup.WantsTraffic() { // lazy watch --net: nobody else reads it
+				net := t // only a published event costs its copy
+				sup.Publish(api.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &net})
+			}
 			if t.Egress {
 				egress.record(t) // no model call: not usage, not model trouble
 				return
@@ -803,6 +808,10 @@ func (d *Daemon) cleanup() {
 			d.log.Warn("remove the proxy sockets", "err", err)
 		}
 		d.sockets = nil
+	}
+	if d.usage != nil {
+		d.usage.close() // the rows that wait, before the store closes
+		d.usage = nil
 	}
 	if d.st != nil {
 		_ = d.st.Close()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"lazy/api"
 	"lazy/proxy"
@@ -15,13 +16,16 @@ import (
 // usageBook counts what each task's model calls cost: every call is a row
 // in the store, and the book keeps each task's totals (and the turn that is
 // running) in memory, so the proxy checks a budget without touching disk.
+// The rows are written behind the calls, in batches (usageRows): a call's
+// reply never waits for its row.
 // It also holds the reservations of the calls on their way (reserve): a
 // call leaves only while the task's charged and held tokens are under its
 // budget, and its traffic event (record) gives its hold back and charges
 // what it cost.
 type usageBook struct {
-	st  store.Store
-	log *slog.Logger
+	st   store.Store
+	log  *slog.Logger
+	rows *usageRows
 
 	mu      sync.Mutex
 	tasks   map[string]*taskUsage
@@ -37,9 +41,15 @@ type taskUsage struct {
 	held int64
 }
 
+// newUsageBook starts the book and its row writer; close writes the rows
+// still waiting.
 func newUsageBook(st store.Store, log *slog.Logger) *usageBook {
-	return &usageBook{st: st, log: log, tasks: map[string]*taskUsage{}, running: map[string]int{}, byRole: map[string]*api.Usage{}}
+	return &usageBook{st: st, log: log, rows: newUsageRows(st, log), tasks: map[string]*taskUsage{}, running: map[string]int{}, byRole: map[string]*api.Usage{}}
 }
+
+// close writes the rows that wait and stops the writer; a call recorded
+// after it is written at once.
+func (b *usageBook) close() { b.rows.close() }
 
 // load reads a task's calls and budget from the store once.
 func (b *usageBook) load(ctx context.Context, taskID string) (*taskUsage, error) {
@@ -102,7 +112,7 @@ func (b *usageBook) record(tr api.Traffic) {
 		b.log.Warn("usage: task not found", "task", tr.TaskRef, "err", err)
 		return
 	}
-	c := store.UsageCall{ID: task.NewID(tr.Time), TaskID: tr.TaskID, Role: tr.Role, Status: tr.Status, Refused: tr.Refused, At: tr.Time}
+	c := &store.UsageCall{ID: task.NewID(tr.Time), TaskID: tr.TaskID, Role: tr.Role, Status: tr.Status, Refused: tr.Refused, At: tr.Time}
 	if tr.Usage != nil {
 		c.InputTokens, c.OutputTokens = tr.Usage.InputTokens, tr.Usage.OutputTokens
 		c.CacheReadInputTokens, c.CacheCreationInputTokens = tr.Usage.CacheReadInputTokens, tr.Usage.CacheCreationInputTokens
@@ -113,7 +123,7 @@ func (b *usageBook) record(tr api.Traffic) {
 	b.mu.Lock()
 	u.held = max(u.held-tr.Reserved, 0)
 	c.Turn = b.running[tr.TaskID]
-	u.add(c)
+	u.add(*c)
 	role := tr.Role
 	if role == "" {
 		role = "default"
@@ -123,11 +133,9 @@ func (b *usageBook) record(tr api.Traffic) {
 		r = &api.Usage{}
 		b.byRole[role] = r
 	}
-	addCall(r, c)
+	addCall(r, *c)
 	b.mu.Unlock()
-	if err := b.st.AddUsage(ctx, &c); err != nil {
-		b.log.Error("usage: record a call", "task", tr.TaskRef, "err", err)
-	}
+	b.rows.add(c)
 }
 
 // follow tracks the running turn of each task from the actors' events.
@@ -233,4 +241,121 @@ func (b *usageBook) roles() map[string]api.Usage {
 		out[k] = *v
 	}
 	return out
+}
+
+// usageFlushEvery is the longest a call's row waits in memory before the
+// write that makes it durable begins. It is what a kill -9 can lose: the
+// rows of the calls that ended in the last usageFlushEvery, and of those
+// whose batch was being committed (one group commit of the store). Their
+// counts, and what they charged of their task's budget, are then missing
+// after the restart (the book is read back from the rows). A stop
+// (`lazy daemon stop`, SIGTERM) writes every row first.
+const usageFlushEvery = 50 * time.Millisecond
+
+// usageBatchMax is a batch written at once, before usageFlushEvery is up.
+const usageBatchMax = 1024
+
+// usageRows writes the book's rows behind the calls: each call appends its
+// row in memory (a lock and an append on the proxy's path), and one
+// goroutine writes what has gathered in one store write (one INSERT of many
+// rows, one commit) usageFlushEvery after the first row of a batch came.
+type usageRows struct {
+	st  store.Store
+	log *slog.Logger
+
+	mu     sync.Mutex
+	rows   []*store.UsageCall
+	closed bool
+
+	wake chan struct{} // a batch began
+	full chan struct{} // a batch reached usageBatchMax
+	quit chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func newUsageRows(st store.Store, log *slog.Logger) *usageRows {
+	w := &usageRows{st: st, log: log, wake: make(chan struct{}, 1), full: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+// add queues one call's row (written at once after close).
+func (w *usageRows) add(c *store.UsageCall) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		w.write([]*store.UsageCall{c})
+		return
+	}
+	w.rows = append(w.rows, c)
+	n := len(w.rows)
+	w.mu.Unlock()
+	signal := func(ch chan struct{}) {
+		select {
+		case ch <- struct{}{}:
+		default: // one is pending already
+		}
+	}
+	if n == 1 {
+		signal(w.wake)
+	}
+	if n == usageBatchMax {
+		signal(w.full)
+	}
+}
+
+func (w *usageRows) loop() {
+	defer close(w.done)
+	t := time.NewTimer(usageFlushEvery)
+	t.Stop()
+	for {
+		select {
+		case <-w.wake:
+		case <-w.quit:
+			w.flush()
+			return
+		}
+		t.Reset(usageFlushEvery)
+		select {
+		case <-t.C:
+		case <-w.full:
+			t.Stop()
+		case <-w.quit:
+			t.Stop()
+			w.flush()
+			return
+		}
+		w.flush()
+	}
+}
+
+// flush writes every row waiting now.
+func (w *usageRows) flush() {
+	w.mu.Lock()
+	rows := w.rows
+	w.rows = nil
+	w.mu.Unlock()
+	if len(rows) > 0 {
+		w.write(rows)
+	}
+}
+
+func (w *usageRows) write(rows []*store.UsageCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.st.AddUsage(ctx, rows...); err != nil {
+		w.log.Error("usage: record model calls; their counts are in memory until the daemon restarts", "calls", len(rows), "err", err)
+	}
+}
+
+// close writes what waits and stops the writer; closing twice is harmless.
+func (w *usageRows) close() {
+	w.once.Do(func() {
+		w.mu.Lock()
+		w.closed = true
+		w.mu.Unlock()
+		close(w.quit)
+	})
+	<-w.done
 }

@@ -111,7 +111,10 @@ func (p *Proxy) canaryCheck(w http.ResponseWriter, r *http.Request, pl *plan) bo
 		p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, canaryText)
 		return false
 	}
-	r.Body = p.CanaryBody(r.Body, func(o canary.Owner) { pl.canaryHit.Store(&o) })
+	if r.Body != nil && r.Body != http.NoBody {
+		// sized to the body: net/http holds the client to its declared length
+		r.Body = p.canaries().ReadCloserSize(r.Body, r.ContentLength, func(o canary.Owner) { pl.canaryHit.Store(&o) })
+	}
 	return true
 }
 

@@ -129,8 +129,8 @@ func (r readsRemote) AnswerAsk(ctx context.Context, id string, c *review.ReviewC
 func (r readsRemote) AddApproval(ctx context.Context, a *store.Approval) error {
 	return r.w.AddApproval(ctx, a)
 }
-func (r readsRemote) AddUsage(ctx context.Context, u *store.UsageCall) error {
-	return r.w.AddUsage(ctx, u)
+func (r readsRemote) AddUsage(ctx context.Context, u ...*store.UsageCall) error {
+	return r.w.AddUsage(ctx, u...)
 }
 func (r readsRemote) UpdatePassphraseTries(ctx context.Context, name string, fn func(int, time.Time) (int, time.Time)) error {
 	return r.w.UpdatePassphraseTries(ctx, name, fn)

@@ -542,15 +542,20 @@ func (f *File) AddApproval(_ context.Context, a *Approval) error {
 	return f.write(a.TaskID, "approval", a, ft)
 }
 
-// AddUsage records one model call.
-func (f *File) AddUsage(_ context.Context, u *UsageCall) error {
+// AddUsage records model calls, a line each in its task's file.
+func (f *File) AddUsage(_ context.Context, calls ...*UsageCall) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ft, err := f.get(u.TaskID)
-	if err != nil {
-		return err
+	for _, u := range calls {
+		ft, err := f.get(u.TaskID)
+		if err != nil {
+			return err
+		}
+		if err := f.write(u.TaskID, "usage", u, ft); err != nil {
+			return err
+		}
 	}
-	return f.write(u.TaskID, "usage", u, ft)
+	return nil
 }
 
 // AddEgress records one egress connection.

@@ -129,7 +129,7 @@ func (r *Remote) AsksInState(ctx context.Context, state review.AskState) ([]revi
 
 func (r *Remote) AddApproval(ctx context.Context, a *Approval) error { return readOnly("addApproval") }
 
-func (r *Remote) AddUsage(ctx context.Context, u *UsageCall) error { return readOnly("addUsage") }
+func (r *Remote) AddUsage(ctx context.Context, _ ...*UsageCall) error { return readOnly("addUsage") }
 
 func (r *Remote) AddEgress(ctx context.Context, e *EgressCall) error { return readOnly("addEgress") }
 

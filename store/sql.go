@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -307,9 +308,38 @@ func (s *SQL) AddApproval(ctx context.Context, a *Approval) error {
 	return mapErr("add approval", s.w.do(ctx, func(tx *gorm.DB) error { return tx.Save(a).Error }))
 }
 
-// AddUsage records one model call.
-func (s *SQL) AddUsage(ctx context.Context, u *UsageCall) error {
-	return mapErr("add usage", s.w.do(ctx, func(tx *gorm.DB) error { return tx.Create(u).Error }))
+// AddUsage records model calls in one write: one statement prepared once
+// and run for each row (the daemon writes a batch of calls at a time; a
+// statement parsed per row, or one INSERT of many rows, costs more: the
+// SQLite driver matches each bound parameter against every argument).
+func (s *SQL) AddUsage(ctx context.Context, calls ...*UsageCall) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	return mapErr("add usage", s.w.do(ctx, func(tx *gorm.DB) error {
+		sqlTx, ok := tx.Statement.ConnPool.(*sql.Tx)
+		if !ok {
+			return tx.Create(calls).Error
+		}
+		marks := "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+		if tx.Dialector.Name() == "postgres" {
+			marks = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12"
+		}
+		ctx := tx.Statement.Context // the writer's: it runs to the commit
+		st, err := sqlTx.PrepareContext(ctx, "INSERT INTO usage_calls (id, task_id, turn, role, status, refused, input_tokens, output_tokens, "+
+			"cache_read_input_tokens, cache_creation_input_tokens, charged_tokens, at) VALUES ("+marks+")")
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, u := range calls {
+			if _, err := st.ExecContext(ctx, u.ID, u.TaskID, u.Turn, u.Role, u.Status, u.Refused, u.InputTokens, u.OutputTokens,
+				u.CacheReadInputTokens, u.CacheCreationInputTokens, u.ChargedTokens, u.At); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
 }
 
 // AddEgress records one egress connection.

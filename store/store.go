@@ -214,9 +214,10 @@ type Store interface {
 	AddApproval(ctx context.Context, a *Approval) error
 	ListApprovals(ctx context.Context, taskID string) ([]Approval, error)
 
-	// AddUsage records one model call of a task; ListUsage lists a task's,
+	// AddUsage records model calls (of one task or several), in one
+	// transaction where the store has them; ListUsage lists a task's,
 	// oldest first.
-	AddUsage(ctx context.Context, u *UsageCall) error
+	AddUsage(ctx context.Context, calls ...*UsageCall) error
 	ListUsage(ctx context.Context, taskID string) ([]UsageCall, error)
 
 	// UpdatePassphraseTries runs fn on the count of wrong approval

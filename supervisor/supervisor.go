@@ -61,6 +61,7 @@ type Supervisor struct {
 	lastFailure map[string]string
 	restartsAll atomic.Int64
 	subSeq      atomic.Int64
+	netWatchers atomic.Int64 // subscribers whose filter takes proxy traffic
 	// pids caches live task actors by task id so that a message to a running
 	// actor does not pass through the root actor; the root actor fills it on
 	// spawn and clears it on termination.
@@ -361,10 +362,31 @@ func (s *Supervisor) Publish(e api.Event) {
 func (s *Supervisor) Subscribe(f actors.Filter, buffer int) (<-chan api.Event, func(), error) {
 	ch := make(chan api.Event, buffer)
 	id := fmt.Sprintf("w%d", s.subSeq.Add(1))
+	if f.Net {
+		s.netWatchers.Add(1) // before the hub has it: no event is skipped
+	}
 	if _, err := requestAs[*actors.Done](s, s.traffic, &actors.Subscribe{ID: id, Filter: f, Ch: ch}, s.timeout); err != nil {
+		if f.Net {
+			s.netWatchers.Add(-1)
+		}
 		return nil, nil, err
 	}
-	return ch, func() { s.root.Send(s.traffic, &actors.Unsubscribe{ID: id}) }, nil
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			s.root.Send(s.traffic, &actors.Unsubscribe{ID: id})
+			if f.Net {
+				s.netWatchers.Add(-1)
+			}
+		})
+	}, nil
+}
+
+// WantsTraffic reports whether a proxy traffic event has anywhere to go: a
+// watcher of proxy traffic here, or (clustered) the other members' own. The
+// proxy builds none while it has not; it asks again for every call.
+func (s *Supervisor) WantsTraffic() bool {
+	return s.cluster != nil || s.netWatchers.Load() > 0
 }
 
 // Mint asks the grants actor for placeholders.

@@ -280,6 +280,9 @@ func load(args []string) error {
 				}
 				resp.Body.Close()
 				if resp.StatusCode != 200 {
+					if myErr == 0 {
+						fmt.Fprintf(os.Stderr, "lazybench load: %s: %s\n", resp.Status, resp.Header.Get("x-lazy-refused"))
+					}
 					myErr++
 					continue
 				}

@@ -212,12 +212,16 @@ func testUsage(t *testing.T, open Opener) {
 		must(t, s.AddUsage(ctx, &store.UsageCall{ID: task.NewID(t0), TaskID: a.ID, Turn: i + 1, Role: "fast", Status: 200,
 			InputTokens: int64(100 * (i + 1)), OutputTokens: 7, CacheReadInputTokens: 3, At: t0.Add(time.Duration(i) * time.Second)}))
 	}
-	must(t, s.AddUsage(ctx, &store.UsageCall{ID: task.NewID(t0), TaskID: a.ID, Turn: 3, Status: 429, Refused: "budget_exceeded", At: t0.Add(5 * time.Second)}))
+	// a batch, as the daemon writes them: one write of several calls
+	must(t, s.AddUsage(ctx, &store.UsageCall{ID: task.NewID(t0), TaskID: a.ID, Turn: 3, Status: 429, Refused: "budget_exceeded", At: t0.Add(5 * time.Second)},
+		&store.UsageCall{ID: task.NewID(t0), TaskID: a.ID, Turn: 4, Status: 200, InputTokens: 9, ChargedTokens: 40, At: t0.Add(6 * time.Second)}))
+	must(t, s.AddUsage(ctx)) // nothing to write
 	must(t, s.Close())
 	s = open(t, dir) // durable
 	us, err := s.ListUsage(ctx, a.ID)
 	must(t, err)
-	if len(us) != 4 || us[0].InputTokens != 100 || us[2].Turn != 3 || us[3].Refused != "budget_exceeded" || us[1].CacheReadInputTokens != 3 {
+	if len(us) != 5 || us[0].InputTokens != 100 || us[2].Turn != 3 || us[3].Refused != "budget_exceeded" || us[1].CacheReadInputTokens != 3 ||
+		us[4].Turn != 4 || us[4].Charged() != 40 {
 		t.Fatalf("usage: %+v", us)
 	}
 	got, err := s.GetTask(ctx, a.ID)
