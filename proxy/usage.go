@@ -299,6 +299,17 @@ func skipValue(b []byte, i int) (int, bool) {
 				return i + 1, true
 			}
 		case inString:
+			// on to the next quote or backslash (a model call's body is
+			// mostly the text of its messages, skipped here)
+			rest := b[i+1:]
+			next := bytes.IndexByte(rest, '"')
+			if next < 0 {
+				return len(b), false
+			}
+			if bs := bytes.IndexByte(rest[:next], '\\'); bs >= 0 {
+				next = bs
+			}
+			i += next // the loop's i++ lands on it
 		case c == '{' || c == '[':
 			depth++
 		case c == '}' || c == ']':
