@@ -45,9 +45,13 @@ KILLS ?= 100
 chaos:
 	LAZY_CHAOS_KILLS=$(KILLS) $(GO) test -count=1 -timeout 60m -run TestChaosKill9 -v ./cmd/lazy
 
-# One table: the proxy against a direct connection and a bare ReverseProxy
-# (each server and the load client in its own process, interleaved rounds),
-# then every Go benchmark's figure beside its baseline or target.
+# The headline: the daemon users run (a task with a live grant and a budget,
+# usage rows, traffic events) against the tuned bare ReverseProxy, the
+# DefaultTransport one and a direct connection, each figure as a ratio beside
+# its target; then the proxy alone (proxy.New) and every Go benchmark's figure
+# beside its baseline or target. Each server and the load client is its own
+# process, rounds interleaved. LAZYBENCH_CPUPROFILE=FILE on `lazybench
+# serve-daemon` profiles the daemon.
 # LAZY_BENCH_SCALE=1 adds the 1,000-task scale run (several minutes).
 bench:
 	$(GO) run ./cmd/lazybench run
