@@ -143,11 +143,21 @@ func (ft *fileTask) apply(r record) error {
 		if err := json.Unmarshal(r.V, &t); err != nil {
 			return err
 		}
+		seq := 1
 		for i := range ft.turns {
 			if ft.turns[i].ID == t.ID {
+				if t.Seq == 0 { // written before turns had a number by kind
+					t.Seq = ft.turns[i].Seq
+				}
 				ft.turns[i] = t
 				return nil
 			}
+			if ft.turns[i].Kind == t.Kind {
+				seq++
+			}
+		}
+		if t.Seq == 0 {
+			t.Seq = seq
 		}
 		ft.turns = append(ft.turns, t)
 	case "comment":
@@ -190,7 +200,7 @@ func (ft *fileTask) apply(r record) error {
 			ft.turns[i].StartedAt = &at
 			for _, id := range l.Delivered {
 				if c := ft.review(id); c != nil {
-					c.DeliveryState, c.DeliveredTurn = review.Delivered, ft.turns[i].Number
+					c.DeliveryState, c.DeliveredTurn = review.Delivered, ft.turns[i].WorkNumber()
 				}
 			}
 		}
@@ -335,13 +345,16 @@ func (f *File) CreateTurn(_ context.Context, t *Turn) error {
 	if err != nil {
 		return err
 	}
-	n := 0
+	n, seq := 0, 0
 	for _, x := range ft.turns {
 		if x.Number > n {
 			n = x.Number
 		}
+		if x.Kind == t.Kind {
+			seq++
+		}
 	}
-	t.Number = n + 1
+	t.Number, t.Seq = n+1, seq+1
 	return f.write(t.TaskID, "turn", t, ft)
 }
 

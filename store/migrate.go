@@ -181,6 +181,22 @@ var migrations = []migration{
 	{26, "usage_calls.charged_tokens: a call cut before its reply ended counts what was held for it", []string{
 		`ALTER TABLE usage_calls ADD COLUMN charged_tokens INTEGER NOT NULL DEFAULT 0`,
 	}},
+	{27, "the agent of a task's session (tasks.driver, agent_command), turns by kind (turns.seq, tasks.asks, setups), delivered_turn as a work turn number", []string{
+		`ALTER TABLE tasks ADD COLUMN driver TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN agent_command TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN asks INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE tasks ADD COLUMN setups INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE turns ADD COLUMN seq INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE turns ADD COLUMN driver TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE turns ADD COLUMN notice TEXT NOT NULL DEFAULT ''`,
+		`UPDATE turns SET seq = (SELECT COUNT(*) FROM turns t2 WHERE t2.task_id = turns.task_id AND t2.kind = turns.kind AND t2.number <= turns.number)`,
+		`UPDATE tasks SET
+			asks = (SELECT COUNT(*) FROM turns WHERE turns.task_id = tasks.id AND turns.kind = 'ask'),
+			setups = (SELECT COUNT(*) FROM turns WHERE turns.task_id = tasks.id AND turns.kind = 'setup')`,
+		`UPDATE review_comments SET delivered_turn = COALESCE((SELECT turns.seq FROM turns
+			WHERE turns.task_id = review_comments.task_id AND turns.number = review_comments.delivered_turn), delivered_turn)
+			WHERE delivered_turn > 0`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

@@ -169,6 +169,11 @@ func (s *SQL) CreateTurn(ctx context.Context, t *Turn) error {
 			return err
 		}
 		t.Number = n + 1
+		var seq int
+		if err := tx.Raw(`SELECT COUNT(*) FROM turns WHERE task_id = ? AND kind = ?`, t.TaskID, t.Kind).Scan(&seq).Error; err != nil {
+			return err
+		}
+		t.Seq = seq + 1
 		return tx.Create(t).Error
 	}))
 }
@@ -209,7 +214,7 @@ func (s *SQL) MarkLaunched(ctx context.Context, turnID string, at time.Time, del
 			return nil
 		}
 		return tx.Model(&reviewRow{}).Where("id IN ? AND task_id = ?", delivered, tu.TaskID).
-			Updates(map[string]any{"delivery_state": review.Delivered, "delivered_turn": tu.Number}).Error
+			Updates(map[string]any{"delivery_state": review.Delivered, "delivered_turn": tu.WorkNumber()}).Error
 	}))
 }
 

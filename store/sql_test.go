@@ -291,3 +291,60 @@ func TestGroupCommit(t *testing.T) {
 		}
 	}
 }
+
+// Migration 27 numbers turns by kind in place: an old store's turns get
+// their work turn and ask numbers, its tasks their ask and setup counts,
+// and a comment delivered with record 3 is delivered with work turn 2.
+func TestUpgradeTo27NumbersTurnsByKind(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lazy.db")
+	old, err := openSQL(path, 26)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	tk := newTask("")
+	now := time.Now().UTC()
+	if err := old.db.Exec(`INSERT INTO tasks(id, status, turns, created_at, updated_at, last_activity) VALUES (?, 'blocked', 2, ?, ?, ?)`, tk.ID, now, now, now).Error; err != nil {
+		t.Fatal(err)
+	}
+	for i, kind := range []string{TurnWork, TurnAsk, TurnWork} {
+		if err := old.db.Exec(`INSERT INTO turns(id, task_id, number, kind, status, queued_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			task.NewID(now), tk.ID, i+1, kind, TurnDone, now).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.db.Exec(`INSERT INTO review_comments(id, task_id, thread_id, file, line, side, intent, body, actor, delivery_state, delivered_turn, created_at)
+		VALUES (?, ?, 't', 'f', 1, 'new', 'comment', 'b', 'human', 'delivered', 3, ?)`, task.NewID(now), tk.ID, now).Error; err != nil {
+		t.Fatal(err)
+	}
+	_ = old.Close()
+	s, err := OpenSQL(path)
+	if err != nil {
+		t.Fatalf("upgrade to 27: %v", err)
+	}
+	defer s.Close()
+	turns, err := s.ListTurns(ctx, tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tu := range turns {
+		got = append(got, tu.Label())
+	}
+	if fmt.Sprint(got) != "[work turn 1 ask 1 work turn 2]" {
+		t.Errorf("turns after the upgrade: got %v, want [work turn 1 ask 1 work turn 2]", got)
+	}
+	up, _ := s.GetTask(ctx, tk.ID)
+	if up.Turns != 2 || up.Asks != 1 || up.Setups != 0 {
+		t.Errorf("counts after the upgrade: turns %d asks %d setups %d, want 2 1 0", up.Turns, up.Asks, up.Setups)
+	}
+	cs, _ := s.ListReviewComments(ctx, tk.ID)
+	if len(cs) != 1 || cs[0].DeliveredTurn != 2 {
+		t.Errorf("delivered_turn after the upgrade: %+v, want work turn 2", cs)
+	}
+	// a new turn follows on
+	next := &Turn{ID: task.NewID(time.Now()), TaskID: tk.ID, Kind: TurnWork, Status: TurnQueued, QueuedAt: time.Now().UTC()}
+	if err := s.CreateTurn(ctx, next); err != nil || next.Seq != 3 || next.Number != 4 {
+		t.Errorf("next turn: seq %d number %d err %v, want 3 4", next.Seq, next.Number, err)
+	}
+}

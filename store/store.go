@@ -7,6 +7,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"lazy/review"
@@ -21,19 +22,30 @@ var (
 
 // Task is one task row.
 type Task struct {
-	ID         string      `json:"id" gorm:"primaryKey;size:32"`
-	Code       *string     `json:"code" gorm:"uniqueIndex"`
-	Title      string      `json:"title"`
-	Prompt     string      `json:"prompt"`
-	Status     task.Status `json:"status" gorm:"size:16;index"`
-	Role       string      `json:"role"`
-	Branch     string      `json:"branch"`
-	Parent     string      `json:"parent"`
-	Worktree   string      `json:"worktree"`
-	Scope      string      `json:"scope"` // JSON list of globs; empty means everything
-	SessionID  string      `json:"session_id"`
-	Turns      int         `json:"turns"`
-	FailReason string      `json:"fail_reason"`
+	ID        string      `json:"id" gorm:"primaryKey;size:32"`
+	Code      *string     `json:"code" gorm:"uniqueIndex"`
+	Title     string      `json:"title"`
+	Prompt    string      `json:"prompt"`
+	Status    task.Status `json:"status" gorm:"size:16;index"`
+	Role      string      `json:"role"`
+	Branch    string      `json:"branch"`
+	Parent    string      `json:"parent"`
+	Worktree  string      `json:"worktree"`
+	Scope     string      `json:"scope"` // JSON list of globs; empty means everything
+	SessionID string      `json:"session_id"`
+	// Driver and AgentCommand are the agent that made SessionID (the
+	// driver's config name and the command it ran): a turn under another
+	// agent starts a new conversation rather than resume this one. ""
+	// for a task whose agent was not recorded yet.
+	Driver       string `json:"driver,omitempty"`
+	AgentCommand string `json:"agent_command,omitempty"`
+	// Turns counts the task's work turns that have begun (taken from the
+	// queue: running or ended); Asks its ask turns, Setups its setup
+	// turns. "turns" means work turns everywhere (docs/GUIDE.md, "Turns").
+	Turns      int    `json:"turns"`
+	Asks       int    `json:"asks"`
+	Setups     int    `json:"setups"`
+	FailReason string `json:"fail_reason"`
 	// Tripwire says what tripped a wire at the proxy (the real credential
 	// in a response, another task's placeholder): the grant was revoked and
 	// no turn gets a new one until the reviewer unblocks the task.
@@ -81,22 +93,50 @@ const (
 
 // Turn is one agent turn: a work turn or a read-only ask turn.
 type Turn struct {
-	ID        string    `json:"id" gorm:"primaryKey;size:32"`
-	TaskID    string    `json:"task_id" gorm:"size:32;index"`
-	Number    int       `json:"number"`
-	Kind      string    `json:"kind" gorm:"size:8"`
-	Trigger   string    `json:"trigger" gorm:"size:16"` // start | comment | unblock | ask
-	Prompt    string    `json:"prompt"`
-	Status    string    `json:"status" gorm:"size:16;index"`
-	Output    string    `json:"output"`
-	Result    string    `json:"result"`
-	Error     string    `json:"error"`
-	SessionID string    `json:"session_id"`
-	ExitCode  int       `json:"exit_code"`
-	QueuedAt  time.Time `json:"queued_at"`
+	ID     string `json:"id" gorm:"primaryKey;size:32"`
+	TaskID string `json:"task_id" gorm:"size:32;index"`
+	Number int    `json:"number"` // the record's number among all the task's turns
+	// Seq is the turn's number among the task's turns of its kind: work
+	// turn 3, ask 2, setup 1 (what the CLI and the pages call it).
+	Seq       int    `json:"seq"`
+	Kind      string `json:"kind" gorm:"size:8"`
+	Trigger   string `json:"trigger" gorm:"size:16"` // start | comment | unblock | ask
+	Prompt    string `json:"prompt"`
+	Status    string `json:"status" gorm:"size:16;index"`
+	Output    string `json:"output"`
+	Result    string `json:"result"`
+	Error     string `json:"error"`
+	SessionID string `json:"session_id"`
+	// Driver is the agent that ran the turn ("driver: command"); Notice
+	// what the turn said of its conversation (a new one, and why).
+	Driver   string    `json:"driver,omitempty"`
+	Notice   string    `json:"notice,omitempty"`
+	ExitCode int       `json:"exit_code"`
+	QueuedAt time.Time `json:"queued_at"`
 	// StartedAt is when the agent process started (nil: it never launched).
 	StartedAt *time.Time `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
+}
+
+// WorkNumber is what a turn is called by: its number among the turns of
+// its kind (Seq), or its record number for a turn written before Seq.
+func (t *Turn) WorkNumber() int {
+	if t.Seq > 0 {
+		return t.Seq
+	}
+	return t.Number
+}
+
+// Label names the turn as the CLI and the pages do: "work turn 3", "ask 2",
+// "setup 1".
+func (t *Turn) Label() string {
+	switch t.Kind {
+	case TurnWork:
+		return fmt.Sprintf("work turn %d", t.WorkNumber())
+	case TurnAsk:
+		return fmt.Sprintf("ask %d", t.WorkNumber())
+	}
+	return fmt.Sprintf("%s %d", t.Kind, t.WorkNumber())
 }
 
 // Comment is an ordinary task comment (it feeds the auto-react loop).
@@ -190,7 +230,7 @@ type Store interface {
 	TurnsInState(ctx context.Context, state string) ([]Turn, error)
 	// MarkLaunched records, all at once, that a turn's agent process started:
 	// the turn's started_at, and every comment it carries delivered with its
-	// number. A crash leaves either all of it or none.
+	// work turn number (Seq). A crash leaves either all of it or none.
 	MarkLaunched(ctx context.Context, turnID string, at time.Time, delivered []string) error
 
 	AddComment(ctx context.Context, c *Comment) error

@@ -83,10 +83,12 @@ func testTasks(t *testing.T, open Opener) {
 	if got.CodeString() != "alpha" || got.Status != task.Blocked || !got.CreatedAt.Equal(a.CreatedAt) {
 		t.Errorf("round trip: %+v", got)
 	}
-	got.Status, got.SessionID, got.Turns = task.Running, "S1", 2
+	got.Status, got.SessionID, got.Turns, got.Asks, got.Setups = task.Running, "S1", 2, 3, 1
+	got.Driver, got.AgentCommand = "script", "lazy script-agent"
 	must(t, s.SaveTask(ctx, got))
 	again, _ := s.GetTask(ctx, a.ID)
-	if again.Status != task.Running || again.SessionID != "S1" || again.Turns != 2 {
+	if again.Status != task.Running || again.SessionID != "S1" || again.Turns != 2 || again.Asks != 3 || again.Setups != 1 ||
+		again.Driver != "script" || again.AgentCommand != "lazy script-agent" {
 		t.Errorf("save: %+v", again)
 	}
 	all, err := s.ListTasks(ctx)
@@ -120,10 +122,26 @@ func testTurns(t *testing.T, open Opener) {
 			t.Errorf("number: got %d, want %d", tu.Number, i)
 		}
 	}
+	// an ask and a setup take the next record numbers, and numbers of
+	// their own kind: ask 1, setup 1; the next work turn is work turn 4
+	for _, k := range []string{store.TurnAsk, store.TurnSetup, store.TurnWork} {
+		tu := &store.Turn{ID: task.NewID(time.Now()), TaskID: a.ID, Kind: k, Status: store.TurnDone, QueuedAt: time.Now().UTC(), Driver: "script: lazy script-agent", Notice: "n"}
+		must(t, s.CreateTurn(ctx, tu))
+		want := 1
+		if k == store.TurnWork {
+			want = 4
+		}
+		if tu.Seq != want {
+			t.Errorf("%s seq: got %d, want %d (record %d)", k, tu.Seq, want, tu.Number)
+		}
+	}
 	turns, err := s.ListTurns(ctx, a.ID)
 	must(t, err)
-	if len(turns) != 3 || turns[2].Prompt != "3" {
+	if len(turns) != 6 || turns[2].Prompt != "3" || turns[5].Seq != 4 || turns[5].Number != 6 || turns[5].Driver != "script: lazy script-agent" || turns[5].Notice != "n" {
 		t.Fatalf("list turns: %+v", turns)
+	}
+	if l := turns[5].Label(); l != "work turn 4" {
+		t.Errorf("label: got %q, want work turn 4", l)
 	}
 	turns[0].Status, turns[0].Result = store.TurnDone, "ok"
 	must(t, s.SaveTurn(ctx, &turns[0]))
@@ -363,6 +381,8 @@ func testMarkLaunched(t *testing.T, open Opener) {
 	c2 := newComment(a.ID, "t2", review.Comment, time.Now().Add(time.Millisecond))
 	must(t, s.AddReviewComment(ctx, c1))
 	must(t, s.AddReviewComment(ctx, c2))
+	ask := &store.Turn{ID: task.NewID(time.Now()), TaskID: a.ID, Kind: store.TurnAsk, Trigger: "ask", Status: store.TurnDone, QueuedAt: time.Now().UTC()}
+	must(t, s.CreateTurn(ctx, ask))
 	tu := &store.Turn{ID: task.NewID(time.Now()), TaskID: a.ID, Kind: store.TurnWork, Trigger: "unblock", Status: store.TurnRunning, QueuedAt: time.Now().UTC()}
 	must(t, s.CreateTurn(ctx, tu))
 	at := time.Now().UTC().Truncate(time.Millisecond)
@@ -370,12 +390,13 @@ func testMarkLaunched(t *testing.T, open Opener) {
 	must(t, s.Close())
 	s = open(t, dir)
 	turns, _ := s.ListTurns(ctx, a.ID)
-	if len(turns) != 1 || turns[0].StartedAt == nil || !turns[0].StartedAt.Equal(at) {
+	if len(turns) != 2 || turns[1].StartedAt == nil || !turns[1].StartedAt.Equal(at) {
 		t.Fatalf("turn after MarkLaunched: %+v", turns)
 	}
 	got1, _ := s.GetReviewComment(ctx, c1.ID)
 	got2, _ := s.GetReviewComment(ctx, c2.ID)
-	if got1.DeliveryState != review.Delivered || got1.DeliveredTurn != tu.Number || got2.DeliveryState != review.PendingDelivery {
+	// delivered with work turn 1 (record 2: an ask came first)
+	if got1.DeliveryState != review.Delivered || got1.DeliveredTurn != 1 || tu.Number != 2 || got2.DeliveryState != review.PendingDelivery {
 		t.Errorf("deliveries: %+v / %+v", got1, got2)
 	}
 	if err := s.MarkLaunched(ctx, "nope", at, nil); !errors.Is(err, store.ErrNotFound) {
