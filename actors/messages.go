@@ -9,6 +9,7 @@ import (
 	"lazy/api"
 	"lazy/review"
 	"lazy/store"
+	"lazy/task"
 )
 
 // --- TaskActor ---
@@ -19,17 +20,27 @@ type StartWork struct {
 	Prompt  string
 }
 
-// WorkQueued is the reply to StartWork.
-type WorkQueued struct{ Turn store.Turn }
+// WorkQueued is the reply to StartWork and Unblock: the turn, and Notice
+// when it will start a new conversation (the agent changed).
+type WorkQueued struct {
+	Turn   store.Turn
+	Notice string
+}
 
-// AddComment stores an ordinary comment; on a blocked task with nothing
-// queued it triggers a work turn (the auto-react loop). Reply: *CommentAdded or error.
+// AddComment saves a task message, queued for the next work turn that
+// launches; on a blocked task with nothing queued it queues that turn (the
+// auto-react loop). An ended task refuses it. Reply: *CommentAdded or error.
 type AddComment struct{ Body string }
 
 // CommentAdded is the reply to AddComment.
 type CommentAdded struct {
-	Comment   store.Comment
-	Triggered *store.Turn // the work turn it started, if any
+	Comment   review.ReviewComment // the task message (a comment on no line)
+	Triggered *store.Turn          // the work turn it started, if any
+	// Next names the work turn that will carry it ("" : none is queued
+	// yet); Status is the task's; Notice as WorkQueued's
+	Next   string
+	Status task.Status
+	Notice string
 }
 
 // CancelTask ends the task: the running turn is killed, queued turns are

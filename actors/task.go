@@ -74,6 +74,10 @@ type TaskDeps struct {
 	// places it now (a drained actor's last act).
 	RunningElsewhere func(taskID string) bool
 	Handoff          func(taskID string)
+	// Agent is the agent a turn launched now runs (driver name, command;
+	// nil: not known), for telling the reviewer that the next turn starts
+	// a new conversation.
+	Agent func() (driver, command string)
 
 	// protect replaces Protect once SetProtect is called (a config reload)
 	protect atomic.Pointer[[]string]
@@ -458,7 +462,7 @@ func (a *TaskActor) reload(settled bool) {
 		tu := &turns[i]
 		switch tu.Status {
 		case store.TurnQueued:
-			a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: fmt.Sprintf("work turn %d", tu.Number), queuedAt: tu.QueuedAt})
+			a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: tu.Label(), queuedAt: tu.QueuedAt})
 		case store.TurnRunning:
 			if !settled && a.deps.RunningElsewhere != nil {
 				a.held = true
@@ -662,7 +666,7 @@ func (a *TaskActor) endTurn(tu *store.Turn, out agent.Outcome, result, state, er
 	if err := a.deps.Store.SaveTurn(a.bg(), tu); err != nil {
 		a.log.Error("record turn end", "turn", tu.Number, "err", err)
 	}
-	a.publish(api.Event{Kind: "turn_end", Turn: tu.Number, Status: state, Detail: errText})
+	a.publish(api.Event{Kind: "turn_end", Turn: tu.Number, Label: tu.Label(), Status: state, Detail: errText})
 }
 
 // abort kills the running job (restart or stop). A work or ask turn is

@@ -143,9 +143,13 @@ func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), renderPr
 		return nil
 	}
 	j.turn = tu
-	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Detail: "ask turn"})
+	a.task.Asks++
+	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+		a.log.Error("count the ask", "err", err)
+	}
+	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Label: tu.Label(), Detail: "ask turn"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
-		Session: a.task.SessionID, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
+		Session: a.task.SessionID, SessionDriver: a.task.Driver, SessionCommand: a.task.AgentCommand, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
 	launcher, repo := a.deps.Launcher, a.taskRepo()
 	return func(ctx context.Context, onStart func(int), _ renderPrompt) jobResult {
 		req.OnStart = onStart
@@ -231,8 +235,10 @@ func (a *TaskActor) finishAsk(j *job, r jobResult) {
 		return
 	}
 	c.AskState, c.AskError = review.AskAnswered, ""
+	a.noteAgent(j.turn, r.result)
 	if r.result.SessionID != "" {
 		a.task.SessionID = r.result.SessionID
+		a.task.Driver, a.task.AgentCommand = r.result.Driver, r.result.Command
 	}
 	a.endTurn(j.turn, r.outcome, r.result.Text, store.TurnDone, "")
 	a.task.LastActivity = now

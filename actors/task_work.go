@@ -32,8 +32,22 @@ func (a *TaskActor) queueWork(trigger, prompt, id string) (*WorkQueued, error) {
 	if err := a.deps.Store.CreateTurn(a.bg(), tu); err != nil {
 		return nil, fmt.Errorf("queue work turn: %w", err)
 	}
-	a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: fmt.Sprintf("work turn %d", tu.Number), queuedAt: now})
-	return &WorkQueued{Turn: *tu}, nil
+	a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: tu.Label(), queuedAt: now})
+	return &WorkQueued{Turn: *tu, Notice: a.agentNotice()}, nil
+}
+
+// agentNotice says, when the agent in force is not the one that made the
+// task's conversation, that the next turn starts a new one ("" : it
+// resumes, or there is none to resume).
+func (a *TaskActor) agentNotice() string {
+	if a.deps.Agent == nil || a.task.SessionID == "" || a.task.Driver == "" {
+		return ""
+	}
+	drv, cmd := a.deps.Agent()
+	if drv == a.task.Driver && cmd == a.task.AgentCommand {
+		return ""
+	}
+	return agent.ChangedNotice(agent.AgentName(a.task.Driver, a.task.AgentCommand), agent.AgentName(drv, cmd))
 }
 
 func (a *TaskActor) recoveryPath(turnID string) string {
@@ -79,25 +93,54 @@ func (a *TaskActor) unblock(message string) (*WorkQueued, error) {
 	return res, nil
 }
 
+// addComment saves a task message: a review comment on no line, queued
+// like any other and delivered with the next work turn that launches (the
+// one rule of review.Queued, rendered and marked delivered at launch). On
+// a blocked, idle task it queues that work turn (the auto-react loop). An
+// ended task takes no message: no agent will read it.
 func (a *TaskActor) addComment(body string) (*CommentAdded, error) {
 	if a.task == nil {
 		return nil, fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
 	}
-	c := store.Comment{ID: task.NewID(a.now()), TaskID: a.id, Body: body, CreatedAt: a.now()}
-	if err := a.deps.Store.AddComment(a.bg(), &c); err != nil {
-		return nil, fmt.Errorf("save comment: %w", err)
+	if a.task.Status.Ended() {
+		return nil, fmt.Errorf("task %s has ended (%s), so no agent will read a message; start a new task (lazy task new -m ...) to go on: %w", a.task.Ref(), a.task.Status, ErrEnded)
 	}
-	res := &CommentAdded{Comment: c}
-	// The auto-react loop: a plain comment on a blocked, idle task is a work
-	// turn. Review comments never come through here.
-	if a.task.Status == task.Blocked && a.running == nil && len(a.queue) == 0 {
-		wq, err := a.queueWork("comment", body, "")
+	now := a.now()
+	c := review.ReviewComment{ID: task.NewID(now), TaskID: a.id, Intent: review.Comment, Body: body, Actor: review.Human,
+		DeliveryState: review.PendingDelivery, CreatedAt: now}
+	c.ThreadID = c.ID
+	if err := a.deps.Store.AddReviewComment(a.bg(), &c); err != nil {
+		return nil, fmt.Errorf("save the message: %w", err)
+	}
+	res := &CommentAdded{Comment: c, Status: a.task.Status}
+	if tu := a.nextCarrier(); tu != nil {
+		res.Next = tu.Label()
+	} else if a.task.Status == task.Blocked && a.running == nil && len(a.queue) == 0 {
+		// the message is the turn's: its prompt is what is queued at launch
+		wq, err := a.queueWork("comment", "", "")
 		if err != nil {
 			return nil, err
 		}
-		res.Triggered = &wq.Turn
+		res.Triggered, res.Next, res.Notice = &wq.Turn, wq.Turn.Label(), wq.Notice
 	}
 	return res, nil
+}
+
+// nextCarrier is the work turn that will carry what is queued now: the
+// running one while its agent has not started, else the first queued one
+// (nil: none yet).
+func (a *TaskActor) nextCarrier() *store.Turn {
+	if j := a.running; j != nil && j.kind == jobWork && !j.launched && j.turn != nil {
+		return j.turn
+	}
+	for _, j := range a.queue {
+		if j.kind == jobWork {
+			if tu, err := a.loadTurn(j.turnID); err == nil {
+				return tu
+			}
+		}
+	}
+	return nil
 }
 
 // prepareWork marks a work turn running; an unblock renders every queued
@@ -116,21 +159,19 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderP
 	j.turn = tu
 	a.task.Turns++
 	a.setStatus(task.Running, "")
-	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Detail: "work turn (" + tu.Trigger + ")"})
+	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Label: tu.Label(), Detail: tu.Label() + " (" + tu.Trigger + ")"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
-		Session: a.task.SessionID, Prompt: tu.Prompt, Number: tu.Number}
+		Session: a.task.SessionID, SessionDriver: a.task.Driver, SessionCommand: a.task.AgentCommand, Brief: a.task.Prompt,
+		Prompt: tu.Prompt, Number: tu.Number}
 	launcher, repo := a.deps.Launcher, a.taskRepo()
-	unblock := tu.Trigger == "unblock"
 	j.message = tu.Prompt
 	setup, commands := a.startSetup(j)
 	return func(ctx context.Context, onStart func(int), render renderPrompt) jobResult {
 		req.OnStart = onStart
-		if unblock {
-			// the queued comments are decided when the agent starts, not when
-			// the turn began waiting for a slot: one withdrawn meanwhile is
-			// never sent
-			req.RenderPrompt = func(context.Context) (string, error) { return render() }
-		}
+		// every work turn carries the messages queued when its agent
+		// starts, not when the turn began waiting for a slot: one
+		// withdrawn meanwhile is never sent
+		req.RenderPrompt = func(context.Context) (string, error) { return render() }
 		// the turn starts from the project's branch (verified), and what it
 		// committed comes back only through a verified import
 		if !repo.on() {
@@ -177,7 +218,8 @@ func (a *TaskActor) startSetup(j *job) (SetupRunner, []string) {
 		a.log.Error("record the setup turn", "err", err)
 		st = nil
 	} else {
-		a.publish(api.Event{Kind: "turn_start", Turn: st.Number, Detail: "setup"})
+		a.task.Setups++
+		a.publish(api.Event{Kind: "turn_start", Turn: st.Number, Label: st.Label(), Detail: "setup"})
 	}
 	j.setup = st
 	return a.deps.Setup, commands
@@ -197,6 +239,19 @@ func (a *TaskActor) finishSetup(j *job, r jobResult) {
 		a.endTurn(j.setup, out, "", store.TurnFailed, "not finished: "+r.err.Error())
 	}
 	j.setup = nil
+}
+
+// noteAgent records on a turn the agent that ran it and what it said of
+// its conversation, and tells watchers when it started a new one.
+func (a *TaskActor) noteAgent(tu *store.Turn, r agent.Result) {
+	if tu == nil || r.Driver == "" {
+		return
+	}
+	tu.Driver, tu.Notice = agent.AgentName(r.Driver, r.Command), r.Notice
+	if r.Notice != "" {
+		a.log.Info("a turn started a new conversation", "turn", tu.Label(), "why", r.Notice)
+		a.publish(api.Event{Kind: "turn_note", Turn: tu.Number, Label: tu.Label(), Detail: r.Notice})
+	}
 }
 
 // taskRepo is the task's own repository, its worktree and the project it is
@@ -288,14 +343,19 @@ func (a *TaskActor) finishWork(j *job, r jobResult) {
 		a.endTurn(tu, r.outcome, r.result.Text, store.TurnFailed, r.err.Error())
 		reason := fmt.Sprintf("%s failed: %v", j.label, r.err)
 		if !j.launched && len(j.delivered) > 0 {
-			reason += fmt.Sprintf("; its %d comments stay queued for the next unblock", len(j.delivered))
+			reason += fmt.Sprintf("; its %d queued messages stay queued for the next work turn", len(j.delivered))
 		}
+		a.noteAgent(tu, r.result)
 		a.setStatus(task.Failed, reason)
 		return
 	}
+	a.noteAgent(tu, r.result)
 	if r.result.SessionID != "" {
 		tu.SessionID = r.result.SessionID
 		a.task.SessionID = r.result.SessionID
+		// the session is the agent's that made it: another agent starts
+		// its own
+		a.task.Driver, a.task.AgentCommand = r.result.Driver, r.result.Command
 	}
 	a.endTurn(tu, r.outcome, r.result.Text, store.TurnDone, "")
 	a.setStatus(task.Blocked, "")

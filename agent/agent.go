@@ -20,6 +20,12 @@ type Result struct {
 	Text      string `json:"result"`
 	SessionID string `json:"session_id"`
 	IsError   bool   `json:"is_error"`
+	// Driver and Command are the agent the launcher ran; Notice says why
+	// the turn started a new conversation ("" : it resumed, or it was the
+	// first). Set by the launcher, not parsed.
+	Driver  string `json:"-"`
+	Command string `json:"-"`
+	Notice  string `json:"-"`
 }
 
 // Driver builds argv for one agent CLI and parses its result.

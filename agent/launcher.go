@@ -26,6 +26,15 @@ type TurnRequest struct {
 	RenderPrompt func(ctx context.Context) (string, error)
 	Number       int
 	OnStart      func(pid int)
+	// SessionDriver and SessionCommand are the agent that made Session
+	// (its driver's name and command; "" : not recorded, resume as is). A
+	// launcher running another agent starts a new conversation instead.
+	SessionDriver, SessionCommand string
+	// Brief is the task's own prompt, quoted into the prompt of a work
+	// turn that starts a new conversation mid-task.
+	Brief string
+
+	rendered string // the prompt as rendered for the first run
 }
 
 // FinalPrompt is the prompt the agent gets: rendered now when the request
@@ -178,8 +187,83 @@ func (l *Launcher) prepare(ctx context.Context, req TurnRequest, spec *Spec) (re
 	return release, nil
 }
 
-// RunTurn runs one turn and parses its result.
+// Agent is what this launcher runs: its driver's name and its command.
+func (l *Launcher) Agent() (driver, command string) {
+	return l.Driver.Name(), strings.Join(l.Command, " ")
+}
+
+// AgentName is "driver: command", as a task's agent is shown.
+func AgentName(driver, command string) string {
+	if command == "" {
+		return driver
+	}
+	return driver + ": " + command
+}
+
+// ChangedNotice says that a turn starts a new conversation because the
+// agent is not the one that made the task's session.
+func ChangedNotice(from, to string) string {
+	return fmt.Sprintf("the agent changed from %s to %s: this turn starts a new conversation", from, to)
+}
+
+// LostNotice says that a turn starts a new conversation because the client
+// lost the task's session.
+func LostNotice(session string) string {
+	return fmt.Sprintf("the agent has no conversation with session ID %s any more: this turn starts a new conversation", session)
+}
+
+// lostSession reports a run that failed because the client has no
+// conversation with the session it was told to resume (claude's "No
+// conversation found with session ID: …").
+func lostSession(out Outcome) bool {
+	const said = "no conversation found with session id"
+	return strings.Contains(strings.ToLower(string(out.Stderr)), said) || strings.Contains(strings.ToLower(string(out.Stdout)), said)
+}
+
+// freshPrompt is the prompt of a turn that starts a new conversation
+// mid-task: what happened, the task's own prompt quoted (never followed as
+// a directive of the scripted agent), then the turn's prompt.
+func freshPrompt(notice, brief, prompt string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "(lazy) %s. Your earlier turns on this task are not in it; the task's branch, checked out here, holds the work so far.\n", notice)
+	if strings.TrimSpace(brief) != "" && strings.TrimSpace(brief) != strings.TrimSpace(prompt) {
+		b.WriteString("\nThe task, as it was first given:\n")
+		for _, l := range strings.Split(strings.TrimRight(brief, "\n"), "\n") {
+			b.WriteString("> " + l + "\n")
+		}
+	}
+	b.WriteString("\n" + prompt)
+	return b.String()
+}
+
+// RunTurn runs one turn and parses its result. A session made by another
+// agent is not resumed: the turn starts a new conversation and says so
+// (Result.Notice, and first in its prompt); so does a resume the client
+// refuses because it lost the session. Result.Driver and Command are the
+// agent that ran.
 func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcome, error) {
+	drv, cmd := l.Agent()
+	var notice string
+	if req.Session != "" && req.SessionDriver != "" && (req.SessionDriver != drv || req.SessionCommand != cmd) {
+		notice = ChangedNotice(AgentName(req.SessionDriver, req.SessionCommand), AgentName(drv, cmd))
+		req.Session = ""
+	}
+	res, out, err := l.runTurn(ctx, &req, notice)
+	if err != nil && req.Session != "" && ctx.Err() == nil && lostSession(out) {
+		// the prompt as rendered for the refused resume: what it carries
+		// is already marked delivered with this turn
+		if req.rendered != "" {
+			req.Prompt, req.RenderPrompt = req.rendered, nil
+		}
+		notice = LostNotice(req.Session)
+		req.Session = ""
+		res, out, err = l.runTurn(ctx, &req, notice)
+	}
+	res.Driver, res.Command, res.Notice = drv, cmd, notice
+	return res, out, err
+}
+
+func (l *Launcher) runTurn(ctx context.Context, req *TurnRequest, notice string) (Result, Outcome, error) {
 	ph, err := l.Placeholders(ctx, req.TaskID, req.Ref, req.Role)
 	if err != nil {
 		return Result{}, Outcome{}, fmt.Errorf("%w: mint placeholders: %v", ErrUnavailable, err)
@@ -201,7 +285,7 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 	if Sandboxed(l.Runner) && l.ProxyPort != 0 {
 		spec.Env = append(spec.Env, ProxyEnv(l.ProxyPort)...)
 	}
-	release, err := l.prepare(ctx, req, &spec)
+	release, err := l.prepare(ctx, *req, &spec)
 	if err != nil {
 		return Result{}, Outcome{}, err
 	}
@@ -209,6 +293,14 @@ func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcom
 	prompt, err := req.FinalPrompt(ctx)
 	if err != nil {
 		return Result{}, Outcome{}, err
+	}
+	req.rendered = prompt
+	if notice != "" {
+		brief := req.Brief
+		if req.Ask {
+			brief = "" // a question stands alone
+		}
+		prompt = freshPrompt(notice, brief, prompt)
 	}
 	spec.Stdin = []byte(prompt)
 	out, err := l.Runner.Run(ctx, spec)

@@ -25,8 +25,11 @@ type Event struct {
 	TaskRef string    `json:"task_ref,omitempty"`
 	Status  string    `json:"status,omitempty"`
 	Turn    int       `json:"turn,omitempty"`
-	Detail  string    `json:"detail,omitempty"`
-	Net     *Traffic  `json:"net,omitempty"`
+	// Label names the turn of a turn event as the CLI does ("work turn 3",
+	// "ask 2"); Turn is its record number
+	Label  string   `json:"label,omitempty"`
+	Detail string   `json:"detail,omitempty"`
+	Net    *Traffic `json:"net,omitempty"`
 }
 
 // EventConfig says what a change of the config file did (applied keys, or

@@ -22,6 +22,10 @@ type QueueItem struct {
 	AwaitingAnswer int       `json:"awaiting_answer"`
 	PendingAsks    int       `json:"pending_asks"`
 	QueuedComments int       `json:"queued_comments"`
+	// Turns is the task's work turns begun, Asks its ask turns (as
+	// TaskInfo counts them)
+	Turns int `json:"turns"`
+	Asks  int `json:"asks"`
 	// ModelError is what is failing in the task's model calls right now
 	ModelError string `json:"model_error,omitempty"`
 }
@@ -126,7 +130,7 @@ type MergeReadiness struct {
 
 // TurnRef is one work turn, as the review page links it.
 type TurnRef struct {
-	Number    int        `json:"number"`
+	Number    int        `json:"number"` // its work turn number ("work turn 3")
 	Status    string     `json:"status"`
 	StartedAt *time.Time `json:"started_at,omitempty"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`

@@ -4,19 +4,27 @@ import "time"
 
 // TaskInfo is the task object of `lazy task show --json` (CONTRACT §3).
 type TaskInfo struct {
-	ID           string    `json:"id"`
-	ShortID      string    `json:"short_id"`
-	Code         string    `json:"code"`
-	Ref          string    `json:"ref"`
-	Title        string    `json:"title"`
-	Status       string    `json:"status"`
-	Role         string    `json:"role"`
-	Branch       string    `json:"branch"`
-	Parent       string    `json:"parent"`
+	ID      string `json:"id"`
+	ShortID string `json:"short_id"`
+	Code    string `json:"code"`
+	Ref     string `json:"ref"`
+	Title   string `json:"title"`
+	Status  string `json:"status"`
+	Role    string `json:"role"`
+	Branch  string `json:"branch"`
+	Parent  string `json:"parent"`
+	// Turns is the task's work turns that have begun (running or ended);
+	// Asks its ask turns, Setup its setup turns: "turns" means work turns
+	// everywhere (the CLI's "work turn N", the pages' "Turns", the queue).
 	Turns        int       `json:"turns"`
+	Asks         int       `json:"asks"`
+	Setup        int       `json:"setup"`
 	LastActivity time.Time `json:"last_activity"`
 	FailReason   string    `json:"fail_reason,omitempty"`
-	Tripwire     string    `json:"tripwire,omitempty"`
+	// Agent is the agent of the task's conversation: "driver: command"
+	// ("" before its first turn ended).
+	Agent    string `json:"agent,omitempty"`
+	Tripwire string `json:"tripwire,omitempty"`
 	// ModelError is what is failing in the task's model calls right now
 	ModelError string    `json:"model_error,omitempty"`
 	Worktree   string    `json:"worktree"`
@@ -67,10 +75,13 @@ type NewTaskResult struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// CommentResult is the reply of comment.
+// CommentResult is the reply of comment: the task message, queued; the
+// work turn it started (on a blocked task), and Notice: when it reaches
+// the agent, in words ("queued: delivered with the next work turn", …).
 type CommentResult struct {
 	Comment   Comment `json:"comment"`
 	Triggered *Turn   `json:"triggered,omitempty"`
+	Notice    string  `json:"notice"`
 }
 
 // DaemonInfo is daemon.json and the reply of status.
@@ -143,11 +154,19 @@ type CommitDiff struct {
 
 // Turn is one agent turn of a task.
 type Turn struct {
-	ID        string    `json:"id"`
-	TaskID    string    `json:"task_id"`
-	Number    int       `json:"number"`
-	Kind      string    `json:"kind"`
-	Trigger   string    `json:"trigger"` // start | comment | unblock | ask
+	ID     string `json:"id"`
+	TaskID string `json:"task_id"`
+	Number int    `json:"number"` // the record's number among all the task's turns
+	// Seq is the turn's number among its kind (work turn 3, ask 2, setup
+	// 1); Label says it so
+	Seq     int    `json:"seq"`
+	Label   string `json:"label"`
+	Kind    string `json:"kind"`
+	Trigger string `json:"trigger"` // start | comment | unblock | ask
+	// Agent ran the turn ("driver: command"); Notice is what the turn said
+	// of its conversation (a new one, and why)
+	Agent     string    `json:"agent,omitempty"`
+	Notice    string    `json:"notice,omitempty"`
 	Prompt    string    `json:"prompt"`
 	Status    string    `json:"status"`
 	Output    string    `json:"output"`
@@ -161,12 +180,18 @@ type Turn struct {
 	EndedAt   *time.Time `json:"ended_at"`
 }
 
-// Comment is an ordinary task comment.
+// Comment is a task message: queued, then delivered with a work turn
+// (DeliveryState "pending_delivery" or "delivered", DeliveredTurn the work
+// turn that carried it), or withdrawn. A message from before task messages
+// were queued has no delivery state.
 type Comment struct {
-	ID        string    `json:"id"`
-	TaskID    string    `json:"task_id"`
-	Body      string    `json:"body"`
-	CreatedAt time.Time `json:"created_at"`
+	ID            string     `json:"id"`
+	TaskID        string     `json:"task_id"`
+	Body          string     `json:"body"`
+	DeliveryState string     `json:"delivery_state,omitempty"`
+	DeliveredTurn int        `json:"delivered_turn,omitempty"`
+	WithdrawnAt   *time.Time `json:"withdrawn_at,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
 }
 
 // PruneArgs are the arguments of taskPrune.

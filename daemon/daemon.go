@@ -184,7 +184,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	modelErrs := &trouble{}
 	d.launcher.cur.Store(launcher)
 	d.taskDeps = &actors.TaskDeps{Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: launcher.HomeFor, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, Setup: d.launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
-		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(),
+		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(), Agent: d.launcher.Agent,
 		CheckPassphrase: func(taskID, pass string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()

@@ -61,6 +61,9 @@ func (l *liveLauncher) RunTurn(ctx context.Context, req agent.TurnRequest) (agen
 	return l.current().RunTurn(ctx, req)
 }
 
+// Agent is the agent a turn launched now runs: driver name and command.
+func (l *liveLauncher) Agent() (driver, command string) { return l.cur.Load().Agent() }
+
 // SetupCommands is [setup] run in force now.
 func (l *liveLauncher) SetupCommands() []string { return l.cur.Load().SetupCommands() }
 

@@ -126,7 +126,7 @@ func (r *Review) Queue(ctx context.Context) ([]api.QueueItem, error) {
 		n := review.Count(cs)
 		out = append(out, api.QueueItem{
 			Task:   api.QueueTask{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Title: t.Title},
-			Status: string(t.Status), LiveSession: t.SessionID != "",
+			Status: string(t.Status), LiveSession: t.SessionID != "", Turns: t.Turns, Asks: t.Asks,
 			AwaitingAnswer: n.AwaitingAnswer, PendingAsks: n.PendingAsks, QueuedComments: n.Queued,
 			ModelError: r.svc.trouble.of(t.ID),
 		})
@@ -185,7 +185,7 @@ func (r *Review) Diff(ctx context.Context, ref string, o api.DiffOptions) (*api.
 		if tu.Kind != store.TurnWork {
 			continue
 		}
-		res.Turns = append(res.Turns, api.TurnRef{Number: tu.Number, Status: tu.Status, StartedAt: tu.StartedAt, EndedAt: tu.EndedAt})
+		res.Turns = append(res.Turns, api.TurnRef{Number: tu.WorkNumber(), Status: tu.Status, StartedAt: tu.StartedAt, EndedAt: tu.EndedAt})
 		if tu.Status == store.TurnDone && strings.TrimSpace(tu.Result) != "" {
 			res.Summary = tu.Result
 		}

@@ -20,6 +20,7 @@ import (
 	"lazy/gitx"
 	"lazy/httpapi"
 	"lazy/proxy"
+	"lazy/review"
 	"lazy/store"
 	"lazy/supervisor"
 	"lazy/task"
@@ -357,7 +358,12 @@ func (s *Service) Comment(ctx context.Context, ref, body string) (*api.CommentRe
 	if err != nil {
 		return nil, err
 	}
-	return &api.CommentResult{Comment: httpapi.CommentOf(ca.Comment), Triggered: httpapi.TurnOf(ca.Triggered)}, nil
+	res := &api.CommentResult{Comment: httpapi.MessageOf(ca.Comment), Triggered: httpapi.TurnOf(ca.Triggered),
+		Notice: review.MessageQueued(ca.Next, ca.Triggered != nil, ca.Status)}
+	if res.Triggered != nil {
+		res.Triggered.Notice = ca.Notice
+	}
+	return res, nil
 }
 
 // Unblock queues the work turn carrying every queued review comment and the
@@ -374,7 +380,9 @@ func (s *Service) Unblock(ctx context.Context, ref, message string) (*api.Turn, 
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.TurnOf(&wq.Turn), nil
+	tu := httpapi.TurnOf(&wq.Turn)
+	tu.Notice = wq.Notice // the agent changed: the turn starts a new conversation
+	return tu, nil
 }
 
 // Cancel ends a task.

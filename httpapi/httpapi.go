@@ -436,7 +436,46 @@ func (h *handler) render(c echo.Context, code int, page string, data any) error 
 
 func taskRow(t api.TaskInfo) views.TaskRow {
 	return views.TaskRow{ID: t.ID, ShortID: t.ShortID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch,
-		Turns: t.Turns, LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, ModelError: t.ModelError, Usage: UsageWords(t)}
+		Turns: t.Turns, Counts: CountsWords(t), Agent: t.Agent, LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, ModelError: t.ModelError, Usage: UsageWords(t)}
+}
+
+// CountsWords is a task's turn counts as the pages say them: the work
+// turns, then each other count named ("3 (asks 2, setup 1)").
+func CountsWords(t api.TaskInfo) string {
+	s := strconv.Itoa(t.Turns)
+	var more []string
+	if t.Asks > 0 {
+		more = append(more, fmt.Sprintf("asks %d", t.Asks))
+	}
+	if t.Setup > 0 {
+		more = append(more, fmt.Sprintf("setup %d", t.Setup))
+	}
+	if len(more) > 0 {
+		s += " (" + strings.Join(more, ", ") + ")"
+	}
+	return s
+}
+
+// turnAnchor is a turn's fragment on the task page: "turn-3" for work
+// turn 3 (what "delivered with turn 3" links to), "ask-2", "setup-1".
+func turnAnchor(t api.Turn) string {
+	if t.Kind == store.TurnWork {
+		return fmt.Sprintf("turn-%d", t.Seq)
+	}
+	return fmt.Sprintf("%s-%d", t.Kind, t.Seq)
+}
+
+// messageState says where a task message is.
+func messageState(c api.Comment) string {
+	switch {
+	case c.WithdrawnAt != nil:
+		return "withdrawn"
+	case c.DeliveryState == string(review.Delivered):
+		return fmt.Sprintf("delivered with work turn %d", c.DeliveredTurn)
+	case c.DeliveryState == string(review.PendingDelivery):
+		return "queued: delivered with the next work turn"
+	}
+	return ""
 }
 
 // UsageWords is what a task's model calls cost, as the pages and the CLI

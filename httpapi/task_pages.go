@@ -238,13 +238,14 @@ func (h *handler) taskPage(c echo.Context) error {
 	}
 	for i := len(d.Turns) - 1; i >= 0; i-- {
 		t := d.Turns[i]
-		p.Turns = append(p.Turns, views.TurnRow{Number: t.Number, Kind: t.Kind, Trigger: t.Trigger, Status: t.Status, Prompt: t.Prompt,
+		p.Turns = append(p.Turns, views.TurnRow{Number: t.Number, Label: t.Label, Anchor: turnAnchor(t), Agent: t.Agent, Notice: t.Notice,
+			Kind: t.Kind, Trigger: t.Trigger, Status: t.Status, Prompt: t.Prompt,
 			Result: ResultText(t.Result), Error: t.Error, Output: t.Output, StartedAt: t.StartedAt, EndedAt: t.EndedAt,
 			IsFailed: t.Status == store.TurnFailed, IsRunning: t.Status == store.TurnRunning, IsQueued: t.Status == store.TurnQueued})
 	}
 	p.Now = nowWords(d.Task, d.Turns)
 	for _, cm := range d.Comments {
-		p.Comments = append(p.Comments, views.CommentRow{Body: cm.Body, CreatedAt: cm.CreatedAt})
+		p.Comments = append(p.Comments, views.CommentRow{Body: cm.Body, State: messageState(cm), CreatedAt: cm.CreatedAt})
 	}
 	return h.render(c, http.StatusOK, "task", p)
 }

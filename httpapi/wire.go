@@ -2,8 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"sort"
+
 	"lazy/api"
 	"lazy/gitx"
+	"lazy/review"
 	"lazy/store"
 	"lazy/task"
 )
@@ -14,7 +17,8 @@ import (
 // InfoOf converts a task row to its wire form.
 func InfoOf(t *store.Task) api.TaskInfo {
 	return api.TaskInfo{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Ref: t.Ref(), Title: t.Title,
-		Status: string(t.Status), Role: t.Role, Branch: t.Branch, Parent: t.Parent, Turns: t.Turns,
+		Status: string(t.Status), Role: t.Role, Branch: t.Branch, Parent: t.Parent, Turns: t.Turns, Asks: t.Asks, Setup: t.Setups,
+		Agent:        AgentOf(t.Driver, t.AgentCommand),
 		LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, Worktree: t.Worktree, CreatedAt: t.CreatedAt,
 		BudgetTokens: t.BudgetTokens, EndedAt: t.EndedAt, EndBase: t.EndBase, EndHead: t.EndHead}
 }
@@ -29,7 +33,8 @@ func TurnOf(t *store.Turn) *api.Turn {
 	if t == nil {
 		return nil
 	}
-	return &api.Turn{ID: t.ID, TaskID: t.TaskID, Number: t.Number, Kind: t.Kind, Trigger: t.Trigger, Prompt: t.Prompt,
+	return &api.Turn{ID: t.ID, TaskID: t.TaskID, Number: t.Number, Seq: t.WorkNumber(), Label: t.Label(), Agent: t.Driver, Notice: t.Notice,
+		Kind: t.Kind, Trigger: t.Trigger, Prompt: t.Prompt,
 		Status: t.Status, Output: t.Output, Result: t.Result, Error: t.Error, SessionID: t.SessionID, ExitCode: t.ExitCode,
 		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt}
 }
@@ -43,17 +48,42 @@ func TurnsOf(ts []store.Turn) []api.Turn {
 	return out
 }
 
-// CommentOf converts a comment row.
+// AgentOf names an agent as the pages and the CLI do: "driver: command".
+func AgentOf(driver, command string) string {
+	if driver == "" {
+		return ""
+	}
+	if command == "" {
+		return driver
+	}
+	return driver + ": " + command
+}
+
+// CommentOf converts a comment row (a task message from before they were
+// queued).
 func CommentOf(c store.Comment) api.Comment {
 	return api.Comment{ID: c.ID, TaskID: c.TaskID, Body: c.Body, CreatedAt: c.CreatedAt}
 }
 
-// CommentsOf converts comment rows.
-func CommentsOf(cs []store.Comment) []api.Comment {
-	out := make([]api.Comment, len(cs))
-	for i, c := range cs {
-		out[i] = CommentOf(c)
+// MessageOf converts a task message (a review comment on no line).
+func MessageOf(c review.ReviewComment) api.Comment {
+	return api.Comment{ID: c.ID, TaskID: c.TaskID, Body: c.Body, DeliveryState: string(c.DeliveryState), DeliveredTurn: c.DeliveredTurn,
+		WithdrawnAt: c.WithdrawnAt, CreatedAt: c.CreatedAt}
+}
+
+// CommentsOf is a task's messages, oldest first: the ones from before
+// messages were queued (cs), then every task message of all.
+func CommentsOf(cs []store.Comment, all []review.ReviewComment) []api.Comment {
+	out := make([]api.Comment, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, CommentOf(c))
 	}
+	for _, c := range all {
+		if c.IsOwn() && c.IsTaskMessage() {
+			out = append(out, MessageOf(c))
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out
 }
 
@@ -61,6 +91,7 @@ func CommentsOf(cs []store.Comment) []api.Comment {
 type TaskReader interface {
 	ListTurns(ctx context.Context, taskID string) ([]store.Turn, error)
 	ListComments(ctx context.Context, taskID string) ([]store.Comment, error)
+	ListReviewComments(ctx context.Context, taskID string) ([]review.ReviewComment, error)
 }
 
 // DetailOf reads the detail of task show and the task page: the task's turns
@@ -74,9 +105,13 @@ func DetailOf(ctx context.Context, st TaskReader, info api.TaskInfo, commits fun
 	if err != nil {
 		return nil, err
 	}
+	rc, err := st.ListReviewComments(ctx, info.ID)
+	if err != nil {
+		return nil, err
+	}
 	cm, err := commits(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &api.TaskDetail{Task: info, Turns: TurnsOf(turns), Comments: CommentsOf(cs), Commits: cm}, nil
+	return &api.TaskDetail{Task: info, Turns: TurnsOf(turns), Comments: CommentsOf(cs, rc), Commits: cm}, nil
 }

@@ -203,3 +203,26 @@ func FuzzParseRemedy(f *testing.F) {
 		}
 	})
 }
+
+// A task message (no anchor) is queued, counted and rendered like a review
+// comment, and is in no thread of the diff.
+func TestTaskMessageIsQueuedLikeAComment(t *testing.T) {
+	msg := ReviewComment{ID: "m1", ThreadID: "m1", Intent: Comment, Body: "also update the README", Actor: Human, DeliveryState: PendingDelivery}
+	line := ReviewComment{ID: "c1", ThreadID: "t1", File: "a.go", Line: 3, Side: New, Intent: Comment, Body: "rename x", Actor: Human, DeliveryState: PendingDelivery}
+	all := []ReviewComment{line, msg}
+	if c := Count(all); c.Queued != 2 {
+		t.Errorf("queued: got %d, want 2", c.Queued)
+	}
+	if th := BuildThreads(all, nil); len(th) != 1 || th[0].ID != "t1" {
+		t.Errorf("threads: got %+v, want the line comment's only", th)
+	}
+	got := RenderUnblockPrompt(Queued(all), func(string) []ReviewComment { return nil }, "")
+	for _, want := range []string{"1. a.go, line 3 (new)", "2. A message about the task as a whole", "Message: also update the README"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("prompt lacks %q:\n%s", want, got)
+		}
+	}
+	if v := CanWithdraw(&msg, ""); !v.OK {
+		t.Errorf("a queued task message cannot be withdrawn: %s", v.Reason)
+	}
+}

@@ -38,6 +38,11 @@ func Askable(status task.Status) Verdict {
 	return refusef("The agent can answer only while the task is blocked or in conflict; it is %s.", status)
 }
 
+// IsTaskMessage reports a message to the task as a whole (`lazy comment`,
+// the task page's message box): a comment with no anchor. It is queued and
+// delivered like a review comment, and is no thread of the diff.
+func (c *ReviewComment) IsTaskMessage() bool { return c.File == "" }
+
 // IsOwn reports a reviewer's own message.
 func (c *ReviewComment) IsOwn() bool { return c.Actor == Human }
 
@@ -105,8 +110,11 @@ func AnchorLabel(file string, line int, side Side) string {
 }
 
 // Anchor is where a comment sits: "path, line 12 (new)", or for a range
-// "path, lines 10-12 (new)".
+// "path, lines 10-12 (new)"; a task message sits on no line.
 func (c *ReviewComment) Anchor() string {
+	if c.IsTaskMessage() {
+		return "A message about the task as a whole (on no line)"
+	}
 	if c.StartLine > 0 && c.StartLine < c.Line {
 		return fmt.Sprintf("%s, lines %d-%d (%s)", c.File, c.StartLine, c.Line, c.Side)
 	}
@@ -124,17 +132,18 @@ func RenderAskPrompt(c *ReviewComment) string {
 	return b.String()
 }
 
-// RenderUnblockPrompt is the one work turn that carries every queued comment:
-// each with its anchor, the line's text and any ask conversation already held
-// on its thread, then the reviewer's overall message. With nothing queued it
-// is the message alone, unwrapped. thread returns the messages of a thread in
-// order.
+// RenderUnblockPrompt is the prompt of a work turn (an unblock's, or any
+// other's: every work turn carries what is queued when it launches): each
+// queued comment and task message with its anchor, the line's text and any
+// ask conversation already held on its thread, then the turn's own message.
+// With nothing queued it is the message alone, unwrapped. thread returns
+// the messages of a thread in order.
 func RenderUnblockPrompt(queued []ReviewComment, thread func(threadID string) []ReviewComment, message string) string {
 	if len(queued) == 0 {
 		return message
 	}
 	var b strings.Builder
-	b.WriteString("The reviewer left comments on your changes. Address each of them in this turn.\n")
+	b.WriteString("The reviewer left comments for you. Address each of them in this turn.\n")
 	for i := range queued {
 		c := &queued[i]
 		fmt.Fprintf(&b, "\n%d. %s\n", i+1, c.Anchor())
@@ -159,7 +168,11 @@ func RenderUnblockPrompt(queued []ReviewComment, thread func(threadID string) []
 				b.WriteString("  " + l + "\n")
 			}
 		}
-		fmt.Fprintf(&b, "   Comment: %s\n", indent(c.Body))
+		label := "Comment"
+		if c.IsTaskMessage() {
+			label = "Message"
+		}
+		fmt.Fprintf(&b, "   %s: %s\n", label, indent(c.Body))
 	}
 	if strings.TrimSpace(message) != "" {
 		fmt.Fprintf(&b, "\nReviewer's message:\n%s\n", message)
@@ -199,4 +212,22 @@ func UnblockFits(size int) error {
 	}
 	return &TooLargeError{What: "this unblock (the queued comments and your message)", Size: size, Limit: MaxUnblockPrompt,
 		WhatToDo: "shorten the message, or withdraw some queued comments and send them with a later unblock; nothing was sent"}
+}
+
+// MessageQueued is the one answer to a task message (`lazy comment`, the
+// task page): it is queued, and goes with the next work turn that
+// launches, as queued review comments do. next names that turn when one is
+// queued ("" : none yet); started: the message queued it (the auto-react
+// loop on a blocked task).
+func MessageQueued(next string, started bool, status task.Status) string {
+	const q = "queued: delivered with the next work turn"
+	switch {
+	case started:
+		return q + " (" + next + ", queued now)"
+	case next != "":
+		return q + " (" + next + ", already queued)"
+	case status == task.Running:
+		return q + " (the running turn has already started: unblock the task once it is blocked, and its next turn carries it)"
+	}
+	return fmt.Sprintf("%s (the task is %s: unblock it, and its next turn carries it)", q, status)
 }

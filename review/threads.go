@@ -96,13 +96,17 @@ func (t Thread) Settled() bool {
 }
 
 // BuildThreads groups comments by thread in order of their first message;
-// inDiff tells whether an anchor is still in the current diff.
+// inDiff tells whether an anchor is still in the current diff. Task
+// messages are on no line and in no thread.
 func BuildThreads(all []ReviewComment, inDiff func(file string, side Side, line int) bool) []Thread {
 	byID := map[string]*Thread{}
 	var order []string
 	sorted := append([]ReviewComment(nil), all...)
 	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].CreatedAt.Before(sorted[j].CreatedAt) })
 	for _, m := range sorted {
+		if m.IsTaskMessage() {
+			continue // on no line: in the queued list only
+		}
 		t, ok := byID[m.ThreadID]
 		if !ok {
 			t = &Thread{ID: m.ThreadID, File: m.File, Line: m.Line, Side: m.Side, LineText: m.LineText, StartLine: m.StartLine}

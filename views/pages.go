@@ -9,10 +9,13 @@ import (
 type TaskRow struct {
 	ID, ShortID, Ref, Title, Status, Branch string
 	Turns                                   int
-	LastActivity                            time.Time
-	FailReason                              string
-	Tripwire                                string
-	ModelError                              string
+	// Counts is the turns line with each count named: "3 (asks 2,
+	// setup 1)"; Agent the agent of its conversation
+	Counts, Agent string
+	LastActivity  time.Time
+	FailReason    string
+	Tripwire      string
+	ModelError    string
 	// Usage is what its model calls cost, in words ("" before the first)
 	Usage string
 }
@@ -48,6 +51,7 @@ type NewTaskDraft struct {
 // TurnRow is one turn on the task page.
 type TurnRow struct {
 	Number                        int
+	Label, Anchor, Agent, Notice  string // "work turn 3", "turn-3" ("ask-2" for an ask)
 	Kind, Trigger, Status, Prompt string
 	// Result is the turn's answer as text; Output the client's own output
 	// (its JSON result, notices), shown only behind a disclosure
@@ -56,9 +60,12 @@ type TurnRow struct {
 	IsFailed, IsRunning, IsQueued bool
 }
 
-// CommentRow is one ordinary comment.
+// CommentRow is one task message; State says where it is ("queued",
+// "delivered with work turn 3", "withdrawn"; "" for one from before
+// messages were queued).
 type CommentRow struct {
 	Body      string
+	State     string
 	CreatedAt time.Time
 }
 

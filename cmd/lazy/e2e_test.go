@@ -299,7 +299,7 @@ func TestDaemonLifecycleAndCLI(t *testing.T) {
 		}
 	}
 	joined := strings.Join(seen, "\n")
-	for _, w := range []string{short + " turn 1 start", short + " turn 1 end done", short + " status blocked"} {
+	for _, w := range []string{short + " work turn 1 start", short + " work turn 1 end done", short + " status blocked"} {
 		if !strings.Contains(joined, w) {
 			t.Errorf("watch output lacks %q:\n%s", w, joined)
 		}

@@ -67,9 +67,9 @@ func (a *app) taskCmd() *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "TASK\tSTATUS\tTURNS\tTOKENS\tLAST ACTIVITY\tTITLE")
+			fmt.Fprintln(tw, "TASK\tSTATUS\tTURNS\tASKS\tTOKENS\tLAST ACTIVITY\tTITLE")
 			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", t.Ref, t.Status, t.Turns, tokensCell(t), ago(t.LastActivity), t.Title)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", t.Ref, t.Status, t.Turns, t.Asks, tokensCell(t), ago(t.LastActivity), t.Title)
 			}
 			return tw.Flush()
 		},
@@ -93,7 +93,10 @@ func (a *app) taskCmd() *cobra.Command {
 				return printJSON(a.out, obj)
 			}
 			t := d.Task
-			fmt.Fprintf(a.out, "task %s (%s)\nstatus: %s\nbranch: %s from %s\nturns: %d\nlast activity: %s\n", t.Ref, t.ID, t.Status, t.Branch, t.Parent, t.Turns, ago(t.LastActivity))
+			fmt.Fprintf(a.out, "task %s (%s)\nstatus: %s\nbranch: %s from %s\n%s\nlast activity: %s\n", t.Ref, t.ID, t.Status, t.Branch, t.Parent, countsLine(t), ago(t.LastActivity))
+			if t.Agent != "" {
+				fmt.Fprintf(a.out, "agent: %s\n", t.Agent)
+			}
 			if t.Tripwire != "" {
 				if strings.HasPrefix(t.Tripwire, "tripwire:") {
 					fmt.Fprintln(a.out, t.Tripwire)
@@ -112,11 +115,14 @@ func (a *app) taskCmd() *cobra.Command {
 			}
 			fmt.Fprintf(a.out, "title: %s\n", t.Title)
 			for _, tu := range d.Turns {
-				fmt.Fprintf(a.out, "  turn %d: %s (%s) %s", tu.Number, tu.Kind, tu.Trigger, tu.Status)
+				fmt.Fprintf(a.out, "  %s (%s) %s", tu.Label, tu.Trigger, tu.Status)
 				if tu.Error != "" {
 					fmt.Fprintf(a.out, ": %s", tu.Error)
 				}
 				fmt.Fprintln(a.out)
+				if tu.Notice != "" {
+					fmt.Fprintf(a.out, "    %s\n", tu.Notice)
+				}
 				if tu.Result != "" {
 					fmt.Fprintf(a.out, "    %s\n", firstLine(tu.Result))
 				}
@@ -216,10 +222,9 @@ func (a *app) commentCmd() *cobra.Command {
 			if a.json {
 				return printJSON(a.out, res)
 			}
-			if res.Triggered != nil {
-				fmt.Fprintf(a.out, "comment saved; work turn %d queued\n", res.Triggered.Number)
-			} else {
-				fmt.Fprintln(a.out, "comment saved")
+			fmt.Fprintln(a.out, res.Notice)
+			if res.Triggered != nil && res.Triggered.Notice != "" {
+				fmt.Fprintln(a.out, res.Triggered.Notice)
 			}
 			return nil
 		},
@@ -240,11 +245,31 @@ func (a *app) unblockCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.printed(tu, "work turn %d queued\n", tu.Number)
+			if tu.Notice != "" && !a.json {
+				defer fmt.Fprintln(a.out, tu.Notice)
+			}
+			return a.printed(tu, "work turn %d queued\n", tu.Seq)
 		},
 	}
 	c.Flags().StringVarP(&msg, "message", "m", "", "your message to the agent")
 	return c
+}
+
+// countsLine is a task's turn counts, each named: "turns: 3 (asks 2, setup
+// 1)". Turns are work turns (docs/GUIDE.md, "Turns").
+func countsLine(t api.TaskInfo) string {
+	s := fmt.Sprintf("turns: %d", t.Turns)
+	var more []string
+	if t.Asks > 0 {
+		more = append(more, fmt.Sprintf("asks %d", t.Asks))
+	}
+	if t.Setup > 0 {
+		more = append(more, fmt.Sprintf("setup %d", t.Setup))
+	}
+	if len(more) > 0 {
+		s += " (" + strings.Join(more, ", ") + ")"
+	}
+	return s
 }
 
 // orEmpty keeps a JSON list a list when it has nothing in it.

@@ -81,9 +81,11 @@ func EventLine(e api.Event) string {
 		}
 		return s
 	case "turn_start":
-		return fmt.Sprintf("%s %s turn %d start %s", ts, e.TaskRef, e.Turn, e.Detail)
+		return fmt.Sprintf("%s %s %s start %s", ts, e.TaskRef, turnName(e), e.Detail)
+	case "turn_note":
+		return fmt.Sprintf("%s %s %s: %s", ts, e.TaskRef, turnName(e), e.Detail)
 	case "turn_end":
-		s := fmt.Sprintf("%s %s turn %d end %s", ts, e.TaskRef, e.Turn, e.Status)
+		s := fmt.Sprintf("%s %s %s end %s", ts, e.TaskRef, turnName(e), e.Status)
 		if e.Detail != "" {
 			s += ": " + e.Detail
 		}
@@ -142,4 +144,13 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// turnName names an event's turn as the CLI does ("work turn 3"), or by
+// its record number for an event that carries no label.
+func turnName(e api.Event) string {
+	if e.Label != "" {
+		return e.Label
+	}
+	return fmt.Sprintf("turn %d", e.Turn)
 }
