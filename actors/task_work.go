@@ -343,7 +343,7 @@ func (a *TaskActor) finishWork(j *job, r jobResult) {
 		a.endTurn(tu, r.outcome, r.result.Text, store.TurnFailed, r.err.Error())
 		reason := fmt.Sprintf("%s failed: %v", j.label, r.err)
 		if !j.launched && len(j.delivered) > 0 {
-			reason += fmt.Sprintf("; its %d queued messages stay queued for the next work turn", len(j.delivered))
+			reason += fmt.Sprintf("; its %d comments stay queued for the next work turn", len(j.delivered))
 		}
 		a.noteAgent(tu, r.result)
 		a.setStatus(task.Failed, reason)

@@ -99,7 +99,9 @@ func checkReviewSequence(t *testing.T, backend string) {
 	if c1.LineText != "one" || a2.LineText != "four" || c1.DeliveryState != review.PendingDelivery || a1.AskState != review.AskPending {
 		t.Fatalf("saved records: %+v / %+v", c1, a2)
 	}
-	var turn struct{ Number int }
+	var turn struct {
+		Number int `json:"seq"` // the work turn's number, which delivered_turn names
+	}
 	if err := p.rpc().Call(context.Background(), "reviewUnblock", map[string]string{"task": "seq", "feedback": "Overall: ship it"}, &turn); err != nil {
 		t.Fatal(err)
 	}
