@@ -176,6 +176,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		agent.WarmMasks()
 	}
 	warnings := runnerWarnings(launcher.Runner)
+	if w := agentWarning(cfg); w != "" {
+		warnings = append(warnings, w)
+	}
 	for _, w := range warnings {
 		o.Log.Warn(w)
 	}
@@ -343,12 +346,24 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 }
 
 // agentCommand is the executable the driver runs. The script driver plays
-// the agent with this very binary unless agent.command names another.
+// the agent with this very binary unless agent.command names another: then
+// it runs that command (with claude's argv contract), and agentWarning
+// says so wherever the daemon's warnings are shown.
 func agentCommand(cfg *config.Config, self string) []string {
 	if cfg.Agent.Driver == "script" && (cfg.Agent.Command == "" || cfg.Agent.Command == "claude") {
 		return []string{self, "script-agent"}
 	}
 	return strings.Fields(cfg.Agent.Command)
+}
+
+// agentWarning is what the operator must know of the agent setting: the
+// script driver with an agent.command of its own runs that command, not
+// the project's scripted agent ("" : nothing to say).
+func agentWarning(cfg *config.Config) string {
+	if cfg.Agent.Driver != "script" || cfg.Agent.Command == "" || cfg.Agent.Command == "claude" {
+		return ""
+	}
+	return fmt.Sprintf("agent.driver = \"script\" runs agent.command %q (with claude's argv contract), not the project's scripted agent; remove agent.command from %s to run `lazy script-agent`", cfg.Agent.Command, config.FileName)
 }
 
 func (d *Daemon) serve(s *http.Server, ln net.Listener, name string) {

@@ -274,6 +274,9 @@ func (d *Daemon) Info() api.DaemonInfo {
 	info.Warnings = slices.Clone(info.Warnings)
 	d.infoMu.Unlock()
 	d.runnerNow(&info, probed)
+	if w := agentWarning(d.live.Get()); w != "" && !slices.Contains(info.Warnings, w) {
+		info.Warnings = append(info.Warnings, w)
+	}
 	info.RestartNeeded, info.ConfigError = d.reload.state()
 	if len(info.RestartNeeded) > 0 {
 		info.Warnings = append(info.Warnings, "restart needed: "+strings.Join(info.RestartNeeded, ", ")+

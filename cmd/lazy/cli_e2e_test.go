@@ -236,6 +236,11 @@ func TestConfigReload(t *testing.T) {
 	}
 	save(strings.Replace(string(good), "[agent]\n", "[agent]\ncommand = \"/nonexistent/agent-one\"\n", 1))
 	p.lazy(0, "daemon", "start")
+	// the script driver with a command of its own runs that command, and
+	// says so (never silently)
+	if _, errOut, _ := p.run("daemon", "status"); !strings.Contains(errOut, `agent.driver = "script" runs agent.command "/nonexistent/agent-one"`) {
+		t.Fatalf("daemon status does not say the script driver runs agent.command:\n%s", errOut)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lines := p.watch(ctx)

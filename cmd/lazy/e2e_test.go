@@ -312,9 +312,9 @@ func TestDaemonLifecycleAndCLI(t *testing.T) {
 		t.Errorf("short prefix: exit %d %s", code, errs)
 	}
 
-	// an ordinary comment on a blocked task starts a work turn
+	// a task message on a blocked task starts the work turn that carries it
 	out = p.lazy(0, "comment", short, "-m", "also this\n@answer ok")
-	if !strings.Contains(out, "work turn 2 queued") {
+	if !strings.HasPrefix(out, "queued: delivered with the next work turn (work turn 2, queued now)") {
 		t.Fatalf("comment: %q", out)
 	}
 	p.waitStatus(short, "blocked")
