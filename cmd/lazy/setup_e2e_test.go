@@ -60,15 +60,23 @@ func TestSetupTurn(t *testing.T) {
 		t.Fatalf("gen/ready.txt on the branch: %q (worktree %s)", got, ti.Worktree)
 	}
 	page := p.taskPage("prep")
-	for _, want := range []string{"setup (start)", "$ echo setup says hi", "setup says hi\n", "work (start)"} {
+	for _, want := range []string{"setup 1 (start)", "$ echo setup says hi", "setup says hi\n", "work turn 1 (start)"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the task page lacks %q", want)
 		}
 	}
 	p.lazy(0, "comment", "prep", "-m", "again\n@answer ok")
+	p.waitTurns("prep", 2)
 	p.waitStatus("prep", "blocked")
-	if n := strings.Count(p.taskPage("prep"), "setup (start)"); n != 1 {
+	if n := strings.Count(p.taskPage("prep"), "setup 1 (start)"); n != 1 {
 		t.Errorf("%d setup turns after a second work turn, want 1", n)
+	}
+	// setup is counted apart from the work turns, and named
+	if ti := p.show("prep"); ti.Turns != 2 || ti.Setup != 1 {
+		t.Errorf("counts: turns %d setup %d, want 2 work turns and setup 1", ti.Turns, ti.Setup)
+	}
+	if out := p.lazy(0, "task", "show", "prep"); !strings.Contains(out, "turns: 2 (setup 1)") {
+		t.Errorf("task show does not name the setup count:\n%s", out)
 	}
 }
 
@@ -95,7 +103,7 @@ func TestSetupFails(t *testing.T) {
 		t.Fatal("the command after the failing one ran")
 	}
 	page := p.taskPage("bad")
-	for _, want := range []string{"setup (start)", "first ran", "oops", "not run: the setup failed"} {
+	for _, want := range []string{"setup 1 (start)", "first ran", "oops", "not run: the setup failed"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the task page lacks %q", want)
 		}
