@@ -201,7 +201,7 @@ func TestBrowserCommentUnblockWithdraw(t *testing.T) {
 		t.Fatalf("after unblock: %s", loc)
 	}
 	p.waitStatus("rv", "blocked")
-	if out := p.lazy(0, "task", "show", "rv"); !strings.Contains(out, "turn 2: work (unblock) done") {
+	if out := p.lazy(0, "task", "show", "rv"); !strings.Contains(out, "work turn 2 (unblock) done") {
 		t.Errorf("task:\n%s", out)
 	}
 	if gitOut := runGit(t, p.root, "show", "lazy/rv:a.go"); !strings.HasPrefix(gitOut, "ONE") {
