@@ -43,7 +43,7 @@ func (h *handler) newTask(c echo.Context) error {
 	if err != nil {
 		return h.refused(c, "/", err, Flash{Notice: "Task not created: " + err.Error(), Fields: map[string]string{"prompt": a.Prompt, "code": a.Code, "parent": a.Parent}})
 	}
-	notice := fmt.Sprintf("Task %s created on branch %s from %s: work turn %d is queued.", res.Task.Ref, res.Task.Branch, res.Task.Parent, res.Turn.Number)
+	notice := fmt.Sprintf("Task %s created on branch %s from %s: work turn %d is queued.", res.Task.Ref, res.Task.Branch, res.Task.Parent, res.Turn.Seq)
 	for _, w := range res.Warnings {
 		notice += " Note: " + w
 	}
@@ -73,9 +73,10 @@ func (h *handler) commentTask(c echo.Context) error {
 	if err != nil {
 		return h.refused(c, back, err, Flash{Notice: "Message not sent: " + err.Error(), Fields: map[string]string{"body": body}})
 	}
-	notice := "Message saved: the agent gets it with the task's next work turn."
-	if tu := res.Triggered; tu != nil {
-		notice = fmt.Sprintf("Message sent: work turn %d is queued with it.", tu.Number)
+	// the words `lazy comment` prints (review.MessageQueued)
+	notice := "Message " + res.Notice + "."
+	if tu := res.Triggered; tu != nil && tu.Notice != "" {
+		notice += " Note: " + tu.Notice + "."
 	}
 	return h.seeOther(c, "/tasks/"+res.Comment.TaskID, Flash{Notice: notice})
 }

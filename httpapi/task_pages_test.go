@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"lazy/api"
+	"lazy/review"
 	"lazy/store"
+	"lazy/task"
 )
 
 // formTasks is a Tasks whose forms' commands are recorded, and which
@@ -53,7 +55,7 @@ func (f *formTasks) NewTask(_ context.Context, a api.NewTaskArgs) (*api.NewTaskR
 		return nil, fmt.Errorf("open /secret/internal/path: disk on fire")
 	}
 	f.created = append(f.created, a)
-	return &api.NewTaskResult{Task: api.TaskInfo{ID: "0190bbbb000070008000000000000009", Ref: a.Code, Branch: "lazy/" + a.Code, Parent: "main"}, Turn: api.Turn{Number: 1},
+	return &api.NewTaskResult{Task: api.TaskInfo{ID: "0190bbbb000070008000000000000009", Ref: a.Code, Branch: "lazy/" + a.Code, Parent: "main"}, Turn: api.Turn{Number: 1, Seq: 1},
 		Warnings: []string{"your checkout has uncommitted changes (x.go)"}}, nil
 }
 func (f *formTasks) Cancel(_ context.Context, ref string) (*api.TaskInfo, error) {
@@ -67,7 +69,8 @@ func (f *formTasks) Comment(_ context.Context, ref, body string) (*api.CommentRe
 		return nil, refusedErr("the comment is empty")
 	}
 	f.comments = append(f.comments, body)
-	return &api.CommentResult{Comment: api.Comment{TaskID: fakeID, Body: body}, Triggered: &api.Turn{Number: 3}}, nil
+	return &api.CommentResult{Comment: api.Comment{TaskID: fakeID, Body: body}, Triggered: &api.Turn{Number: 5, Seq: 3},
+		Notice: review.MessageQueued("work turn 3", true, task.Blocked)}, nil
 }
 
 // watchingTasks also serves the task's event stream.
@@ -255,7 +258,7 @@ func TestTaskFormsPostRedirectGet(t *testing.T) {
 	if code != http.StatusSeeOther || !strings.HasPrefix(loc, "/tasks/"+fakeID+"?flash=") || len(f.comments) != 1 || f.comments[0] != "Also <this>." {
 		t.Fatalf("message: %d %q %q", code, loc, f.comments)
 	}
-	if body := follow(loc, ck); !strings.Contains(body, "Message sent: work turn 3 is queued with it.") {
+	if body := follow(loc, ck); !strings.Contains(body, "Message queued: delivered with the next work turn (work turn 3, queued now).") {
 		t.Errorf("after a message:\n%s", body)
 	}
 	_, loc = post("/tasks/fix-login/comment", url.Values{"csrf": {csrf[1]}, "body": {"   "}}, ck, nil)
