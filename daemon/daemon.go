@@ -667,7 +667,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		}
 		if t.Status == task.Running {
 			t.Status = task.Failed
-			t.FailReason = fmt.Sprintf("%s turn %d was interrupted when the daemon died; unblock the task to continue", tu.Kind, tu.Number)
+			t.FailReason = fmt.Sprintf("%s was interrupted when the daemon died; unblock the task to continue", tu.Label())
 			t.UpdatedAt = now
 			if err := d.st.SaveTask(ctx, t); err != nil {
 				return fmt.Errorf("reconcile task %s: %w", t.ID, err)
@@ -718,7 +718,7 @@ func (d *Daemon) reconcileRunningTasks(ctx context.Context) error {
 				t.SessionID = last.SessionID
 			}
 		case last != nil && last.Status == store.TurnFailed:
-			t.Status, t.FailReason = task.Failed, fmt.Sprintf("work turn %d failed: %s", last.Number, last.Error)
+			t.Status, t.FailReason = task.Failed, fmt.Sprintf("%s failed: %s", last.Label(), last.Error)
 		default:
 			t.Status = task.Failed
 			t.FailReason = "the daemon stopped unexpectedly while this task was running; unblock the task to continue"

@@ -89,7 +89,7 @@ func (f *fakeReview) Unblock(_ context.Context, ref, _ string) (*api.Turn, error
 	if f.ended != nil {
 		return nil, fmt.Errorf("task fix-login is %s: %w; start a new task instead", f.task().Status, actors.ErrEnded)
 	}
-	return &api.Turn{TaskID: fakeID, Number: 3}, nil
+	return &api.Turn{TaskID: fakeID, Number: 3, Seq: 3}, nil
 }
 func (f *fakeReview) Accept(_ context.Context, _ string, a api.AcceptArgs) (*api.TaskInfo, error) {
 	return f.acceptFn(a)

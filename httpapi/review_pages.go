@@ -317,7 +317,7 @@ func (h *handler) unblock(c echo.Context) error {
 	if err != nil {
 		return h.refused(c, reviewPath(c.Param("task")), err, Flash{Notice: "Not unblocked: " + err.Error(), Fields: typed(c, "feedback", "draft_reason")})
 	}
-	return h.seeOther(c, "/tasks/"+tu.TaskID, Flash{Notice: "Unblocked: work turn " + strconv.Itoa(tu.Number) + " is queued."})
+	return h.seeOther(c, "/tasks/"+tu.TaskID, Flash{Notice: unblockedWords(tu)})
 }
 
 func (h *handler) accept(c echo.Context) error {
@@ -661,4 +661,14 @@ func byteWords(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// unblockedWords is the notice after the page's unblock: the work turn by
+// its number, and that it starts a new conversation when the agent changed.
+func unblockedWords(tu *api.Turn) string {
+	s := "Unblocked: work turn " + strconv.Itoa(tu.Seq) + " is queued."
+	if tu.Notice != "" {
+		s += " Note: " + tu.Notice + "."
+	}
+	return s
 }

@@ -258,9 +258,9 @@ func nowWords(t api.TaskInfo, turns []api.Turn) string {
 		tu := turns[i]
 		switch tu.Status {
 		case store.TurnRunning:
-			return fmt.Sprintf("%s turn %d running (%s)", tu.Kind, tu.Number, tu.Trigger)
+			return fmt.Sprintf("%s running (%s)", tu.Label, tu.Trigger)
 		case store.TurnQueued:
-			return fmt.Sprintf("%s turn %d queued (%s): it starts when the agent is free", tu.Kind, tu.Number, tu.Trigger)
+			return fmt.Sprintf("%s queued (%s): it starts when the agent is free", tu.Label, tu.Trigger)
 		}
 	}
 	switch task.Status(t.Status) {

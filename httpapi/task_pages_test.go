@@ -39,9 +39,9 @@ func (f *formTasks) ShowTask(_ context.Context, ref string) (*api.TaskDetail, er
 		if t.ID == ref || t.Ref == ref {
 			started := t0
 			return &api.TaskDetail{Task: t, Turns: []api.Turn{
-				{TaskID: t.ID, Number: 1, Kind: "work", Trigger: "start", Status: store.TurnDone, Prompt: "Do <it>", StartedAt: &started,
+				{TaskID: t.ID, Number: 1, Seq: 1, Label: "work turn 1", Kind: "work", Trigger: "start", Status: store.TurnDone, Prompt: "Do <it>", StartedAt: &started,
 					Result: `{"type":"result","result":"Wrote <b>a.go</b>.","session_id":"s-1"}`, Output: `{"type":"result","result":"Wrote <b>a.go</b>.","session_id":"s-1"}`},
-				{TaskID: t.ID, Number: 2, Kind: "work", Trigger: "unblock", Status: store.TurnQueued, Prompt: "Continue."},
+				{TaskID: t.ID, Number: 2, Seq: 2, Label: "work turn 2", Kind: "work", Trigger: "unblock", Status: store.TurnQueued, Prompt: "Continue."},
 			}}, nil
 		}
 	}

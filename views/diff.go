@@ -375,7 +375,7 @@ func BuildThread(t review.Thread, taskID, csrf string) ThreadView {
 		case m.Intent == review.Ask:
 			mv.State, mv.StateClass = map[review.AskState]string{review.AskPending: "waiting for the agent's answer", review.AskAnswered: "answered", review.AskFailed: "not answered"}[m.AskState], "ask-"+string(m.AskState)
 		case m.DeliveryState == review.Delivered:
-			mv.State, mv.StateClass = fmt.Sprintf("delivered with turn %d", m.DeliveredTurn), "delivered"
+			mv.State, mv.StateClass = fmt.Sprintf("delivered with work turn %d", m.DeliveredTurn), "delivered"
 			mv.DeliveredTurn = m.DeliveredTurn
 		default:
 			mv.State, mv.StateClass = "queued for the next unblock", "queued"

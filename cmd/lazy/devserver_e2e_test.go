@@ -144,7 +144,7 @@ func TestDevServerDrivesTheReviewLoop(t *testing.T) {
 	}
 	p.waitThreads("dev", "delivery", func(pl review.Payload) bool { return pl.PendingDelivery == 0 })
 	p.waitStatus("dev", "blocked")
-	if out := p.lazy(0, "task", "show", "dev"); !strings.Contains(out, "turn 3: work (unblock) done") {
+	if out := p.lazy(0, "task", "show", "dev"); !strings.Contains(out, "work turn 2 (unblock) done") {
 		t.Errorf("the unblock did not run on the daemon:\n%s", out)
 	}
 

@@ -415,7 +415,7 @@ func TestKill9MidTurnThenRestart(t *testing.T) {
 	if ti.Status != "failed" || !strings.Contains(ti.FailReason, "interrupted") {
 		t.Fatalf("after restart: %+v", ti)
 	}
-	if out := p.lazy(0, "task", "show", "slow"); !strings.Contains(out, "turn 1: work (start) interrupted: the daemon stopped unexpectedly") {
+	if out := p.lazy(0, "task", "show", "slow"); !strings.Contains(out, "work turn 1 (start) interrupted: the daemon stopped unexpectedly") {
 		t.Errorf("the cut-off turn is not recorded as interrupted:\n%s", out)
 	}
 	p.lazy(0, "unblock", "slow", "-m", "@answer resumed")

@@ -310,7 +310,7 @@ func TestRealClientAsk(t *testing.T) {
 		t.Error("the ask did not carry the earlier conversation: the session was not resumed")
 	}
 	out := p.lazy(0, "task", "show", "cl")
-	if !strings.Contains(out, "turn 2: ask (ask) done") {
+	if !strings.Contains(out, "ask 1 (ask) done") {
 		t.Errorf("task show:\n%s", out)
 	}
 }
