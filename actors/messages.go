@@ -200,5 +200,9 @@ type Subscribe struct {
 // Unsubscribe removes a watcher.
 type Unsubscribe struct{ ID string }
 
-// Publish fans one event out to matching watchers.
-type Publish struct{ Event api.Event }
+// Publish fans one event out to matching watchers. Remote marks an event
+// another member of a cluster published.
+type Publish struct {
+	Event  api.Event
+	Remote bool
+}

@@ -15,6 +15,9 @@ type Filter struct {
 	Tasks bool // include task events
 	IDs   map[string]bool
 	Refs  map[string]bool
+	// Local leaves out the events other members of a cluster published:
+	// what each member tells of its own tasks is its own (notify)
+	Local bool
 }
 
 // Match reports whether e passes the filter.
@@ -63,7 +66,7 @@ func (h *TrafficHub) Receive(ctx actor.Context) {
 		}
 	case *Publish:
 		for _, s := range h.subs {
-			if !s.filter.Match(m.Event) {
+			if !s.filter.Match(m.Event) || m.Remote && s.filter.Local {
 				continue
 			}
 			select {

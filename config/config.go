@@ -46,6 +46,7 @@ type Config struct {
 	Setup       Setup       `koanf:"setup"`
 	Egress      Egress      `koanf:"egress"`
 	Tasks       Tasks       `koanf:"tasks"`
+	Notify      Notify      `koanf:"notify"`
 }
 
 // Tasks is what happens to tasks once they end (accepted or cancelled):
@@ -273,7 +274,7 @@ func Load(root string, environ []string) (*Config, error) {
 	unused := dc.Metadata.Unused
 	if len(unused) > 0 {
 		sort.Strings(unused)
-		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster, sandbox, setup, egress, tasks)", unused[0], path)
+		return nil, fmt.Errorf("config: unknown key %q in %s or LAZY_ env (known sections: daemon, agent, credentials, proxy, models, protect, storage, cluster, sandbox, setup, egress, tasks, notify)", unused[0], path)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -447,6 +448,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.Egress.validate(); err != nil {
+		return err
+	}
+	if err := c.Notify.validate(); err != nil {
 		return err
 	}
 	if _, err := c.Targets(); err != nil {

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -99,6 +100,11 @@ func TestLoadRefusals(t *testing.T) {
 		{"egress wildcard TLD", "[egress]\nallow = [\"*.com\"]\n", nil, "top-level domain"},
 		{"egress mid wildcard", "", []string{"LAZY_EGRESS__ALLOW=a.*.example"}, "egress.allow[0]"},
 		{"collision", "[proxy]\nupstream = \"https://api.example.com/v1\"\ncredential = \"provider\"\n[[proxy.fallback]]\nupstream = \"https://api.example.com:443/other\"\ncredential = \"none\"\n", nil, "proxy.fallback[0]"},
+		{"notify file URL", "[notify]\nwebhook = \"file:///etc/passwd\"\n", nil, "notify.webhook: scheme \"file\" is not http or https"},
+		{"notify javascript URL", "", []string{"LAZY_NOTIFY__WEBHOOK=javascript:alert(1)"}, "notify.webhook"},
+		{"notify no host", "[notify]\nwebhook = \"https:///s3cret\"\n", nil, "notify.webhook: names no host"},
+		{"notify bad URL", "[notify]\nwebhook = \"https://h/%zz-s3cret\"\n", nil, "notify.webhook: is not a URL"},
+		{"notify blank command", "[notify]\ncommand = \"   \"\n", nil, "notify.command"},
 		{"toml syntax", "[agent\n", nil, "TOML"},
 		{"postgres without dsn", "[storage]\nbackend = \"postgres\"\n", nil, "storage.dsn"},
 		{"dsn without postgres", "[storage]\ndsn = \"postgres://lazy@db/lazy\"\n", nil, "storage.dsn"},
@@ -246,5 +252,25 @@ func TestInitTemplateClusterUncommented(t *testing.T) {
 	}
 	if !cfg.Cluster.Enabled() || cfg.Storage.Backend != "postgres" || cfg.Storage.Sync != "full" {
 		t.Fatalf("got cluster %+v, storage %+v", cfg.Cluster, cfg.Storage)
+	}
+}
+
+// TestNotifyCommandArgv: plain words run without a shell; a character a
+// shell gives meaning to makes it sh -c.
+func TestNotifyCommandArgv(t *testing.T) {
+	for _, tc := range []struct {
+		cmd  string
+		want []string
+	}{
+		{"", nil},
+		{"/usr/local/bin/on-notice --quiet", []string{"/usr/local/bin/on-notice", "--quiet"}},
+		{"  tee  /tmp/n.json ", []string{"tee", "/tmp/n.json"}},
+		{"cat >> ~/notices", []string{"sh", "-c", "cat >> ~/notices"}},
+		{"curl -d @- \"$HOOK\"", []string{"sh", "-c", "curl -d @- \"$HOOK\""}},
+		{"a; b", []string{"sh", "-c", "a; b"}},
+	} {
+		if got := (Notify{Command: tc.cmd}).CommandArgv(); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: got %q, want %q", tc.cmd, got, tc.want)
+		}
 	}
 }

@@ -259,6 +259,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			unsubscribe()
 		}()
 	}
+	// a word to [notify]'s webhook and command when a task needs you
+	if err := d.startNotify(runCtx, o.Environ); err != nil {
+		return nil, err
+	}
 	stopping := make(chan struct{})
 	web, err := httpapi.New(httpapi.Deps{Stopping: stopping, Tasks: d.svc, Review: d.review, Storage: st, Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup, book),
 		Info: d.Info, Commands: d.commands(cancel), LogPath: paths.Log})

@@ -314,7 +314,7 @@ func (s *Supervisor) memberInfo(ctx actor.Context) {
 			s.log.Warn("refused an event from another member", "err", err)
 			return
 		}
-		s.root.Send(s.traffic, &actors.Publish{Event: e}) // here only: no echo
+		s.root.Send(s.traffic, &actors.Publish{Event: e, Remote: true}) // here only: no echo
 	}
 }
 
