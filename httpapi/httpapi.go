@@ -143,6 +143,7 @@ func New(d Deps) (*echo.Echo, error) {
 	e.StaticFS("/assets", views.Static())
 	h.reviewRoutes(e)
 	h.taskRoutes(e)
+	h.dashboardRoutes(e)
 	e.POST("/rpc/:cmd", h.rpc)
 	return e, nil
 }

@@ -150,20 +150,21 @@ next:
 	}, nil
 }
 
-// reviewOrder sorts tasks for the reviewer: those that need them first,
-// then running ones, then ended ones; the latest activity first in each.
+// reviewOrder sorts tasks for the reviewer: those that need them first
+// (blocked, conflict, failed, tripped), then running ones, then ended
+// ones; the latest activity first in each.
 func reviewOrder(ts []api.TaskInfo) {
-	rank := func(s task.Status) int {
+	rank := func(t api.TaskInfo) int {
 		switch {
-		case s.NeedsReviewer():
+		case needsYou(t):
 			return 0
-		case s.Ended():
+		case task.Status(t.Status).Ended():
 			return 2
 		}
 		return 1
 	}
 	sort.SliceStable(ts, func(i, j int) bool {
-		ri, rj := rank(task.Status(ts[i].Status)), rank(task.Status(ts[j].Status))
+		ri, rj := rank(ts[i]), rank(ts[j])
 		if ri != rj {
 			return ri < rj
 		}
@@ -185,7 +186,16 @@ func (h *handler) tasksPage(c echo.Context) error {
 	}
 	f := h.flash(c)
 	p := views.TasksPage{Page: h.page(c), Shown: shown}
-	p.Title = "Tasks"
+	p.Title, p.Script = "Tasks", "tasks.js"
+	for _, t := range ts {
+		if needsYou(t) {
+			p.NeedsYou++
+		}
+	}
+	if p.NeedsYou > 0 {
+		// the tab says it even when it is not the one in view
+		p.Title = fmt.Sprintf("(%d) Tasks", p.NeedsYou)
+	}
 	p.Notice, p.Alert = f.Notice, f.Alert
 	p.Draft = views.NewTaskDraft{Prompt: f.Field("prompt"), Code: f.Field("code"), Parent: f.Field("parent"), Open: len(ts) == 0 || f.Alert}
 	reviewOrder(ts)

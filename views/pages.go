@@ -32,6 +32,9 @@ type TasksPage struct {
 	Hidden int
 	// Draft is what a refused new task form held
 	Draft NewTaskDraft
+	// NeedsYou is how many tasks wait for the reviewer (blocked,
+	// conflict, failed, tripped), counted in the title
+	NeedsYou int
 }
 
 // FilterTab is one status filter of the Tasks page.
