@@ -142,6 +142,17 @@ func TestTaskGrainsAcrossMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cancel()
+	// a watcher of its member's own events (notify) hears a's event on a only
+	localA, cancelA, err := a.Subscribe(actors.Filter{Tasks: true, Local: true}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancelA()
+	localB, cancelB, err := b.Subscribe(actors.Filter{Tasks: true, Local: true}, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancelB()
 	a.Publish(api.Event{Kind: "status", TaskID: ids[2], TaskRef: "x", Status: "blocked", Detail: "from a"})
 	select {
 	case e := <-ch:
@@ -155,6 +166,16 @@ func TestTaskGrainsAcrossMembers(t *testing.T) {
 	case e := <-ch:
 		t.Fatalf("a second event on b: %+v", e)
 	case <-time.After(300 * time.Millisecond):
+	}
+	select {
+	case e := <-localB: // b's hub fanned the event out to ch and localB in one step
+		t.Fatalf("b's local watcher got a's event: %+v", e)
+	default:
+	}
+	select {
+	case <-localA:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's local watcher did not get a's own event")
 	}
 
 	// a member that joins takes some tasks over; the members that had them
