@@ -120,8 +120,10 @@ func NewDriver(name, permissionMode string) (Driver, error) {
 		return ClaudeCode{PermissionMode: permissionMode}, nil
 	case "script":
 		return Script{ClaudeCode{PermissionMode: permissionMode}}, nil
+	case "codex":
+		return Codex{}, nil
 	}
-	return nil, fmt.Errorf("agent.driver: unknown driver %q; use claude-code or script", name)
+	return nil, fmt.Errorf("agent.driver: unknown driver %q; use claude-code, codex or script", name)
 }
 
 // Errors runners return.

@@ -269,10 +269,19 @@ func (l *Launcher) runTurn(ctx context.Context, req *TurnRequest, notice string)
 		return Result{}, Outcome{}, fmt.Errorf("%w: mint placeholders: %v", ErrUnavailable, err)
 	}
 	home := l.HomeFor(req.Ref)
-	args := l.Driver.WorkArgv(req.Session)
+	drv := l.Driver
+	if ra, ok := drv.(RunnerAware); ok {
+		drv = ra.InSandbox(Sandboxed(l.Runner))
+	}
+	if hw, ok := drv.(HomeWriter); ok {
+		if err := hw.WriteHome(home, l.BaseURL); err != nil {
+			return Result{}, Outcome{}, fmt.Errorf("%w: write the agent's configuration: %v", ErrUnavailable, err)
+		}
+	}
+	args := drv.WorkArgv(req.Session)
 	timeout := l.TurnTimeout
 	if req.Ask {
-		args = l.Driver.AskArgv(req.Session)
+		args = drv.AskArgv(req.Session)
 		timeout = l.AskTimeout
 	}
 	spec := Spec{
@@ -307,7 +316,7 @@ func (l *Launcher) runTurn(ctx context.Context, req *TurnRequest, notice string)
 	if err != nil {
 		return Result{}, out, err
 	}
-	res, err := l.Driver.ParseResult(out.Stdout)
+	res, err := drv.ParseResult(out.Stdout)
 	if err != nil {
 		return res, out, err
 	}

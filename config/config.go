@@ -119,6 +119,8 @@ type Agent struct {
 type Credentials struct {
 	Provider ProviderCredential `koanf:"provider"`
 	Editor   EditorCredential   `koanf:"editor"`
+	// OpenAI is the OpenAI API key the codex driver's calls get
+	OpenAI EditorCredential `koanf:"openai"`
 }
 
 // ProviderCredential is the real model-provider credential.
@@ -143,6 +145,15 @@ type Proxy struct {
 	// "passthrough" (to the primary with exactly what the client presented,
 	// nothing injected) or "refuse".
 	NoGrant string `koanf:"no_grant"`
+	// OpenAI is where OpenAI Responses traffic (POST /v1/responses, the
+	// codex driver) goes; its credential "provider" is [credentials.openai]
+	OpenAI Upstream `koanf:"openai"`
+}
+
+// Upstream is one provider's upstream and its credential setting.
+type Upstream struct {
+	Upstream   string `koanf:"upstream"`
+	Credential string `koanf:"credential"`
 }
 
 // proxy.no_grant values.
@@ -200,6 +211,9 @@ type Storage struct {
 const (
 	CredentialProvider = "provider"
 	CredentialNone     = "none"
+	// CredentialOpenAI is a target's credential in the origin map when it
+	// is [credentials.openai] ([proxy.openai] credential = "provider")
+	CredentialOpenAI = "openai"
 )
 
 // Provider credential kinds.
@@ -224,7 +238,8 @@ func Defaults() Config {
 			MaxConcurrent:  8,
 		},
 		Credentials: Credentials{Provider: ProviderCredential{Kind: KindAPIKey}},
-		Proxy:       Proxy{Upstream: "https://api.anthropic.com", Credential: CredentialNone, EditorUpstream: "https://api2.cursor.sh", NoGrant: NoGrantPassthrough},
+		Proxy: Proxy{Upstream: "https://api.anthropic.com", Credential: CredentialNone, EditorUpstream: "https://api2.cursor.sh", NoGrant: NoGrantPassthrough,
+			OpenAI: Upstream{Upstream: "https://api.openai.com", Credential: CredentialNone}},
 		Storage:     Storage{Backend: "sql", Sync: "full"},
 		Cluster:     Cluster{Etcd: []string{"127.0.0.1:2379"}, Advertise: "127.0.0.1:0", Remote: "origin"},
 		Protect:     Protect{Paths: []string{".lazy/config.toml"}},
@@ -319,7 +334,8 @@ func (p structProvider) Read() (map[string]any, error) {
 			"budget_tokens": c.Agent.BudgetTokens,
 		},
 		"credentials": map[string]any{"provider": map[string]any{"kind": c.Credentials.Provider.Kind}},
-		"proxy":       map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream, "no_grant": c.Proxy.NoGrant},
+		"proxy": map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream, "no_grant": c.Proxy.NoGrant,
+			"openai": map[string]any{"upstream": c.Proxy.OpenAI.Upstream, "credential": c.Proxy.OpenAI.Credential}},
 		"storage":     map[string]any{"backend": c.Storage.Backend, "sync": c.Storage.Sync, "dsn": c.Storage.DSN},
 		"protect":     map[string]any{"paths": toAny(c.Protect.Paths)},
 		"cluster": map[string]any{"name": c.Cluster.Name, "etcd": toAny(c.Cluster.Etcd), "advertise": c.Cluster.Advertise, "remote": c.Cluster.Remote,
@@ -357,10 +373,8 @@ func (c *Config) Validate() error {
 			return bad("daemon.proxy_listen", "%v: the proxy spends the real credential for whoever reaches it and binds to loopback only (sandboxed agents reach it through a Unix socket); use 127.0.0.1:PORT", err)
 		}
 	}
-	switch c.Agent.Driver {
-	case "claude-code", "script":
-	default:
-		return bad("agent.driver", "%q is not a driver; use claude-code or script", c.Agent.Driver)
+	if !KnownDriver(c.Agent.Driver) {
+		return bad("agent.driver", "%q is not a driver; use %s", c.Agent.Driver, strings.Join(Drivers, ", "))
 	}
 	switch c.Agent.Runner {
 	case RunnerAuto, RunnerBwrap, RunnerDocker, RunnerProcess:
@@ -400,6 +414,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := checkUpstream("proxy.editor_upstream", c.Proxy.EditorUpstream, "", ""); err != nil {
+		return err
+	}
+	if err := checkUpstream("proxy.openai.upstream", c.Proxy.OpenAI.Upstream, c.Proxy.OpenAI.Credential, "proxy.openai.credential"); err != nil {
 		return err
 	}
 	switch c.Proxy.NoGrant {
@@ -622,6 +639,13 @@ func (c *Config) Targets() (map[string]Target, error) {
 	if err := add("proxy.upstream", c.Proxy.Upstream, c.Proxy.Credential); err != nil {
 		return nil, err
 	}
+	openai := c.Proxy.OpenAI.Credential
+	if openai == CredentialProvider {
+		openai = CredentialOpenAI // that section's own credential
+	}
+	if err := add("proxy.openai", c.Proxy.OpenAI.Upstream, openai); err != nil {
+		return nil, err
+	}
 	for i, f := range c.Proxy.Fallback {
 		if err := add(fmt.Sprintf("proxy.fallback[%d]", i), f.Upstream, f.Credential); err != nil {
 			return nil, err
@@ -720,6 +744,28 @@ func (c *Config) EditorCredentialFile(home string) string {
 		return ExpandPath(c.Credentials.Editor.File)
 	}
 	return filepath.Join(home, "credentials", "editor")
+}
+
+// OpenAICredentialFile is the configured OpenAI key file, or
+// <home>/credentials/openai when none is configured.
+func (c *Config) OpenAICredentialFile(home string) string {
+	if c.Credentials.OpenAI.File != "" {
+		return ExpandPath(c.Credentials.OpenAI.File)
+	}
+	return filepath.Join(home, "credentials", "openai")
+}
+
+// Drivers are the agent drivers (agent.driver, lazy task new --driver).
+var Drivers = []string{"claude-code", "codex", "script"}
+
+// KnownDriver reports a driver name lazy has.
+func KnownDriver(name string) bool {
+	for _, d := range Drivers {
+		if d == name {
+			return true
+		}
+	}
+	return false
 }
 
 // PortRange returns the port window as numbers.

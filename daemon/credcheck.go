@@ -37,16 +37,23 @@ func isMissing(err error) bool {
 	return errors.As(err, &nf)
 }
 
-// credentialKindEditor is the editor agent's key (no kind of its own).
-const credentialKindEditor = "editor"
+// credentialKindEditor is the editor agent's key (no kind of its own);
+// credentialKindOpenAI the OpenAI key the codex driver's calls get.
+const (
+	credentialKindEditor = "editor"
+	credentialKindOpenAI = "openai"
+)
 
 // checkCredential reads the credential file at path as kind (a provider
 // kind, or credentialKindEditor) and says what is wrong with it, naming
 // the path and the fix; nil when a request could use it now.
 func checkCredential(path, kind string, now time.Time) error {
 	what := "provider credential"
-	if kind == credentialKindEditor {
+	switch kind {
+	case credentialKindEditor:
 		what = "editor key"
+	case credentialKindOpenAI:
+		what = "OpenAI key"
 	}
 	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -152,8 +159,9 @@ func tokenShape(v, kind string) error {
 }
 
 func sectionOf(kind string) string {
-	if kind == credentialKindEditor {
-		return "editor"
+	switch kind {
+	case credentialKindEditor, credentialKindOpenAI:
+		return kind
 	}
 	return "provider"
 }
@@ -166,6 +174,8 @@ func tokenName(kind string) string {
 		return "bearer token"
 	case credentialKindEditor:
 		return "editor agent's key"
+	case credentialKindOpenAI:
+		return "OpenAI API key (sk-proj-… or sk-…)"
 	}
 	return "API key"
 }
@@ -190,6 +200,15 @@ func credentialChecks(cfg *config.Config, home string, now time.Time) (missing, 
 	if err := checkCredential(cfg.EditorCredentialFile(home), credentialKindEditor, now); err != nil && !isMissing(err) {
 		return missing, err
 	}
+	if needsOpenAIFile(cfg) {
+		if err := checkCredential(cfg.OpenAICredentialFile(home), credentialKindOpenAI, now); isMissing(err) {
+			if missing == nil {
+				missing = err
+			}
+		} else if err != nil {
+			return missing, err
+		}
+	}
 	return missing, nil
 }
 
@@ -206,6 +225,11 @@ func needsProviderFile(cfg *config.Config) bool {
 		}
 	}
 	return false
+}
+
+// needsOpenAIFile reports whether [proxy.openai] takes [credentials.openai].
+func needsOpenAIFile(cfg *config.Config) bool {
+	return cfg.Proxy.OpenAI.Credential == config.CredentialProvider
 }
 
 // CheckCredentials is the start's check of the credential files of the

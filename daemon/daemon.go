@@ -785,6 +785,11 @@ func (d *Daemon) mint(c *credentials, taskID, ref, role string) (map[string]stri
 		return nil, err // the turn fails naming the file and the fix, not on the proxy's 401
 	}
 	cfg := d.live.Get()
+	if cfg.Agent.Driver == "codex" {
+		// codex reads its key from OPENAI_API_KEY and calls [proxy.openai]
+		return d.sup.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: map[string]actors.MintVar{
+			agent.EnvOpenAIKey: {Kind: proxy.KindOpenAI, ShapeOf: c.openAIShape()}}})
+	}
 	kind := cfg.Credentials.Provider.Kind
 	envVar := map[string]string{config.KindAPIKey: agent.EnvAPIKey, config.KindOAuth: agent.EnvOAuth, config.KindAuthToken: agent.EnvAuthToken}[kind]
 	local := role != "" && cfg.Models.Roles[role].Local

@@ -487,6 +487,13 @@ func (c *credentials) check(role string) error {
 		return nil
 	}
 	cfg := c.live.Get()
+	if cfg.Agent.Driver == "codex" {
+		// codex calls [proxy.openai] only: its key is the one it needs
+		if needsOpenAIFile(cfg) {
+			return checkCredential(cfg.OpenAICredentialFile(c.home), credentialKindOpenAI, time.Now())
+		}
+		return nil
+	}
 	if c.needsProvider(role) {
 		if err := checkCredential(cfg.ProviderCredentialFile(c.home), cfg.Credentials.Provider.Kind, time.Now()); err != nil {
 			return err
@@ -500,7 +507,16 @@ func (c *credentials) check(role string) error {
 
 // shape returns the real provider value only to copy its prefix; "" if absent.
 func (c *credentials) shape() string {
-	b, err := os.ReadFile(c.live.Get().ProviderCredentialFile(c.home))
+	return shapeOf(c.live.Get().ProviderCredentialFile(c.home))
+}
+
+// openAIShape is shape for the OpenAI key.
+func (c *credentials) openAIShape() string {
+	return shapeOf(c.live.Get().OpenAICredentialFile(c.home))
+}
+
+func shapeOf(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""
 	}

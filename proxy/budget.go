@@ -40,7 +40,12 @@ const maxReserve = 1 << 40
 // replay bounds (the body is then sent from memory); one that does not fit
 // is held at its length / bytesPerToken + DefaultReserveOutput and streamed.
 func (p *Proxy) reservation(r *http.Request, pl *plan) int64 {
-	if r.URL.Path != "/v1/messages" {
+	maxKey := "max_tokens"
+	switch r.URL.Path {
+	case "/v1/messages":
+	case OpenAIRoute:
+		maxKey = "max_output_tokens"
+	default:
 		return 0
 	}
 	if pl.body == nil && r.Body != nil && r.Body != http.NoBody {
@@ -57,7 +62,7 @@ func (p *Proxy) reservation(r *http.Request, pl *plan) int64 {
 		return min(n/bytesPerToken+DefaultReserveOutput, maxReserve)
 	}
 	b := pl.body.bytes()
-	out, ok := maxTokensOf(b)
+	out, ok := maxTokensOf(b, maxKey)
 	if !ok {
 		out = DefaultReserveOutput
 	}
@@ -110,7 +115,7 @@ func neverSent(err error) bool {
 // b, and whether it names one. A key written with escapes counts, and so
 // does a duplicate: whichever an upstream reads, the largest is held.
 // Nested values are skipped whole, so text the agent wrote never counts.
-func maxTokensOf(b []byte) (int64, bool) {
+func maxTokensOf(b []byte, name string) (int64, bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return 0, false
@@ -143,7 +148,7 @@ func maxTokensOf(b []byte) (int64, bool) {
 		if !ok || vend <= i {
 			return best, found
 		}
-		if isMaxTokensKey(key) {
+		if isMaxTokensKey(key, name) {
 			if n, ok := parseCount(string(b[i:vend])); ok {
 				best, found = max(best, n), true
 			}
@@ -159,16 +164,17 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// isMaxTokensKey reports the quoted key "max_tokens", however escaped.
-func isMaxTokensKey(key []byte) bool {
-	if string(key) == `"max_tokens"` {
+// isMaxTokensKey reports the quoted key name ("max_tokens",
+// "max_output_tokens"), however escaped.
+func isMaxTokensKey(key []byte, name string) bool {
+	if len(key) == len(name)+2 && string(key[1:len(key)-1]) == name {
 		return true
 	}
 	if !strings.ContainsRune(string(key), '\\') {
 		return false
 	}
 	var s string
-	return json.Unmarshal(key, &s) == nil && s == "max_tokens"
+	return json.Unmarshal(key, &s) == nil && s == name
 }
 
 // parseCount reads a token count: an integer, or a number rounded up.

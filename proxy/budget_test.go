@@ -27,7 +27,7 @@ func TestMaxTokensOf(t *testing.T) {
 		{`[1,2]`, 0, false},
 		{`{"max_tokens":`, 0, false},
 	} {
-		if got, ok := maxTokensOf([]byte(tc.body)); got != tc.want || ok != tc.ok {
+		if got, ok := maxTokensOf([]byte(tc.body), "max_tokens"); got != tc.want || ok != tc.ok {
 			t.Errorf("%s: got %d %v, want %d %v", tc.body, got, ok, tc.want, tc.ok)
 		}
 	}

@@ -122,9 +122,25 @@ var defaultPrefix = map[string]string{
 	"auth_token": "sk-ant-",
 }
 
+// KindOpenAI mints for an OpenAI API key (OPENAI_API_KEY, the codex
+// driver): sk-proj-svc-… when the real key is a project key, sk-svc-…
+// otherwise.
+const KindOpenAI = "openai"
+
+// openAIPrefixes are the public prefixes of OpenAI keys, longest first.
+var openAIPrefixes = []string{"sk-svcacct-", "sk-admin-", "sk-proj-"}
+
 // PlaceholderPrefix is the real credential's own public prefix (e.g.
 // "sk-ant-api03-") when it has a known one, else the kind's fixed prefix.
 func PlaceholderPrefix(kind, real string) string {
+	if kind == KindOpenAI {
+		for _, p := range openAIPrefixes {
+			if strings.HasPrefix(real, p) && len(real) > len(p) {
+				return p
+			}
+		}
+		return "sk-"
+	}
 	for _, p := range knownPrefixes {
 		if strings.HasPrefix(real, p) && len(real) > len(p) {
 			return p

@@ -34,6 +34,7 @@ func (p *Proxy) secrets(pl *plan) secretSet {
 	}
 	add(pl.cred, pl.rt.provider)
 	add(pl.editorCred, pl.rt.editorKey)
+	add(pl.openaiCred, pl.rt.openaiKey)
 	return s
 }
 
@@ -76,6 +77,10 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		// a task's model call: read what it cost as the reply passes (over
 		// the decoded, scrubbed reply; masking never touches a usage object)
 		defer func() {
+			if pl.openai { // OpenAI Responses: its events, parsed (openai.go)
+				resp.Body = newResponsesUsage(resp.Body, resp.Header.Get("Content-Type"), &pl.usage, &pl.usageSeen, &pl.usageDone)
+				return
+			}
 			pl.usageScan.reset(resp.Body, &pl.usage, &pl.usageSeen, &pl.usageDone)
 			resp.Body = &pl.usageScan
 		}()

@@ -156,6 +156,10 @@ type routes struct {
 	tcpGrants bool
 	maxConns  int // sandbox.max_connections: per task, at its socket
 	egress    []config.EgressRule
+	// openai is [proxy.openai], the OpenAI Responses route's target, and
+	// openaiKey [credentials.openai] (openai.go)
+	openai    target
+	openaiKey *CredentialFile
 }
 
 // New builds the proxy from config. An origin collision is refused by
@@ -254,6 +258,10 @@ func (p *Proxy) Reconfigure(cfg *config.Config) error {
 		return fmt.Errorf("proxy.editor_upstream: %w", err)
 	}
 	rt.editor = target{url: eu, credential: "editor", primary: true}
+	if rt.openai, err = openAITarget(cfg); err != nil {
+		return fmt.Errorf("proxy.openai.upstream: %w", err)
+	}
+	rt.openaiKey = p.credentialFile(old, cfg.OpenAICredentialFile(p.o.Home), func(r *routes) *CredentialFile { return r.openaiKey })
 	if rt.egress, err = cfg.Egress.Rules(); err != nil {
 		return err
 	}
@@ -297,9 +305,12 @@ type plan struct {
 	// upstreamErr is why no upstream answered (the traffic line's error)
 	upstreamErr string
 	reserved    int64 // replay budget held by this request
-	// cred and editorCred are the real credentials as read for this request
-	// (one stat each), injected by the transport and known to the scrubber
-	cred, editorCred *Credential
+	// cred, editorCred and openaiCred are the real credentials as read for
+	// this request (one stat each), injected by the transport and known to
+	// the scrubber
+	cred, editorCred, openaiCred *Credential
+	// openai: the OpenAI Responses route (its refusals in OpenAI's shape)
+	openai bool
 	// stopWatchdog stops the body watchdog once the body is read.
 	stopWatchdog func()
 	bodyTimedOut atomic.Bool
@@ -339,7 +350,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := p.now()
-	pl := &plan{rt: p.routes.Load(), via: viaOf(r.Context()), stopWatchdog: func() {}}
+	pl := &plan{rt: p.routes.Load(), via: viaOf(r.Context()), stopWatchdog: func() {}, openai: isOpenAIRoute(r.URL.Path)}
 	rec := &statusWriter{ResponseWriter: w, p: p, pl: pl}
 	logPath := r.URL.EscapedPath()
 	defer func() {
@@ -404,6 +415,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		masked, ok := p.planEditor(rec, r, pl)
 		logPath = masked
 		if !ok {
+			return
+		}
+	} else if pl.openai {
+		if !p.planOpenAI(rec, r, pl) {
 			return
 		}
 	} else if !p.planModel(rec, r, pl) {
@@ -724,7 +739,8 @@ var causeText = map[string]string{
 	CauseProviderExpired:    "the real provider credential has expired; write a fresh one to the credential file (no relaunch needed)",
 	CauseEditorMissing:      "the editor agent's real key is missing; write it to the file named by credentials.editor.file",
 	CauseRoleNotConfigured:  "the grant's role is no longer in the config ([models.roles.*]); add it back, or relaunch the task with a configured role",
-	CauseWrongGrantKind:     "this placeholder was minted for another route (the editor key only on /_svc/<agent>/..., a model key only on the model routes)",
+	CauseWrongGrantKind:     "this placeholder was minted for another route (the editor key only on /_svc/<agent>/..., OPENAI_API_KEY only on /v1/responses, an Anthropic key only on the Anthropic routes)",
+	CauseOpenAIMissing:      "the real OpenAI key is missing on this machine; write it to the file named by credentials.openai.file (default ~/.lazy/credentials/openai)",
 	CauseNoGrant:            "no placeholder credential was presented and proxy.no_grant = \"refuse\"; agents get theirs at launch",
 	CauseNotFromSandbox:     "a placeholder is accepted only through its task's own sandbox socket, and this request came on the TCP listener from a process in no sandbox; agents under agent.runner = \"process\" (no sandbox) use the TCP listener",
 }
@@ -736,7 +752,7 @@ func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool
 		return false
 	}
 	if !isModelRoute(r) {
-		writeAPIError(w, http.StatusNotFound, "not_found_error", "lazy proxy: "+r.Method+" "+r.URL.EscapedPath()+" is not a proxied route (only /v1/messages, /v1/messages/count_tokens, /api/hello and /_svc/...)", "")
+		writeAPIError(w, http.StatusNotFound, "not_found_error", "lazy proxy: "+r.Method+" "+r.URL.EscapedPath()+" is not a proxied route (only /v1/messages, /v1/messages/count_tokens, /api/hello, /v1/responses and /_svc/...)", "")
 		return false
 	}
 	var g *Grant
@@ -772,7 +788,7 @@ func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool
 		pl.chain = []target{pl.rt.primary}
 		return true
 	}
-	if isEditorGrant(g) {
+	if isEditorGrant(g) || isOpenAIGrant(g) {
 		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
 		return false
 	}
@@ -1145,6 +1161,8 @@ func (p *Proxy) inject(out *http.Request, t target, pl *plan) error {
 		} else {
 			out.Header.Set("Authorization", "Bearer "+c.Value)
 		}
+	case config.CredentialOpenAI:
+		out.Header.Set("Authorization", "Bearer "+pl.openaiCred.Value)
 	case "editor":
 		if pl.session {
 			return nil
@@ -1206,8 +1224,14 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	writeAPIError(w, http.StatusBadGateway, "api_error", "lazy proxy: no upstream could be reached ("+pl.upstreamErr+"); check proxy.upstream and the network", "")
 }
 
-// writeAPIError answers in the provider's own error JSON shape.
+// writeAPIError answers in the provider's own error JSON shape: OpenAI's
+// on its route (the plan says so through the statusWriter), Anthropic's
+// elsewhere.
 func writeAPIError(w http.ResponseWriter, status int, kind, msg, cause string) {
+	if sw, ok := w.(*statusWriter); ok && sw.pl != nil && sw.pl.openai {
+		writeOpenAIError(w, status, kind, msg, cause)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	if cause != "" {
 		w.Header().Set("x-lazy-refused", cause)

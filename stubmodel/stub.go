@@ -1,7 +1,7 @@
 // Package stubmodel is the project's stand-in model upstream for tests and
 // `lazy demo`: it answers the routes the real client uses (POST /v1/messages
 // as JSON or as an SSE stream, POST /v1/messages/count_tokens, HEAD
-// /api/hello) on loopback, and records every request it received so tests can
+// /api/hello; OpenAI's POST /v1/responses, openai.go) on loopback, and records every request it received so tests can
 // see exactly what reached the upstream.
 package stubmodel
 
@@ -35,8 +35,9 @@ type Server struct {
 	Status int
 	// Record turns request recording off when false (benchmarks).
 	Record bool
-	// calls, in, out: the usage reported in replies (Reported)
-	calls, in, out int64
+	// calls, in, out: the usage reported in replies (Reported); cached:
+	// the cached input tokens among in (OpenAI Responses only)
+	calls, in, out, cached int64
 }
 
 // New returns a recording stub.
@@ -63,6 +64,20 @@ func (s *Server) Reported() (calls, in, out int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls, s.in, s.out
+}
+
+// ReportedCached is the cached input tokens the stub has reported (OpenAI
+// Responses counts them inside input_tokens).
+func (s *Server) ReportedCached() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cached
+}
+
+func (s *Server) reportCached(in, cached, out int64) {
+	s.mu.Lock()
+	s.calls, s.in, s.out, s.cached = s.calls+1, s.in+in, s.out+out, s.cached+cached
+	s.mu.Unlock()
 }
 
 func (s *Server) report(in, out int64) {
@@ -133,6 +148,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/v1/messages/count_tokens" && r.Method == http.MethodPost:
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]int{"input_tokens": len(body)/4 + 1})
+	case r.URL.Path == "/v1/responses" && r.Method == http.MethodPost:
+		s.serveResponses(w, body)
 	case r.URL.Path == "/v1/messages" && r.Method == http.MethodPost:
 		var req request
 		if err := json.Unmarshal(body, &req); err != nil {

@@ -1,0 +1,307 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	sse "github.com/tmaxmax/go-sse"
+
+	"lazy/api"
+	"lazy/config"
+)
+
+// The OpenAI Responses route (POST /v1/responses, what the codex CLI calls,
+// streamed as server-sent events). It has everything the Anthropic route
+// has: the grant from the placeholder in "Authorization: Bearer", the
+// [proxy.openai] upstream with [credentials.openai] injected (the origin map
+// refuses a collision), refusals in OpenAI's error shape, the scrubber and
+// its tripwire, canaries, usage from response.completed, budgets, the
+// traffic line.
+
+// OpenAIRoute is the OpenAI Responses path.
+const OpenAIRoute = "/v1/responses"
+
+// isOpenAIRoute reports the OpenAI Responses route.
+func isOpenAIRoute(path string) bool { return path == OpenAIRoute }
+
+// envOpenAIKey is the variable an OpenAI grant is minted for (the codex
+// driver's OPENAI_API_KEY).
+const envOpenAIKey = "OPENAI_API_KEY"
+
+// isOpenAIGrant reports a grant minted for an OpenAI key: it is good on
+// the OpenAI route only, and an Anthropic grant is not good there.
+func isOpenAIGrant(g *Grant) bool { return g.EnvVar == envOpenAIKey }
+
+// openAITarget is [proxy.openai] with its credential: "openai" when it
+// takes [credentials.openai], else "none".
+func openAITarget(cfg *config.Config) (target, error) {
+	t := target{primary: true, credential: config.CredentialNone}
+	org, err := config.Origin(cfg.Proxy.OpenAI.Upstream)
+	if err != nil {
+		return t, err
+	}
+	u, err := url.Parse(cfg.Proxy.OpenAI.Upstream)
+	if err != nil {
+		return t, err
+	}
+	t.url, t.origin = u, org
+	if cfg.Proxy.OpenAI.Credential == config.CredentialProvider {
+		t.credential = config.CredentialOpenAI
+	}
+	return t, nil
+}
+
+// planOpenAI resolves the grant of an OpenAI Responses call and plans its
+// one target, [proxy.openai] (no fallbacks, no roles: both are Anthropic
+// endpoints).
+func (p *Proxy) planOpenAI(w http.ResponseWriter, r *http.Request, pl *plan) bool {
+	if r.Method != http.MethodPost {
+		writeAPIError(w, http.StatusMethodNotAllowed, "invalid_request_error", "lazy proxy: "+OpenAIRoute+" takes POST", "")
+		return false
+	}
+	var g *Grant
+	for _, v := range presented(r.Header) {
+		got, cause := p.resolve(v)
+		if cause != "" {
+			p.refuse(w, pl, cause, causeText[cause])
+			return false
+		}
+		if got == nil {
+			continue
+		}
+		if g != nil && got.TaskID != g.TaskID {
+			pl.grant = g
+			p.trip(pl, TripForeignPlaceholder)
+			p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, "lazy proxy: this request carries another task's placeholder; the task's grant is revoked")
+			return false
+		}
+		g = got
+	}
+	if g != nil && !p.admit(w, pl, g) {
+		return false
+	}
+	pl.grant = g
+	pl.chain = []target{pl.rt.openai}
+	if g == nil {
+		// no grant: to [proxy.openai] with exactly what the client
+		// presented, never with our key (or refused)
+		pl.role, pl.taskRef = r.Header.Get("x-svc-role"), r.Header.Get("x-svc-task-id")
+		if pl.rt.noGrant == config.NoGrantRefuse {
+			p.refuse(w, pl, CauseNoGrant, causeText[CauseNoGrant])
+			return false
+		}
+		return true
+	}
+	if !isOpenAIGrant(g) {
+		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
+		return false
+	}
+	if p.o.OverBudget != nil {
+		if over, why := p.o.OverBudget(g.TaskID); over {
+			p.refuseStatus(w, pl, http.StatusTooManyRequests, "rate_limit_error", CauseBudgetExceeded, "lazy proxy: "+why)
+			return false
+		}
+	}
+	if pl.rt.openai.credential == config.CredentialOpenAI {
+		c, err := pl.rt.openaiKey.Load()
+		if err != nil {
+			p.refuse(w, pl, CauseOpenAIMissing, causeText[CauseOpenAIMissing])
+			return false
+		}
+		if c.Expired(p.now()) {
+			p.refuse(w, pl, CauseProviderExpired, causeText[CauseProviderExpired])
+			return false
+		}
+		pl.openaiCred = &c
+	}
+	return true
+}
+
+// CauseOpenAIMissing: [credentials.openai] has no key on this machine.
+const CauseOpenAIMissing = "openai_credential_missing"
+
+// writeOpenAIError answers in OpenAI's error shape,
+// {"error":{"message","type","param","code"}}: code is lazy's cause (a
+// client shows it), type OpenAI's name for the kind of failure.
+func writeOpenAIError(w http.ResponseWriter, status int, kind, msg, cause string) {
+	w.Header().Set("Content-Type", "application/json")
+	if cause != "" {
+		w.Header().Set("x-lazy-refused", cause)
+	}
+	w.WriteHeader(status)
+	var code any
+	if cause != "" {
+		code = cause
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+		"message": msg, "type": openAIErrorType(status, kind), "param": nil, "code": code}})
+}
+
+// openAIErrorType is OpenAI's error type for a status: a spent budget is
+// "insufficient_quota" (a client stops rather than retry), a refused key
+// "invalid_request_error" as OpenAI answers one.
+func openAIErrorType(status int, kind string) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "insufficient_quota"
+	case status >= 500:
+		return "server_error"
+	case kind == "permission_error":
+		return "permission_error"
+	}
+	return "invalid_request_error"
+}
+
+// maxOpenAIEvent bounds one event of a Responses stream the usage reader
+// parses: response.completed repeats the whole answer, so it is large.
+const maxOpenAIEvent = 16 << 20
+
+// responsesUsage reads an OpenAI Responses reply as it streams past the
+// client and takes the call's usage from it: the usage of
+// response.completed (or .incomplete, .failed) in a stream, the top-level
+// usage of a JSON reply. The bytes go on unchanged, as they come; a copy
+// goes through a pipe to a goroutine that parses it with go-sse. OpenAI's
+// input_tokens count the cached ones (input_tokens_details.cached_tokens):
+// they are recorded as cache_read_input_tokens and the rest as
+// input_tokens, as the Anthropic route records them.
+type responsesUsage struct {
+	r    io.ReadCloser
+	pw   *io.PipeWriter
+	done chan struct{}
+	// written by the parser before done closes; read after Close/EOF
+	u    *api.CallUsage
+	seen *bool
+	end  *bool // the reply was read to its end
+	eof  bool
+}
+
+// newResponsesUsage starts the parser of a reply of content type ct.
+func newResponsesUsage(r io.ReadCloser, ct string, u *api.CallUsage, seen, end *bool) *responsesUsage {
+	pr, pw := io.Pipe()
+	ru := &responsesUsage{r: r, pw: pw, done: make(chan struct{}), u: u, seen: seen, end: end}
+	stream := strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")
+	go func() {
+		defer close(ru.done)
+		var got openAIUsage
+		var ok bool
+		if stream {
+			got, ok = responsesStreamUsage(pr)
+		} else {
+			got, ok = responsesJSONUsage(io.LimitReader(pr, maxOpenAIEvent))
+		}
+		_, _ = io.Copy(io.Discard, pr) // what the parser left: the writer never blocks
+		if ok {
+			got.apply(u)
+			*seen = true
+		}
+	}()
+	return ru
+}
+
+func (ru *responsesUsage) Read(b []byte) (int, error) {
+	n, err := ru.r.Read(b)
+	if n > 0 && ru.pw != nil {
+		if _, werr := ru.pw.Write(b[:n]); werr != nil {
+			ru.pw = nil
+		}
+	}
+	if err != nil {
+		ru.finish(err)
+		if err == io.EOF {
+			ru.eof = true
+			*ru.end = true
+		}
+	}
+	return n, err
+}
+
+// finish ends the parser's input and waits for it: its usage is written
+// before the call's traffic record reads it.
+func (ru *responsesUsage) finish(err error) {
+	if ru.pw != nil {
+		_ = ru.pw.CloseWithError(err)
+		ru.pw = nil
+	}
+	<-ru.done
+}
+
+func (ru *responsesUsage) Close() error {
+	ru.finish(errReplyClosed)
+	return ru.r.Close()
+}
+
+var errReplyClosed = errors.New("reply closed before its end")
+
+// openAIUsage is the usage object of a Responses reply.
+type openAIUsage struct {
+	InputTokens        *int64 `json:"input_tokens"`
+	OutputTokens       *int64 `json:"output_tokens"`
+	InputTokensDetails *struct {
+		CachedTokens *int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+}
+
+// apply records u the way lazy counts: input without the cached part.
+func (o openAIUsage) apply(u *api.CallUsage) {
+	var cached int64
+	if d := o.InputTokensDetails; d != nil && d.CachedTokens != nil && *d.CachedTokens > 0 {
+		cached = *d.CachedTokens
+	}
+	if o.InputTokens != nil && *o.InputTokens >= 0 {
+		u.InputTokens = max(*o.InputTokens-cached, 0)
+		u.CacheReadInputTokens = min(cached, *o.InputTokens)
+	}
+	if o.OutputTokens != nil && *o.OutputTokens >= 0 {
+		u.OutputTokens = *o.OutputTokens
+	}
+}
+
+// responsesStreamUsage parses a Responses event stream and returns the
+// usage of its last terminal event (response.completed, .incomplete,
+// .failed) that carried one.
+func responsesStreamUsage(r io.Reader) (openAIUsage, bool) {
+	var last openAIUsage
+	found := false
+	for ev, err := range sse.Read(r, &sse.ReadConfig{MaxEventSize: maxOpenAIEvent}) {
+		if err != nil {
+			break
+		}
+		typ := ev.Type
+		if typ == "" && !strings.Contains(ev.Data, `"response.`) {
+			continue
+		}
+		if typ != "" && typ != "response.completed" && typ != "response.incomplete" && typ != "response.failed" {
+			continue
+		}
+		var e struct {
+			Type     string `json:"type"`
+			Response *struct {
+				Usage *openAIUsage `json:"usage"`
+			} `json:"response"`
+		}
+		if json.Unmarshal([]byte(ev.Data), &e) != nil || e.Response == nil || e.Response.Usage == nil {
+			continue
+		}
+		switch e.Type {
+		case "response.completed", "response.incomplete", "response.failed":
+			last, found = *e.Response.Usage, true
+		}
+	}
+	return last, found
+}
+
+// responsesJSONUsage reads the top-level usage of a JSON (not streamed)
+// Responses reply.
+func responsesJSONUsage(r io.Reader) (openAIUsage, bool) {
+	var body struct {
+		Usage *openAIUsage `json:"usage"`
+	}
+	if json.NewDecoder(r).Decode(&body) != nil || body.Usage == nil {
+		return openAIUsage{}, false
+	}
+	return *body.Usage, true
+}
