@@ -4,6 +4,9 @@ GO ?= go
 CLAUDE_DIR ?= $(HOME)/.cache/lazy/claude-code
 export CLAUDE_DIR
 export LAZY_TEST_CLAUDE ?= $(CLAUDE_DIR)/node_modules/.bin/claude
+AGENTS_DIR ?= $(HOME)/.cache/lazy/agents
+export AGENTS_DIR
+export LAZY_TEST_CODEX ?= $(AGENTS_DIR)/node_modules/.bin/codex
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $$($(GO) env GOPATH)/bin/staticcheck)
 
 

@@ -240,11 +240,11 @@ func Defaults() Config {
 		Credentials: Credentials{Provider: ProviderCredential{Kind: KindAPIKey}},
 		Proxy: Proxy{Upstream: "https://api.anthropic.com", Credential: CredentialNone, EditorUpstream: "https://api2.cursor.sh", NoGrant: NoGrantPassthrough,
 			OpenAI: Upstream{Upstream: "https://api.openai.com", Credential: CredentialNone}},
-		Storage:     Storage{Backend: "sql", Sync: "full"},
-		Cluster:     Cluster{Etcd: []string{"127.0.0.1:2379"}, Advertise: "127.0.0.1:0", Remote: "origin"},
-		Protect:     Protect{Paths: []string{".lazy/config.toml"}},
-		Sandbox:     SandboxDefaults,
-		Tasks:       Tasks{KeepBranches: "168h"},
+		Storage: Storage{Backend: "sql", Sync: "full"},
+		Cluster: Cluster{Etcd: []string{"127.0.0.1:2379"}, Advertise: "127.0.0.1:0", Remote: "origin"},
+		Protect: Protect{Paths: []string{".lazy/config.toml"}},
+		Sandbox: SandboxDefaults,
+		Tasks:   Tasks{KeepBranches: "168h"},
 	}
 }
 
@@ -336,8 +336,8 @@ func (p structProvider) Read() (map[string]any, error) {
 		"credentials": map[string]any{"provider": map[string]any{"kind": c.Credentials.Provider.Kind}},
 		"proxy": map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream, "no_grant": c.Proxy.NoGrant,
 			"openai": map[string]any{"upstream": c.Proxy.OpenAI.Upstream, "credential": c.Proxy.OpenAI.Credential}},
-		"storage":     map[string]any{"backend": c.Storage.Backend, "sync": c.Storage.Sync, "dsn": c.Storage.DSN},
-		"protect":     map[string]any{"paths": toAny(c.Protect.Paths)},
+		"storage": map[string]any{"backend": c.Storage.Backend, "sync": c.Storage.Sync, "dsn": c.Storage.DSN},
+		"protect": map[string]any{"paths": toAny(c.Protect.Paths)},
 		"cluster": map[string]any{"name": c.Cluster.Name, "etcd": toAny(c.Cluster.Etcd), "advertise": c.Cluster.Advertise, "remote": c.Cluster.Remote,
 			"tls_cert": c.Cluster.TLSCert, "tls_key": c.Cluster.TLSKey, "tls_ca": c.Cluster.TLSCA},
 		"sandbox": map[string]any{"read_only": toAny(c.Sandbox.ReadOnly), "env": toAny(c.Sandbox.Env), "max_open_files": c.Sandbox.MaxOpenFiles,

@@ -27,6 +27,7 @@ targets=( # package:target:executions
   ./proxy:FuzzProxySubstitution:70000x
   ./proxy:FuzzParseCredential:100000x
   ./proxy:FuzzEchoingUpstream:30000x
+  ./proxy:FuzzResponsesUsage:30000x
   ./review:FuzzShellQuote:300000x
   ./review:FuzzParseRemedy:300000x
   ./httpapi:FuzzCommentJSON:15000x

@@ -190,11 +190,14 @@ func TestRealCodexThroughProxy(t *testing.T) {
 	if !strings.Contains(got, "POST /v1/responses -> 429") || !strings.Contains(got, "refused: budget_exceeded") {
 		t.Errorf("watch --net:\n%s", got)
 	}
-	turnOut := p.lazy(0, "task", "show", "cx")
-	t.Logf("after the budget: %s", ti.FailReason)
-	if !strings.Contains(turnOut+ti.FailReason, "budget") {
-		t.Errorf("the failed turn does not say the budget stopped it:\n%s", turnOut)
+	// codex read the refusal as OpenAI's insufficient_quota (its own
+	// words for it, and no retry) and the task says why
+	recs := p.showAll("cx").TurnRecords
+	last := recs[len(recs)-1]
+	if !strings.Contains(last.Output, "Quota exceeded") || !strings.Contains(ti.FailReason, "token budget used up") || !strings.Contains(ti.FailReason, "1 calls refused") {
+		t.Errorf("the refused turn: %s\n%s", ti.FailReason, last.Output)
 	}
+	t.Logf("codex on the refusal: %s", lastLine(last.Output))
 
 	// the real key echoed by the upstream: masked, and the wire trips
 	p.lazy(0, "task", "budget", "cx", "--tokens", "0")
@@ -217,4 +220,10 @@ func TestRealCodexThroughProxy(t *testing.T) {
 	// nothing an agent or an operator sees holds the real key
 	files, hits := fileLeaks(t, []*project{p}, real)
 	t.Logf("codex: %d files searched, %d hits", files, hits)
+}
+
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	ls := strings.Split(strings.TrimSpace(s), "\n")
+	return ls[len(ls)-1]
 }
