@@ -146,7 +146,8 @@ func TestOriginAndTargets(t *testing.T) {
 	cfg.Proxy.Credential = CredentialProvider
 	cfg.Models.Roles = map[string]Role{"coder": {Endpoint: "https://api.anthropic.com/x", Credential: CredentialProvider}}
 	ts, err := cfg.Targets()
-	if err != nil || len(ts) != 1 {
+	// one shared Anthropic target, beside [proxy.openai]'s own
+	if err != nil || len(ts) != 2 || ts["https://api.anthropic.com:443"].Credential != CredentialProvider {
 		t.Fatalf("got %v %v, want one shared target", ts, err)
 	}
 }
@@ -272,5 +273,36 @@ func TestNotifyCommandArgv(t *testing.T) {
 		if got := (Notify{Command: tc.cmd}).CommandArgv(); !slices.Equal(got, tc.want) {
 			t.Errorf("%q: got %q, want %q", tc.cmd, got, tc.want)
 		}
+	}
+}
+
+// TestOpenAIUpstream: [proxy.openai] joins the origin map with its own
+// credential ("openai"), and an origin another section declares with
+// another credential is refused.
+func TestOpenAIUpstream(t *testing.T) {
+	c := Defaults()
+	c.Agent.Driver = "codex"
+	c.Proxy.OpenAI = Upstream{Upstream: "http://127.0.0.1:9999/", Credential: CredentialProvider}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	targets, err := c.Targets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := targets["http://127.0.0.1:9999"].Credential; got != CredentialOpenAI {
+		t.Errorf("credential %q, want %q", got, CredentialOpenAI)
+	}
+	c.Proxy.Upstream, c.Proxy.Credential = "http://127.0.0.1:9999", CredentialProvider
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "proxy.openai") {
+		t.Errorf("one origin with the Anthropic and the OpenAI key: %v", err)
+	}
+	c = Defaults()
+	c.Proxy.OpenAI.Credential = "mine"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "proxy.openai.credential") {
+		t.Errorf("a bad credential setting: %v", err)
+	}
+	if got := c.OpenAICredentialFile("/h"); got != "/h/credentials/openai" {
+		t.Errorf("default OpenAI key file %s", got)
 	}
 }
