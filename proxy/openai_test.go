@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -276,4 +279,54 @@ func FuzzResponsesUsage(f *testing.F) {
 			t.Fatalf("negative usage %+v", u)
 		}
 	})
+}
+
+// BenchmarkServeOpenAIRequest is BenchmarkServeModelRequest on the OpenAI
+// Responses route: a streamed reply whose response.completed carries the
+// usage, parsed with go-sse beside the copy to the client.
+func BenchmarkServeOpenAIRequest(b *testing.B) {
+	home := b.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "credentials", "openai"), []byte(realOpenAI), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg := cfgFor("http://127.0.0.1:2", "none")
+	cfg.Proxy.OpenAI = config.Upstream{Upstream: "http://127.0.0.1:1", Credential: config.CredentialProvider}
+	ph := NewPlaceholder(KindOpenAI, realOpenAI)
+	g := Grants{ph: {Placeholder: ph, TaskRef: "b", TaskID: strings.Repeat("b", 32), EnvVar: "OPENAI_API_KEY"}}
+	ptr := &atomic.Pointer[Grants]{}
+	ptr.Store(&g)
+	reply := []byte("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"usage\":null}}\n\n" +
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"one two three\"}\n\n" +
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"usage\":{\"input_tokens\":10,\"input_tokens_details\":{\"cached_tokens\":4},\"output_tokens\":3}}}\n\n")
+	var seen api.CallUsage
+	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr, Port: 1, Publish: func(t api.Traffic) {
+		if t.Usage != nil {
+			seen = *t.Usage
+		}
+	},
+		Transport: rtFunc(func(r *http.Request) (*http.Response, error) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(bytes.NewReader(reply)),
+				ContentLength: -1, Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
+		})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(responsesBody)
+	b.ReportAllocs()
+	for b.Loop() {
+		req := originForm(httptest.NewRequest("POST", "http://127.0.0.1:1/v1/responses", bytes.NewReader(body)))
+		req.Header.Set("Authorization", "Bearer "+ph)
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+	}
+	if seen.OutputTokens != 3 || seen.CacheReadInputTokens != 4 {
+		b.Fatalf("usage %+v", seen)
+	}
 }
