@@ -15,6 +15,7 @@ import (
 
 	"lazy/agent"
 	"lazy/api"
+	"lazy/errkind"
 	"lazy/gitx"
 	"lazy/review"
 	"lazy/store"
@@ -98,7 +99,7 @@ func (d *TaskDeps) ProtectPaths() []string {
 }
 
 // ErrEnded refuses work on a task that has ended.
-var ErrEnded = errors.New("task has ended")
+var ErrEnded = errkind.New(errkind.Ended, "task has ended")
 
 // BusyError refuses an operation that needs the task idle.
 type BusyError struct{ What string }

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/argon2"
+
+	"lazy/errkind"
 )
 
 // Parameters of the hash (argon2id, RFC 9106's second recommendation).
@@ -30,7 +32,7 @@ const (
 // Errors of verification.
 var (
 	ErrNotSet = errors.New("no approval passphrase is set: run `lazy passphrase set` at a terminal first")
-	ErrWrong  = errors.New("wrong approval passphrase; nothing was approved — try again")
+	ErrWrong  = errkind.New(errkind.WrongPassphrase, "wrong approval passphrase; nothing was approved — try again")
 )
 
 // Hash returns the encoded argon2id hash of pass.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"lazy/errkind"
 )
 
 // Book keeps the count of wrong passphrases where every daemon of the
@@ -44,6 +46,9 @@ type WaitError struct{ Wait time.Duration }
 func (e *WaitError) Error() string {
 	return fmt.Sprintf("too many wrong passphrases for this project: wait %s, then try again (each wrong one doubles the wait, up to %s); nothing was checked", e.Wait.Round(time.Second), MaxWait)
 }
+
+// ErrorKind is errkind.Wait.
+func (e *WaitError) ErrorKind() errkind.Kind { return errkind.Wait }
 
 func (l *Limiter) now() time.Time {
 	if l.Now != nil {

@@ -19,6 +19,7 @@ import (
 
 	"lazy/api"
 	"lazy/config"
+	"lazy/errkind"
 )
 
 // Client calls one daemon.
@@ -98,14 +99,20 @@ func ReadToken(path string) (string, error) {
 	return tok, nil
 }
 
-// Error is a failed RPC: the daemon's message, its status and any remedy.
+// Error is a failed RPC: the daemon's message, its status, the kind of
+// domain error it was (errkind; Other when it was none) and any remedy.
 type Error struct {
 	Status  int
 	Message string
+	Kind    errkind.Kind
 	Remedy  json.RawMessage
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// ErrorKind relays the kind the daemon named: the caller (the dev server's
+// pages, the remote store) answers it as the daemon would.
+func (e *Error) ErrorKind() errkind.Kind { return e.Kind }
 
 // HTTPStatus keeps the daemon's status when the error is relayed.
 func (e *Error) HTTPStatus() int { return e.Status }
@@ -144,12 +151,13 @@ func (c *Client) post(ctx context.Context, cmd string, args any) (*http.Response
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		var eb struct {
 			Error  string          `json:"error"`
+			Kind   string          `json:"kind"`
 			Remedy json.RawMessage `json:"remedy"`
 		}
 		if json.Unmarshal(body, &eb) != nil || eb.Error == "" {
 			eb.Error = fmt.Sprintf("the daemon answered %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 		}
-		return nil, &Error{Status: resp.StatusCode, Message: eb.Error, Remedy: eb.Remedy}
+		return nil, &Error{Status: resp.StatusCode, Message: eb.Error, Kind: errkind.Parse(eb.Kind), Remedy: eb.Remedy}
 	}
 	return resp, nil
 }

@@ -264,7 +264,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	stopping := make(chan struct{})
-	web, err := httpapi.New(httpapi.Deps{Stopping: stopping, Tasks: d.svc, Review: d.review, Storage: st, Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup, book),
+	web, err := httpapi.New(httpapi.Deps{Stopping: stopping, Tasks: d.svc, Review: d.review, Storage: store.Served(st), Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup, book),
 		Info: d.Info, Commands: d.commands(cancel), LogPath: paths.Log})
 	if err != nil {
 		return nil, err

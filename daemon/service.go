@@ -121,7 +121,7 @@ func (s *Service) remember(t *store.Task) {
 }
 
 // Info converts a task row to its wire form.
-func Info(t *store.Task) api.TaskInfo { return httpapi.InfoOf(t) }
+func Info(t *store.Task) api.TaskInfo { return InfoOf(t) }
 
 // NewTask creates branch lazy/<ref> and its worktree, saves the task and
 // queues its first work turn.
@@ -249,7 +249,7 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 	if err != nil {
 		return nil, fmt.Errorf("queue the first turn of %s: %w", ref, err)
 	}
-	res := &api.NewTaskResult{Task: Info(t), Turn: *httpapi.TurnOf(&wq.Turn)}
+	res := &api.NewTaskResult{Task: Info(t), Turn: *TurnOf(&wq.Turn)}
 	if dir, dirty, err := gitx.DirtyCheckout(ctx, s.paths.Root, t.Parent, nil); err == nil && len(dirty) > 0 {
 		shown := dirty
 		if len(shown) > 10 {
@@ -295,7 +295,7 @@ func (s *Service) ShowTask(ctx context.Context, ref string) (*api.TaskDetail, er
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.DetailOf(ctx, s.st, s.info(t), func(ctx context.Context) ([]api.CommitInfo, error) { return s.commits(ctx, t) })
+	return DetailOf(ctx, s.st, s.info(t), func(ctx context.Context) ([]api.CommitInfo, error) { return s.commits(ctx, t) })
 }
 
 // TaskCommits lists the commits of a task's branch that its parent lacks.
@@ -325,7 +325,7 @@ func (s *Service) commits(ctx context.Context, t *store.Task) ([]api.CommitInfo,
 		return out, nil // the branch may be gone after an accept; the page shows none
 	}
 	for _, c := range commits {
-		out = append(out, httpapi.CommitOf(c))
+		out = append(out, CommitOf(c))
 	}
 	if key != "" {
 		s.logs.put(key, out)
@@ -342,7 +342,7 @@ func (s *Service) CommitDiff(ctx context.Context, sha string) (*api.CommitDiff, 
 	if err != nil {
 		return nil, fmt.Errorf("commit %s: %w", sha, store.ErrNotFound)
 	}
-	return &api.CommitDiff{CommitInfo: httpapi.CommitOf(c), Files: orEmpty(d.Files)}, nil
+	return &api.CommitDiff{CommitInfo: CommitOf(c), Files: orEmpty(d.Files)}, nil
 }
 
 // Comment adds an ordinary comment (auto-react on a blocked task).
@@ -358,7 +358,7 @@ func (s *Service) Comment(ctx context.Context, ref, body string) (*api.CommentRe
 	if err != nil {
 		return nil, err
 	}
-	res := &api.CommentResult{Comment: httpapi.MessageOf(ca.Comment), Triggered: httpapi.TurnOf(ca.Triggered),
+	res := &api.CommentResult{Comment: MessageOf(ca.Comment), Triggered: TurnOf(ca.Triggered),
 		Notice: review.MessageQueued(ca.Next, ca.Triggered != nil, ca.Status)}
 	if res.Triggered != nil {
 		res.Triggered.Notice = ca.Notice
@@ -380,7 +380,7 @@ func (s *Service) Unblock(ctx context.Context, ref, message string) (*api.Turn, 
 	if err != nil {
 		return nil, err
 	}
-	tu := httpapi.TurnOf(&wq.Turn)
+	tu := TurnOf(&wq.Turn)
 	tu.Notice = wq.Notice // the agent changed: the turn starts a new conversation
 	return tu, nil
 }

@@ -2,12 +2,13 @@ package gitx
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"lazy/errkind"
 )
 
 // Holder says who holds a worktree lock.
@@ -29,9 +30,12 @@ func (e *LockedError) Error() string {
 }
 
 // ErrLocked matches any *LockedError with errors.Is.
-var ErrLocked = errors.New("worktree locked")
+var ErrLocked = errkind.New(errkind.Locked, "worktree locked")
 
 func (e *LockedError) Is(target error) bool { return target == ErrLocked }
+
+// ErrorKind is errkind.Locked.
+func (e *LockedError) ErrorKind() errkind.Kind { return errkind.Locked }
 
 // Lock is a held worktree lock.
 type Lock struct {

@@ -16,15 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"time"
 
 	"lazy/actors"
 	"lazy/api"
-	"lazy/approval"
-	"lazy/gitx"
+	"lazy/errkind"
 	"lazy/grain/grainpb"
 	"lazy/review"
-	"lazy/store"
 )
 
 // Kind is the cluster kind of task grains.
@@ -124,85 +121,39 @@ func DecodeReply(r *grainpb.Reply) (any, error) {
 	return unmarshal(r.GetType(), r.GetBody())
 }
 
-// Error kinds on the wire.
-const (
-	kindRefusal  = "refusal"
-	kindRule     = "rule"
-	kindBusy     = "busy"
-	kindTooLarge = "too_large"
-	kindEnded    = "ended"
-	kindLocked   = "locked"
-	kindNotFound = "not_found"
-	kindConflict = "conflict"
-	kindWrong    = "wrong_passphrase"
-	kindWait     = "wait"
-	kindOther    = "other"
-)
-
+// encodeError carries err's words and its kind (errkind: the one list the
+// web's status answers by); a refused accept also its remedy and the kind
+// of what caused it.
 func encodeError(err error) *grainpb.Error {
-	e := &grainpb.Error{Message: err.Error(), Kind: kindOf(err)}
 	var ref *review.Refusal
 	if errors.As(err, &ref) {
+		e := &grainpb.Error{Message: err.Error(), Kind: string(errkind.Refusal)}
 		if ref.Remedy != nil {
 			e.Remedy, _ = json.Marshal(ref.Remedy)
 		}
 		if ref.Cause != nil {
-			e.Cause = kindOf(ref.Cause)
+			e.Cause = wireKind(ref.Cause)
 		}
+		return e
 	}
-	var wait *approval.WaitError
-	if errors.As(err, &wait) {
-		e.RetryAfterMs = wait.Wait.Milliseconds()
-	}
-	return e
+	return &grainpb.Error{Message: err.Error(), Kind: wireKind(err)}
 }
 
-func kindOf(err error) string {
-	var (
-		ref  *review.Refusal
-		rule *review.RuleError
-		busy *actors.BusyError
-		big  *review.TooLargeError
-		wait *approval.WaitError
-	)
-	switch {
-	case errors.As(err, &ref):
-		return kindRefusal
-	case errors.As(err, &wait):
-		return kindWait
-	case errors.Is(err, approval.ErrWrong):
-		return kindWrong
-	case errors.As(err, &rule):
-		return kindRule
-	case errors.As(err, &busy):
-		return kindBusy
-	case errors.As(err, &big):
-		return kindTooLarge
-	case errors.Is(err, actors.ErrEnded):
-		return kindEnded
-	case errors.Is(err, gitx.ErrLocked):
-		return kindLocked
-	case errors.Is(err, store.ErrNotFound):
-		return kindNotFound
-	case errors.Is(err, store.ErrConflict):
-		return kindConflict
+// wireKind is err's kind on the wire ("other" when it has none).
+func wireKind(err error) string {
+	if k := errkind.Of(err); k != errkind.Other {
+		return string(k)
 	}
-	return kindOther
+	return "other"
 }
 
-// remoteError is an error that came from another member: its words as they
-// were, and what it is (errors.Is) for the status it answers with.
-type remoteError struct {
-	msg  string
-	kind error
-}
-
-func (e *remoteError) Error() string { return e.msg }
-func (e *remoteError) Unwrap() error { return e.kind }
-
+// decodeError is an error that came from another member: its words as
+// they were and its kind, so it answers with the status it would have
+// there and is errors.Is the domain's sentinel of its kind. A refusal is
+// rebuilt whole, remedy and cause.
 func decodeError(e *grainpb.Error) error {
-	switch e.GetKind() {
-	case kindRefusal:
+	switch k := errkind.Parse(e.GetKind()); k {
+	case errkind.Refusal:
 		ref := &review.Refusal{Message: e.GetMessage()}
 		if len(e.GetRemedy()) > 0 {
 			var r review.Remedy
@@ -211,27 +162,14 @@ func decodeError(e *grainpb.Error) error {
 			}
 		}
 		if e.GetCause() != "" {
-			ref.Cause = decodeError(&grainpb.Error{Kind: e.GetCause(), Message: e.GetMessage(), RetryAfterMs: e.GetRetryAfterMs()})
+			ref.Cause = decodeError(&grainpb.Error{Kind: e.GetCause(), Message: e.GetMessage()})
 		}
 		return ref
-	case kindRule:
+	case errkind.Rule:
 		return &review.RuleError{Reason: e.GetMessage()}
-	case kindBusy:
-		return &remoteError{msg: e.GetMessage(), kind: &actors.BusyError{What: "another job"}}
-	case kindTooLarge:
-		return &remoteError{msg: e.GetMessage(), kind: &review.TooLargeError{}}
-	case kindWait:
-		return &remoteError{msg: e.GetMessage(), kind: &approval.WaitError{Wait: time.Duration(e.GetRetryAfterMs()) * time.Millisecond}}
-	case kindWrong:
-		return &remoteError{msg: e.GetMessage(), kind: approval.ErrWrong}
-	case kindEnded:
-		return &remoteError{msg: e.GetMessage(), kind: actors.ErrEnded}
-	case kindLocked:
-		return &remoteError{msg: e.GetMessage(), kind: gitx.ErrLocked}
-	case kindNotFound:
-		return &remoteError{msg: e.GetMessage(), kind: store.ErrNotFound}
-	case kindConflict:
-		return &remoteError{msg: e.GetMessage(), kind: store.ErrConflict}
+	case errkind.Other:
+		return errors.New(e.GetMessage())
+	default:
+		return &errkind.Error{Kind: k, Msg: e.GetMessage()}
 	}
-	return errors.New(e.GetMessage())
 }

@@ -26,12 +26,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"lazy/actors"
 	"lazy/api"
-	"lazy/approval"
-	"lazy/gitx"
+	"lazy/errkind"
 	"lazy/review"
-	"lazy/store"
 	"lazy/task"
 	"lazy/version"
 	"lazy/views"
@@ -57,8 +54,9 @@ type Deps struct {
 	// then answers 503.
 	Review ReviewActions
 	Views  *views.Views
-	// Storage serves the storage.<op> RPC (the remote store's server side).
-	Storage store.Store
+	// Storage serves the storage.<op> RPC (the remote store's server side,
+	// store.Serve over the daemon's store); nil serves none.
+	Storage func(ctx context.Context, op string, raw []byte) (any, error)
 	Log     *slog.Logger
 	Token   string // RPC bearer token; "" disables the RPC (dev server)
 	// Bearer is accepted as Authorization: Bearer on every route (the auth
@@ -209,48 +207,49 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 // errorBody is every error answer: what went wrong and, on a refused
 // accept, the remedy.
 type errorBody struct {
-	Error  string `json:"error"`
-	Remedy any    `json:"remedy,omitempty"`
+	Error string `json:"error"`
+	// Kind is the error's kind (errkind) when it is a domain error: the
+	// client and the remote store read it instead of guessing from the status
+	Kind   errkind.Kind `json:"kind,omitempty"`
+	Remedy any          `json:"remedy,omitempty"`
 }
 
-// Status maps an error to its HTTP status.
+// Status maps an error to its HTTP status: an echo error keeps its own,
+// a domain error answers by its kind (errkind, the one list the cluster
+// codec and the client read too), a relayed one (the dev server's RPC
+// client) keeps the status it came with.
 func Status(err error) int {
-	var se StatusError
 	var he *echo.HTTPError
-	var nf *task.NotFoundError
-	var amb *task.AmbiguousError
-	var wait *approval.WaitError
-	var refusal *review.Refusal
-	var rule *review.RuleError
-	var tooLarge *review.TooLargeError
-	var busy *actors.BusyError
-	// the domain's errors answer here, in one place: review, actors and
-	// approval know nothing of HTTP
-	switch {
-	case errors.As(err, &he):
+	if errors.As(err, &he) {
 		return he.Code
-	case errors.As(err, &se):
+	}
+	if code, ok := kindStatus[errkind.Of(err)]; ok {
+		return code
+	}
+	var se StatusError
+	if errors.As(err, &se) {
 		return se.HTTPStatus()
-	case errors.As(err, &wait):
-		return http.StatusTooManyRequests // guessing the passphrase must wait
-	case errors.Is(err, approval.ErrWrong):
-		return http.StatusForbidden
-	case errors.As(err, &refusal), errors.As(err, &rule), errors.As(err, &busy):
-		return http.StatusConflict // refused by the task's state or a rule
-	case errors.As(err, &tooLarge):
-		return http.StatusRequestEntityTooLarge
-	case errors.As(err, &nf), errors.Is(err, store.ErrNotFound):
-		return http.StatusNotFound
-	case errors.As(err, &amb):
-		return http.StatusConflict
-	case errors.Is(err, actors.ErrEnded), errors.Is(err, gitx.ErrLocked), errors.Is(err, store.ErrConflict):
-		return http.StatusConflict
-	case errors.Is(err, store.ErrBadStorageCall):
-		return http.StatusBadRequest
-	case errors.Is(err, store.ErrReadOnly):
-		return http.StatusForbidden
 	}
 	return http.StatusInternalServerError
+}
+
+// kindStatus is the HTTP status of each domain error kind: the domain's
+// packages know nothing of HTTP. Every kind of errkind.All has one (a test
+// holds it).
+var kindStatus = map[errkind.Kind]int{
+	errkind.Wait:            http.StatusTooManyRequests, // guessing the passphrase must wait
+	errkind.WrongPassphrase: http.StatusForbidden,
+	errkind.Refusal:         http.StatusConflict, // refused by the task's state or a rule
+	errkind.Rule:            http.StatusConflict,
+	errkind.Busy:            http.StatusConflict,
+	errkind.TooLarge:        http.StatusRequestEntityTooLarge,
+	errkind.NotFound:        http.StatusNotFound,
+	errkind.Ambiguous:       http.StatusConflict,
+	errkind.Ended:           http.StatusConflict,
+	errkind.Locked:          http.StatusConflict,
+	errkind.Conflict:        http.StatusConflict,
+	errkind.BadCall:         http.StatusBadRequest,
+	errkind.ReadOnly:        http.StatusForbidden,
 }
 
 func (h *handler) errorHandler(err error, c echo.Context) {
@@ -276,7 +275,7 @@ func (h *handler) errorHandler(err error, c echo.Context) {
 			msg += " (" + h.d.LogPath + ")"
 		}
 	}
-	body := errorBody{Error: msg}
+	body := errorBody{Error: msg, Kind: errkind.Of(err)}
 	var rb interface{ RemedyBody() any }
 	if errors.As(err, &rb) {
 		body.Remedy = rb.RemedyBody()
@@ -460,7 +459,7 @@ func CountsWords(t api.TaskInfo) string {
 // turnAnchor is a turn's fragment on the task page: "turn-3" for work
 // turn 3 (what "delivered with turn 3" links to), "ask-2", "setup-1".
 func turnAnchor(t api.Turn) string {
-	if t.Kind == store.TurnWork {
+	if t.Kind == task.TurnWork {
 		return fmt.Sprintf("turn-%d", t.Seq)
 	}
 	return fmt.Sprintf("%s-%d", t.Kind, t.Seq)

@@ -15,6 +15,7 @@ import (
 	"lazy/actors"
 	"lazy/api"
 	"lazy/approval"
+	"lazy/errkind"
 	"lazy/review"
 	"lazy/views"
 )
@@ -155,6 +156,19 @@ func TestDomainErrorsMapToStatus(t *testing.T) {
 	} {
 		if got := Status(tc.err); got != tc.want {
 			t.Errorf("%T %v: %d, want %d", tc.err, tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestEveryKindHasAStatus: a domain error kind the web has no status for
+// would answer 500 with its words hidden.
+func TestEveryKindHasAStatus(t *testing.T) {
+	for _, k := range errkind.All {
+		if _, ok := kindStatus[k]; !ok {
+			t.Errorf("errkind.%s has no HTTP status in kindStatus", k)
+		}
+		if got := Status(errkind.New(k, "x")); got == http.StatusInternalServerError {
+			t.Errorf("an error of kind %s answers 500", k)
 		}
 	}
 }

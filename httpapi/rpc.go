@@ -15,7 +15,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lazy/api"
-	"lazy/store"
 )
 
 // maxRPCBody bounds an RPC request body (a storage write may carry a turn's
@@ -121,7 +120,7 @@ func (h *handler) rpc(c echo.Context) error {
 		if h.d.Storage == nil {
 			return echo.NewHTTPError(http.StatusNotFound, "this process serves no storage RPC")
 		}
-		res, err := store.Serve(c.Request().Context(), h.d.Storage, op, raw)
+		res, err := h.d.Storage(c.Request().Context(), op, raw)
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"lazy/api"
-	"lazy/store"
 	"lazy/task"
 	"lazy/views"
 )
@@ -252,7 +251,7 @@ func (h *handler) taskPage(c echo.Context) error {
 		p.Turns = append(p.Turns, views.TurnRow{Number: t.Number, Label: t.Label, Anchor: turnAnchor(t), Agent: t.Agent, Notice: t.Notice,
 			Kind: t.Kind, Trigger: t.Trigger, Status: t.Status, Prompt: t.Prompt,
 			Result: ResultText(t.Result), Error: t.Error, Output: t.Output, StartedAt: t.StartedAt, EndedAt: t.EndedAt,
-			IsFailed: t.Status == store.TurnFailed, IsRunning: t.Status == store.TurnRunning, IsQueued: t.Status == store.TurnQueued})
+			IsFailed: t.Status == task.TurnFailed, IsRunning: t.Status == task.TurnRunning, IsQueued: t.Status == task.TurnQueued})
 	}
 	p.Now = nowWords(d.Task, d.Turns)
 	for _, cm := range d.Comments {
@@ -267,9 +266,9 @@ func nowWords(t api.TaskInfo, turns []api.Turn) string {
 	for i := len(turns) - 1; i >= 0; i-- {
 		tu := turns[i]
 		switch tu.Status {
-		case store.TurnRunning:
+		case task.TurnRunning:
 			return fmt.Sprintf("%s running (%s)", tu.Label, tu.Trigger)
-		case store.TurnQueued:
+		case task.TurnQueued:
 			return fmt.Sprintf("%s queued (%s): it starts when the agent is free", tu.Label, tu.Trigger)
 		}
 	}

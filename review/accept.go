@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"lazy/errkind"
 )
 
 // Refusal causes of an accept (CONTRACT §8).
@@ -80,6 +82,16 @@ func (r *Refusal) Error() string { return r.Message }
 
 // Unwrap is the refusal's cause.
 func (r *Refusal) Unwrap() error { return r.Cause }
+
+// ErrorKind is errkind.Refusal, or the passphrase gate's own kind when that
+// refused it (a wrong passphrase, guessing that must wait): the web answers
+// those as the gate does.
+func (r *Refusal) ErrorKind() errkind.Kind {
+	if k := errkind.Of(r.Cause); k == errkind.WrongPassphrase || k == errkind.Wait {
+		return k
+	}
+	return errkind.Refusal
+}
 
 // RemedyBody is the remedy for the RPC error body.
 func (r *Refusal) RemedyBody() any {

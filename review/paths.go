@@ -3,6 +3,8 @@ package review
 import (
 	"path"
 	"strings"
+
+	"lazy/errkind"
 )
 
 // MatchGlob matches a slash-separated path against a pattern where "**"
@@ -77,6 +79,9 @@ func NeedApproval(protect, changed []string, approved map[string]bool) []string 
 type RuleError struct{ Reason string }
 
 func (e *RuleError) Error() string { return e.Reason }
+
+// ErrorKind is errkind.Rule.
+func (e *RuleError) ErrorKind() errkind.Kind { return errkind.Rule }
 
 // Err is the verdict as an error (nil when allowed).
 func (v Verdict) Err() error {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"lazy/errkind"
 	"lazy/task"
 )
 
@@ -203,6 +204,9 @@ type TooLargeError struct {
 func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s is too large (%d bytes; limit %d): %s", e.What, e.Size, e.Limit, e.WhatToDo)
 }
+
+// ErrorKind is errkind.TooLarge.
+func (e *TooLargeError) ErrorKind() errkind.Kind { return errkind.TooLarge }
 
 // UnblockFits is the one rule of an unblock's size: its rendered prompt must
 // be at most MaxUnblockPrompt bytes.

@@ -87,7 +87,7 @@ func TestRemoteContract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := httpapi.New(httpapi.Deps{Token: "tok", Storage: backing})
+		e, err := httpapi.New(httpapi.Deps{Token: "tok", Storage: store.Served(backing)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,7 @@ func TestRemoteRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer backing.Close()
-	e, err := httpapi.New(httpapi.Deps{Token: "tok", Storage: backing})
+	e, err := httpapi.New(httpapi.Deps{Token: "tok", Storage: store.Served(backing)})
 	if err != nil {
 		t.Fatal(err)
 	}

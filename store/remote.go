@@ -3,11 +3,10 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
+	"lazy/errkind"
 	"lazy/review"
 )
 
@@ -42,20 +41,18 @@ type StorageArgs struct {
 	IDs      []string              `json:"ids,omitempty"`
 }
 
-// call maps the daemon's 404 and 409 back to ErrNotFound and ErrConflict.
+// call maps the daemon's not-found and conflict kinds back to ErrNotFound
+// and ErrConflict.
 func (r *Remote) call(ctx context.Context, op string, a StorageArgs, out any) error {
 	err := r.c.Call(ctx, "storage."+op, a, out)
 	if err == nil {
 		return nil
 	}
-	var se interface{ HTTPStatus() int }
-	if errors.As(err, &se) {
-		switch se.HTTPStatus() {
-		case http.StatusNotFound:
-			return fmt.Errorf("%s: %w (%v)", op, ErrNotFound, err)
-		case http.StatusConflict:
-			return fmt.Errorf("%s: %w (%v)", op, ErrConflict, err)
-		}
+	switch errkind.Of(err) {
+	case errkind.NotFound:
+		return fmt.Errorf("%s: %w (%v)", op, ErrNotFound, err)
+	case errkind.Conflict:
+		return fmt.Errorf("%s: %w (%v)", op, ErrConflict, err)
 	}
 	return fmt.Errorf("storage.%s: %w", op, err)
 }
@@ -157,10 +154,10 @@ func (r *Remote) UpdatePassphraseTries(context.Context, string, func(int, time.T
 func (r *Remote) Close() error { return nil }
 
 // ErrBadStorageCall is a storage RPC with missing or unknown arguments.
-var ErrBadStorageCall = errors.New("bad storage call")
+var ErrBadStorageCall = errkind.New(errkind.BadCall, "bad storage call")
 
 // ErrReadOnly is a write asked of the storage RPC.
-var ErrReadOnly = errors.New("the storage RPC is read-only")
+var ErrReadOnly = errkind.New(errkind.ReadOnly, "the storage RPC is read-only")
 
 func readOnly(op string) error {
 	return fmt.Errorf("storage.%s: %w: every write goes through a review or task command (reviewPostComment, reviewUnblock, reviewAccept, approve, taskNew, …), which the task actor checks against its rules", op, ErrReadOnly)
@@ -203,6 +200,12 @@ func Serve(ctx context.Context, st Store, op string, raw []byte) (any, error) {
 		return nil, readOnly(op)
 	}
 	return nil, fmt.Errorf("%w: unknown storage op %q", ErrBadStorageCall, op)
+}
+
+// Served is the storage RPC over st, as the web handler serves it
+// (httpapi.Deps.Storage).
+func Served(st Store) func(ctx context.Context, op string, raw []byte) (any, error) {
+	return func(ctx context.Context, op string, raw []byte) (any, error) { return Serve(ctx, st, op, raw) }
 }
 
 func nonNil[T any](xs []T, err error) (any, error) {

@@ -6,18 +6,18 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"lazy/errkind"
 	"lazy/review"
 	"lazy/task"
 )
 
 // Errors every implementation maps its own failures to.
 var (
-	ErrNotFound = errors.New("not found")
-	ErrConflict = errors.New("already exists")
+	ErrNotFound = errkind.New(errkind.NotFound, "not found")
+	ErrConflict = errkind.New(errkind.Conflict, "already exists")
 )
 
 // Task is one task row.
@@ -80,15 +80,15 @@ func (t *Task) Ref() string { return task.Ref(t.ID, t.CodeString()) }
 
 // Turn kinds, triggers and states.
 const (
-	TurnWork  = "work"
-	TurnAsk   = "ask"
-	TurnSetup = "setup" // [setup] run, before the first work turn
+	TurnWork  = task.TurnWork
+	TurnAsk   = task.TurnAsk
+	TurnSetup = task.TurnSetup
 
-	TurnQueued      = "queued"
-	TurnRunning     = "running"
-	TurnDone        = "done"
-	TurnFailed      = "failed"
-	TurnInterrupted = "interrupted"
+	TurnQueued      = task.TurnQueued
+	TurnRunning     = task.TurnRunning
+	TurnDone        = task.TurnDone
+	TurnFailed      = task.TurnFailed
+	TurnInterrupted = task.TurnInterrupted
 )
 
 // Turn is one agent turn: a work turn or a read-only ask turn.

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"lazy/errkind"
 )
 
 // Status of a task.
@@ -175,6 +177,9 @@ func (e *NotFoundError) Error() string {
 	return fmt.Sprintf("no task matches %q: use a code, a short id, a full id or a hex prefix of at least %d characters (see `lazy task list`)", e.Input, MinPrefix)
 }
 
+// ErrorKind is errkind.NotFound.
+func (e *NotFoundError) ErrorKind() errkind.Kind { return errkind.NotFound }
+
 // AmbiguousError says several tasks match a prefix.
 type AmbiguousError struct {
 	Input      string
@@ -184,3 +189,6 @@ type AmbiguousError struct {
 func (e *AmbiguousError) Error() string {
 	return fmt.Sprintf("%q matches %d tasks: %s; type more characters", e.Input, len(e.Candidates), strings.Join(e.Candidates, ", "))
 }
+
+// ErrorKind is errkind.Ambiguous.
+func (e *AmbiguousError) ErrorKind() errkind.Kind { return errkind.Ambiguous }

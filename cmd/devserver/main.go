@@ -27,7 +27,6 @@ import (
 	"lazy/config"
 	"lazy/gitx"
 	"lazy/httpapi"
-	"lazy/store"
 	"lazy/views"
 )
 
@@ -94,8 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	web, err := httpapi.New(httpapi.Deps{
-		Tasks:      client.Tasks{C: conn, Store: store.NewRemote(conn)},
-		Review:     client.Review{C: conn},
+		Tasks:      Tasks{C: conn},
+		Review:     Review{C: conn},
 		Log:        log,
 		CSS:        func() ([]byte, error) { return views.ComposeCSS(os.DirFS(*assets)) },
 		NoStoreCSS: true,
