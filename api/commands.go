@@ -1,6 +1,10 @@
 package api
 
-import "lazy/review"
+import (
+	"context"
+
+	"lazy/review"
+)
 
 // Cmd is one RPC command (CONTRACT §8): its wire name, and as type
 // parameters the JSON object it takes and the JSON reply it gives. The
@@ -8,6 +12,22 @@ import "lazy/review"
 // (client.Do) are both written against these values, so a command's
 // arguments and reply are spelled once.
 type Cmd[A, R any] struct{ Name string }
+
+// Caller runs a command by its wire name, its arguments and its reply the
+// command's own types: the daemon's table in process (httpapi.Commands:
+// typed closures, no JSON) or its RPC (client.Client, client.Conn). Every
+// caller — a page handler, the CLI, the dev server — goes through one.
+type Caller interface {
+	Call(ctx context.Context, cmd string, args, out any) error
+}
+
+// Do runs one typed command through c: a caller cannot send or read the
+// wrong shape.
+func Do[A, R any](ctx context.Context, c Caller, cmd Cmd[A, R], a A) (R, error) {
+	var out R
+	err := c.Call(ctx, cmd.Name, a, &out)
+	return out, err
+}
 
 // Stream is a command that answers with a server-sent event stream of E.
 type Stream[A, E any] struct{ Name string }

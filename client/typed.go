@@ -8,19 +8,15 @@ import (
 	"lazy/api"
 )
 
-// Caller is one RPC call (Client and Conn both are).
+// Caller is one RPC call and stream (Client and Conn both are).
 type Caller interface {
-	Call(ctx context.Context, cmd string, args, out any) error
+	api.Caller
 	StreamOpened(ctx context.Context, cmd string, args any, opened func(), fn func([]byte) error) error
 }
 
-// Do runs one typed command of package api: the arguments and the reply
-// are the command's own types, so a caller cannot send or read the wrong
-// shape.
-func Do[A, R any](ctx context.Context, c Caller, cmd api.Cmd[A, R], a A) (R, error) {
-	var out R
-	err := c.Call(ctx, cmd.Name, a, &out)
-	return out, err
+// Do is api.Do: one typed command over the RPC.
+func Do[A, R any](ctx context.Context, c api.Caller, cmd api.Cmd[A, R], a A) (R, error) {
+	return api.Do(ctx, c, cmd, a)
 }
 
 // Watch runs a typed event stream, calling fn with each event until ctx

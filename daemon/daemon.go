@@ -264,8 +264,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	stopping := make(chan struct{})
-	web, err := httpapi.New(httpapi.Deps{Stopping: stopping, Tasks: d.svc, Review: d.review, Storage: store.Served(st), Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup, book),
-		Info: d.Info, Commands: d.commands(cancel), LogPath: paths.Log})
+	// the pages call the table the RPC serves, in process
+	cmds := d.commands(cancel)
+	web, err := httpapi.New(httpapi.Deps{Stopping: stopping, Call: cmds, RawFiles: d.review, Storage: store.Served(st), Log: o.Log, Token: token, Bearer: token, DashboardToken: dashToken, Gatherer: newMetrics(st, sup, book),
+		Info: d.Info, Commands: cmds, LogPath: paths.Log})
 	if err != nil {
 		return nil, err
 	}

@@ -25,10 +25,7 @@ type Review struct {
 	diffs diffCache
 }
 
-var (
-	_ httpapi.ReviewActions = (*Review)(nil)
-	_ httpapi.RawFiles      = (*Review)(nil)
-)
+var _ httpapi.RawFiles = (*Review)(nil)
 
 // maxRangeLines bounds a comment on a range of lines.
 const maxRangeLines = 500

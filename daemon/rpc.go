@@ -9,10 +9,12 @@ import (
 	"lazy/review"
 )
 
-// commands is the daemon's RPC dispatch table (CONTRACT §8): each typed
-// command of package api, bound to the call that serves it. Adding a
-// command is its types in api/commands.go, one line here, and what it
-// calls (docs/ARCHITECTURE.md, "How to add a command").
+// commands is the daemon's one command table: each typed command of
+// package api, bound to the call that serves it. The RPC serves it
+// (CONTRACT §8) and the dashboard's pages call it in process (api.Caller),
+// so a page and the CLI run the same command. Adding a command is its
+// types in api/commands.go, one line here, and what it calls
+// (docs/ARCHITECTURE.md, "How to add a command").
 func (d *Daemon) commands(stop func()) httpapi.Commands {
 	s, r := d.svc, d.review
 	ok := func(word string, err error) (api.OK, error) { return api.OK{OK: word}, err }

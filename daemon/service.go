@@ -18,7 +18,6 @@ import (
 	"lazy/api"
 	"lazy/config"
 	"lazy/gitx"
-	"lazy/httpapi"
 	"lazy/proxy"
 	"lazy/review"
 	"lazy/store"
@@ -59,11 +58,6 @@ type Service struct {
 	// probed again when it could not); nil: not checked
 	runnerReady func() error
 }
-
-var _ httpapi.Tasks = (*Service)(nil)
-
-// the task page follows its task through the same stream as lazy watch
-var _ httpapi.TaskEvents = (*Service)(nil)
 
 // UsageError is a request that cannot be served as given (4xx).
 type UsageError struct{ Msg string }

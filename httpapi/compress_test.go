@@ -95,7 +95,7 @@ func TestCompressedSamePage(t *testing.T) {
 func TestCompressNeverHoldsAStream(t *testing.T) {
 	ch := make(chan api.Event, 1)
 	stop := make(chan struct{})
-	e, err := New(Deps{Bearer: testBearer, Token: testBearer, DashboardToken: testDash, Tasks: fakeTasks{}, Stopping: stop,
+	e, err := New(Deps{Bearer: testBearer, Token: testBearer, DashboardToken: testDash, Call: pages(fakeTasks{}, nil), Stopping: stop,
 		Commands: Table(Events(api.CmdWatch, func(context.Context, api.WatchArgs) (<-chan api.Event, func(), error) { return ch, func() {}, nil }))})
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ var dashboardKinds = map[string]bool{"status": true, "tripwire": true, "turn_sta
 // the reviewer in its title and, when the reviewer asked for it, shows a
 // browser notification). The same login as every page.
 func (h *handler) dashboardEvents(c echo.Context) error {
-	w, ok := h.d.Tasks.(TaskEvents)
+	w, ok := h.d.Call.(TaskEvents)
 	if !ok {
 		return echo.NewHTTPError(http.StatusNotImplemented, "task events are served by the daemon's own dashboard: open it with `lazy open`")
 	}

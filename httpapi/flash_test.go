@@ -241,7 +241,7 @@ func (b *blockingReview) Sync(context.Context, string, bool) (*api.SyncResult, e
 func TestSyncFormWaitsThenRedirects(t *testing.T) {
 	f, _ := newPagesServerF(t)
 	b := &blockingReview{fakeReview: f, release: make(chan struct{})}
-	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Tasks: fakeTasks{}, Review: b, SyncWait: 50 * time.Millisecond})
+	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Call: pages(fakeTasks{}, b), SyncWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestSyncFormWaitsThenRedirects(t *testing.T) {
 	close(b.release)
 	// conflicts
 	cf := &conflictReview{fakeReview: f}
-	e2, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Tasks: fakeTasks{}, Review: cf})
+	e2, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Call: pages(fakeTasks{}, cf)})
 	if err != nil {
 		t.Fatal(err)
 	}

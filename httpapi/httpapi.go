@@ -34,26 +34,18 @@ import (
 	"lazy/views"
 )
 
-// Tasks is what the dashboard pages need of the daemon's tasks: reads, and
-// the task forms' commands (the ones `lazy task new`, `lazy task cancel`
-// and `lazy comment` call). The RPC is the daemon's own table, Deps.Commands.
-type Tasks interface {
-	ListTasks(ctx context.Context) ([]api.TaskInfo, error)
-	ShowTask(ctx context.Context, ref string) (*api.TaskDetail, error)
-	CommitDiff(ctx context.Context, sha string) (*api.CommitDiff, error)
-	Actors(ctx context.Context) ([]api.ActorHealth, error)
-	NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskResult, error)
-	Cancel(ctx context.Context, ref string) (*api.TaskInfo, error)
-	Comment(ctx context.Context, ref, body string) (*api.CommentResult, error)
-}
-
 // Deps are the handler's collaborators.
 type Deps struct {
-	Tasks Tasks
-	// Review is nil until review actions are injected: every review route
-	// then answers 503.
-	Review ReviewActions
-	Views  *views.Views
+	// Call runs the commands the pages call: the same typed commands
+	// (api.Cmd) the CLI calls, through the daemon's own table in process
+	// (Commands, no JSON between) or its RPC (client.Conn, the dev server).
+	// Nil: no pages but the login and the assets; every review route
+	// answers 503.
+	Call api.Caller
+	// RawFiles serves the review's "raw file" link (nil: the route says to
+	// open the daemon's own dashboard).
+	RawFiles RawFiles
+	Views    *views.Views
 	// Storage serves the storage.<op> RPC (the remote store's server side,
 	// store.Serve over the daemon's store); nil serves none.
 	Storage func(ctx context.Context, op string, raw []byte) (any, error)
@@ -510,7 +502,7 @@ func (h *handler) css(c echo.Context) error {
 }
 
 func (h *handler) apiTasks(c echo.Context) error {
-	ts, err := h.d.Tasks.ListTasks(c.Request().Context())
+	ts, err := api.Do(c.Request().Context(), h.d.Call, api.CmdTaskList, api.None{})
 	if err != nil {
 		return err
 	}
@@ -518,7 +510,7 @@ func (h *handler) apiTasks(c echo.Context) error {
 }
 
 func (h *handler) apiActors(c echo.Context) error {
-	as, err := h.d.Tasks.Actors(c.Request().Context())
+	as, err := api.Do(c.Request().Context(), h.d.Call, api.CmdActors, api.None{})
 	if err != nil {
 		return err
 	}

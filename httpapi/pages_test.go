@@ -187,7 +187,7 @@ func newPagesServerF(t testing.TB) (*fakeReview, http.Handler) {
 	f := &fakeReview{diff: fixtureDiff(), payload: fixturePayload(), merge: &api.MergeReadiness{MergeCheck: api.MergeCheck{Clean: true, Ahead: 1}, Protected: []string{".github/<ci>.yml"}}, acceptFn: func(api.AcceptArgs) (*api.TaskInfo, error) {
 		return nil, review.Refuse(review.ReasonPassphraseRequired, "fix-login", "main", "looks right", []string{".github/ci.yml"})
 	}}
-	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Tasks: fakeTasks{}, Review: f})
+	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Call: pages(fakeTasks{}, f)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func BenchmarkRenderLargeReview(b *testing.B) {
 		return ok
 	}
 	f := &fakeReview{diff: d.Files, payload: review.BuildPayload(all, inDiff, review.StatusBar{Status: "blocked"})}
-	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Tasks: fakeTasks{}, Review: f})
+	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Call: pages(fakeTasks{}, f)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func (h *handler) reviewRoutes(e *echo.Echo) {
 	}
 	for _, r := range routes {
 		fn := r.fn
-		if h.d.Review == nil {
+		if h.d.Call == nil {
 			fn = func(echo.Context) error {
 				return echo.NewHTTPError(http.StatusServiceUnavailable, "the review surface is not available in this process: no review actions are wired in")
 			}
@@ -56,7 +56,7 @@ func (h *handler) reviewRoutes(e *echo.Echo) {
 }
 
 func (h *handler) queuePage(c echo.Context) error {
-	items, err := h.d.Review.Queue(c.Request().Context())
+	items, err := api.Do(c.Request().Context(), h.d.Call, api.CmdReviewQueue, api.None{})
 	if err != nil {
 		return err
 	}
@@ -72,8 +72,8 @@ func (h *handler) queuePage(c echo.Context) error {
 		p.Items = append(p.Items, views.QueueRow{ID: it.Task.ID, Ref: ref, Title: it.Task.Title, Status: it.Status, LiveSession: it.LiveSession,
 			AwaitingAnswer: it.AwaitingAnswer, PendingAsks: it.PendingAsks, QueuedComm: it.QueuedComments})
 	}
-	if h.d.Tasks != nil {
-		ts, err := h.d.Tasks.ListTasks(c.Request().Context())
+	if h.d.Call != nil {
+		ts, err := api.Do(c.Request().Context(), h.d.Call, api.CmdTaskList, api.None{})
 		if err != nil {
 			return err
 		}
@@ -99,11 +99,11 @@ func (h *handler) renderReview(c echo.Context, fl Flash) error {
 	if err != nil {
 		return err
 	}
-	d, err := h.d.Review.Diff(ctx, ref, opts)
+	d, err := api.Do(ctx, h.d.Call, api.CmdReviewDiff, api.ReviewDiffArgs{Task: ref, DiffOptions: opts})
 	if err != nil {
 		return err
 	}
-	pl, err := h.d.Review.Comments(ctx, d.Task.ID)
+	pl, err := api.Do(ctx, h.d.Call, api.CmdReviewComments, api.TaskRef{Task: d.Task.ID})
 	if err != nil {
 		return err
 	}
@@ -258,13 +258,13 @@ func (h *handler) postComment(c echo.Context) error {
 			}
 			a.StartLine = n
 		}
-		rc, err := h.d.Review.PostComment(c.Request().Context(), c.Param("task"), a)
+		rc, err := api.Do(c.Request().Context(), h.d.Call, api.CmdReviewPostComment, api.ReviewCommentArgs{Task: c.Param("task"), PostCommentArgs: a})
 		if err != nil {
 			return h.refused(c, back, err, Flash{Notice: "Comment not saved: " + err.Error(), Fields: typed(c, "body")})
 		}
 		return h.commentSaved(c, rc)
 	}
-	rc, err := h.d.Review.PostComment(c.Request().Context(), c.Param("task"), a)
+	rc, err := api.Do(c.Request().Context(), h.d.Call, api.CmdReviewPostComment, api.ReviewCommentArgs{Task: c.Param("task"), PostCommentArgs: a})
 	if err != nil {
 		return err
 	}
@@ -300,12 +300,12 @@ func (h *handler) actionDone(c echo.Context, res *api.ActionResult, err error) e
 }
 
 func (h *handler) retry(c echo.Context) error {
-	res, err := h.d.Review.RetryAsk(c.Request().Context(), c.Param("task"), c.Param("id"))
+	res, err := api.Do(c.Request().Context(), h.d.Call, api.CmdReviewRetryAsk, api.CommentRef{Task: c.Param("task"), ID: c.Param("id")})
 	return h.actionDone(c, res, err)
 }
 
 func (h *handler) withdraw(c echo.Context) error {
-	res, err := h.d.Review.Withdraw(c.Request().Context(), c.Param("task"), c.Param("id"))
+	res, err := api.Do(c.Request().Context(), h.d.Call, api.CmdReviewWithdrawComment, api.CommentRef{Task: c.Param("task"), ID: c.Param("id")})
 	return h.actionDone(c, res, err)
 }
 
@@ -313,7 +313,7 @@ func (h *handler) unblock(c echo.Context) error {
 	if err := readForm(c); err != nil {
 		return err
 	}
-	tu, err := h.d.Review.Unblock(c.Request().Context(), c.Param("task"), c.FormValue("feedback"))
+	tu, err := api.Do(c.Request().Context(), h.d.Call, api.CmdReviewUnblock, api.ReviewUnblockArgs{Task: c.Param("task"), Feedback: c.FormValue("feedback")})
 	if err != nil {
 		return h.refused(c, reviewPath(c.Param("task")), err, Flash{Notice: "Not unblocked: " + err.Error(), Fields: typed(c, "feedback", "draft_reason")})
 	}
@@ -338,7 +338,7 @@ func (h *handler) accept(c echo.Context) error {
 		// no head came from an older page
 		return h.seeOther(c, back, Flash{Notice: "Not accepted: this form does not say which commit you reviewed. Review the page as it is now, then accept.", Alert: true, Fields: kept})
 	}
-	t, err := h.d.Review.Accept(c.Request().Context(), c.Param("task"), api.AcceptArgs{Reason: reason, Passphrase: c.FormValue("passphrase"), Head: head, Method: method})
+	t, err := api.Do(c.Request().Context(), h.d.Call, api.CmdReviewAccept, api.ReviewAcceptArgs{Task: c.Param("task"), AcceptArgs: api.AcceptArgs{Reason: reason, Passphrase: c.FormValue("passphrase"), Head: head, Method: method}})
 	if err != nil {
 		ref, ok := refusalOf(err)
 		if !ok {
@@ -382,7 +382,7 @@ func (h *handler) sync(c echo.Context) error {
 	// (the goroutine keeps nothing of c: echo reuses it once this returns)
 	ctx, ref := context.WithoutCancel(c.Request().Context()), c.Param("task")
 	go func() {
-		res, err := h.d.Review.Sync(ctx, ref, true)
+		res, err := api.Do(ctx, h.d.Call, api.CmdSync, api.SyncArgs{Task: ref, Wait: true})
 		done <- result{res, err}
 	}()
 	var r result
@@ -405,7 +405,7 @@ func (h *handler) sync(c echo.Context) error {
 }
 
 func (h *handler) apiQueue(c echo.Context) error {
-	items, err := h.d.Review.Queue(c.Request().Context())
+	items, err := api.Do(c.Request().Context(), h.d.Call, api.CmdReviewQueue, api.None{})
 	if err != nil {
 		return err
 	}
@@ -416,7 +416,7 @@ func (h *handler) apiQueue(c echo.Context) error {
 }
 
 func (h *handler) apiThreads(c echo.Context) error {
-	pl, err := h.d.Review.Comments(c.Request().Context(), c.Param("task"))
+	pl, err := api.Do(c.Request().Context(), h.d.Call, api.CmdReviewComments, api.TaskRef{Task: c.Param("task")})
 	if err != nil {
 		return err
 	}
@@ -433,11 +433,11 @@ func (h *handler) fileFragment(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusBadRequest, "path names no file: give ?path=<a changed file>")
 	}
 	// the file alone: its rows and its threads, never the whole diff's
-	d, err := h.d.Review.Diff(ctx, c.Param("task"), api.DiffOptions{SkipMerge: true, File: path})
+	d, err := api.Do(ctx, h.d.Call, api.CmdReviewDiff, api.ReviewDiffArgs{Task: c.Param("task"), DiffOptions: api.DiffOptions{SkipMerge: true, File: path}})
 	if err != nil {
 		return err
 	}
-	pl, err := h.d.Review.Comments(ctx, d.Task.ID)
+	pl, err := api.Do(ctx, h.d.Call, api.CmdReviewComments, api.TaskRef{Task: d.Task.ID})
 	if err != nil {
 		return err
 	}
@@ -468,8 +468,8 @@ func rawURL(taskID string) string { return "/review/" + taskID + "/raw?path=" }
 // rawFile streams a changed file's own bytes as plain text (a binary file as
 // a download), never as HTML: what an agent wrote is shown, not run.
 func (h *handler) rawFile(c echo.Context) error {
-	rf, ok := h.d.Review.(RawFiles)
-	if !ok {
+	rf := h.d.RawFiles
+	if rf == nil {
 		return echo.NewHTTPError(http.StatusNotImplemented, "raw files are served by the daemon's own dashboard: open it with `lazy open`")
 	}
 	path := c.QueryParam("path")
@@ -504,7 +504,7 @@ func (h *handler) apiDiff(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := h.d.Review.Diff(c.Request().Context(), c.Param("task"), opts)
+	d, err := api.Do(c.Request().Context(), h.d.Call, api.CmdReviewDiff, api.ReviewDiffArgs{Task: c.Param("task"), DiffOptions: opts})
 	if err != nil {
 		return err
 	}
@@ -513,7 +513,7 @@ func (h *handler) apiDiff(c echo.Context) error {
 }
 
 func (h *handler) commitPage(c echo.Context) error {
-	cd, err := h.d.Tasks.CommitDiff(c.Request().Context(), c.Param("sha"))
+	cd, err := api.Do(c.Request().Context(), h.d.Call, api.CmdCommitDiff, api.CommitRef{ID: c.Param("sha")})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,10 @@ const maxRPCBody = 64 << 20
 type Command struct {
 	name  string
 	serve func(h *handler, c echo.Context, raw []byte) error
+	// call runs it in process: args is the command's A, out its *R
+	call func(ctx context.Context, args, out any) error
+	// open is an event stream's, in process
+	open func(ctx context.Context, args any) (<-chan api.Event, func(), error)
 }
 
 // Commands is the RPC dispatch table, by wire name (CONTRACT §8).
@@ -45,6 +49,23 @@ func Handle[A, R any](cmd api.Cmd[A, R], fn func(ctx context.Context, a A) (R, e
 			return err
 		}
 		return c.JSON(http.StatusOK, res)
+	}, call: func(ctx context.Context, args, out any) error {
+		a, ok := args.(A)
+		if !ok {
+			return fmt.Errorf("%s takes %T, not %T", cmd.Name, a, args)
+		}
+		res, err := fn(ctx, a)
+		if err != nil {
+			return err
+		}
+		switch p := out.(type) {
+		case *R:
+			*p = res
+		case nil:
+		default:
+			return fmt.Errorf("%s answers %T, not %T", cmd.Name, res, out)
+		}
+		return nil
 	}}
 }
 
@@ -62,7 +83,33 @@ func Events[A any](cmd api.Stream[A, api.Event], open func(ctx context.Context, 
 		}
 		defer cancel()
 		return h.sendEvents(c, ch)
+	}, open: func(ctx context.Context, args any) (<-chan api.Event, func(), error) {
+		a, ok := args.(A)
+		if !ok {
+			return nil, nil, fmt.Errorf("%s takes %T, not %T", cmd.Name, a, args)
+		}
+		return open(ctx, a)
 	}}
+}
+
+// Call runs a command of the table in process (api.Caller): the daemon's
+// page handlers call the CLI's commands this way, typed, with no JSON
+// between.
+func (t Commands) Call(ctx context.Context, name string, args, out any) error {
+	cmd, ok := t[name]
+	if !ok || cmd.call == nil {
+		return fmt.Errorf("%q is no command of this table: add it to the daemon's table (daemon/rpc.go)", name)
+	}
+	return cmd.call(ctx, args, out)
+}
+
+// Watch opens the table's watch stream in process (TaskEvents).
+func (t Commands) Watch(ctx context.Context, a api.WatchArgs) (<-chan api.Event, func(), error) {
+	cmd, ok := t[api.CmdWatch.Name]
+	if !ok || cmd.open == nil {
+		return nil, nil, echo.NewHTTPError(http.StatusNotImplemented, "this process serves no event stream")
+	}
+	return cmd.open(ctx, a)
 }
 
 // Table builds the dispatch table; a name twice is a bug.

@@ -17,7 +17,7 @@ import (
 )
 
 // TaskEvents is a task's event stream, as `lazy watch --task` reads it: the
-// daemon's tasks have it; where the injected Tasks lack it (the dev
+// daemon's own table (Commands) has it; where Deps.Call lacks it (the dev
 // server's RPC client) the route answers 501 and the task page polls.
 type TaskEvents interface {
 	Watch(ctx context.Context, a api.WatchArgs) (<-chan api.Event, func(), error)
@@ -38,7 +38,7 @@ func (h *handler) newTask(c echo.Context) error {
 		return h.refused(c, "/", err, Flash{Notice: "Task not created: " + err.Error()})
 	}
 	a := api.NewTaskArgs{Prompt: c.FormValue("prompt"), Code: strings.TrimSpace(c.FormValue("code")), Parent: strings.TrimSpace(c.FormValue("parent"))}
-	res, err := h.d.Tasks.NewTask(c.Request().Context(), a)
+	res, err := api.Do(c.Request().Context(), h.d.Call, api.CmdTaskNew, a)
 	if err != nil {
 		return h.refused(c, "/", err, Flash{Notice: "Task not created: " + err.Error(), Fields: map[string]string{"prompt": a.Prompt, "code": a.Code, "parent": a.Parent}})
 	}
@@ -52,7 +52,7 @@ func (h *handler) newTask(c echo.Context) error {
 // cancelTask is the task page's cancel form: task cancel.
 func (h *handler) cancelTask(c echo.Context) error {
 	ref := c.Param("id")
-	t, err := h.d.Tasks.Cancel(c.Request().Context(), ref)
+	t, err := api.Do(c.Request().Context(), h.d.Call, api.CmdTaskCancel, api.TaskRef{Task: ref})
 	if err != nil {
 		return h.refused(c, "/tasks/"+url.PathEscape(ref), err, Flash{Notice: "Not cancelled: " + err.Error()})
 	}
@@ -68,7 +68,7 @@ func (h *handler) commentTask(c echo.Context) error {
 		return h.refused(c, back, err, Flash{Notice: "Message not sent: " + err.Error()})
 	}
 	body := c.FormValue("body")
-	res, err := h.d.Tasks.Comment(c.Request().Context(), ref, body)
+	res, err := api.Do(c.Request().Context(), h.d.Call, api.CmdComment, api.CommentArgs{Task: ref, Body: body})
 	if err != nil {
 		return h.refused(c, back, err, Flash{Notice: "Message not sent: " + err.Error(), Fields: map[string]string{"body": body}})
 	}
@@ -85,7 +85,7 @@ func (h *handler) commentTask(c echo.Context) error {
 // client goes away or the daemon stops. The task page refreshes itself from
 // it.
 func (h *handler) taskEvents(c echo.Context) error {
-	w, ok := h.d.Tasks.(TaskEvents)
+	w, ok := h.d.Call.(TaskEvents)
 	if !ok {
 		return echo.NewHTTPError(http.StatusNotImplemented, "task events are served by the daemon's own dashboard: open it with `lazy open`")
 	}
@@ -179,7 +179,7 @@ func (h *handler) tasksPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ts, err := h.d.Tasks.ListTasks(c.Request().Context())
+	ts, err := api.Do(c.Request().Context(), h.d.Call, api.CmdTaskList, api.None{})
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func (h *handler) tasksPage(c echo.Context) error {
 // taskPage is a task's page: its state, commits and turns (which follow
 // the task's events while it lives), its messages, and its forms.
 func (h *handler) taskPage(c echo.Context) error {
-	d, err := h.d.Tasks.ShowTask(c.Request().Context(), c.Param("id"))
+	d, err := api.Do(c.Request().Context(), h.d.Call, api.CmdTaskShow, api.TaskRef{Task: c.Param("id")})
 	if err != nil {
 		return err
 	}

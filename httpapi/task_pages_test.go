@@ -85,7 +85,7 @@ func (w watchingTasks) Watch(_ context.Context, a api.WatchArgs) (<-chan api.Eve
 
 func formServer(t *testing.T, tasks Tasks) http.Handler {
 	t.Helper()
-	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Tasks: tasks, Review: &fakeReview{},
+	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Call: pages(tasks, &fakeReview{}),
 		Info: func() api.DaemonInfo { return api.DaemonInfo{Root: "/home/me/src/my-project"} }})
 	if err != nil {
 		t.Fatal(err)

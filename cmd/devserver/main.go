@@ -1,6 +1,6 @@
 // Command devserver renders the daemon's own web handler in a throwaway
-// process, as a client of the project's running daemon: review actions go to
-// the daemon's RPC, reads through the remote store (the storage RPC). It
+// process, as a client of the project's running daemon: its pages call the
+// daemon's commands over the RPC, the commands the CLI calls. It
 // never opens the store itself and is not a `lazy` command; start it with
 // `npm run dev:server -- --project DIR --port N`. The stylesheet is composed
 // from its parts on disk on every request, so an edit shows on reload.
@@ -93,8 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	web, err := httpapi.New(httpapi.Deps{
-		Tasks:      Tasks{C: conn},
-		Review:     Review{C: conn},
+		// the pages call the daemon's commands over its RPC, as the CLI does
+		Call:       conn,
 		Log:        log,
 		CSS:        func() ([]byte, error) { return views.ComposeCSS(os.DirFS(*assets)) },
 		NoStoreCSS: true,
