@@ -269,3 +269,40 @@ type conflictReview struct{ *fakeReview }
 func (conflictReview) Sync(context.Context, string, bool) (*api.SyncResult, error) {
 	return &api.SyncResult{Status: "conflict", Conflicts: []string{"a.go"}}, nil
 }
+
+// countingReview counts what the review page costs: the diff (with its
+// merge dry run).
+type countingReview struct {
+	*fakeReview
+	diffs int
+}
+
+func (c *countingReview) Diff(ctx context.Context, ref string, o api.DiffOptions) (*api.DiffResult, error) {
+	c.diffs++
+	return c.fakeReview.Diff(ctx, ref, o)
+}
+
+// TestActionRedirectComputesNoDiff: the retry and withdraw forms go back to
+// the review page by the ref they were posted to; answering them never
+// computes the diff or a merge dry run.
+func TestActionRedirectComputesNoDiff(t *testing.T) {
+	cr := &countingReview{fakeReview: &fakeReview{}}
+	e, err := New(Deps{Bearer: testBearer, DashboardToken: testDash, Call: pages(fakeTasks{}, cr)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bearer := map[string]string{"Authorization": "Bearer " + testBearer, "Content-Type": "application/x-www-form-urlencoded"}
+	for _, action := range []string{"retry", "withdraw"} {
+		rec := run(e, request("POST", "/review/fix-login/comment/c1/"+action, "", bearer, nil))
+		if loc := rec.Header().Get("Location"); rec.Code != http.StatusSeeOther || !strings.HasPrefix(loc, "/review/fix-login?") {
+			t.Errorf("%s: got %d to %q, want 303 to /review/fix-login?flash=…", action, rec.Code, loc)
+		}
+	}
+	if cr.diffs != 0 {
+		t.Errorf("the retry and withdraw answers computed the diff %d times", cr.diffs)
+	}
+	run(e, request("GET", "/review/fix-login", "", bearer, nil))
+	if cr.diffs != 1 {
+		t.Errorf("the review page computed the diff %d times, want 1 (the count must see it)", cr.diffs)
+	}
+}

@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
 	root.AddCommand(a.initCmd(), a.daemonCmd(), a.openCmd(), a.askCmd(), a.stubUpstreamCmd(), a.taskCmd(), a.commentCmd(), a.unblockCmd(), a.watchCmd(), a.actorsCmd(), a.demoCmd(),
-		a.acceptCmd(), a.approveCmd(), a.syncCmd(), a.passphraseCmd(), a.clusterCmd())
+		a.acceptCmd(), a.approveCmd(), a.syncCmd(), a.scopeCmd(), a.passphraseCmd(), a.clusterCmd())
 	root.SuggestionsMinimumDistance = 2
 	refuseUnknownSubcommands(root)
 	a.completeTaskArgs(root)

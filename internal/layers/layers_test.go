@@ -2,8 +2,6 @@ package layers
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -14,7 +12,7 @@ func deps(t *testing.T, pkg string) []string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("go list needs the go command on PATH: %v", err)
 	}
 	out, err := exec.Command(goBin, "list", "-deps", pkg).CombinedOutput()
 	if err != nil {
