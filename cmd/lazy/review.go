@@ -147,25 +147,20 @@ func (a *app) approveCmd() *cobra.Command {
 // scopeCmd is reviewViolationDecision from the terminal: allow keeps a
 // task's out-of-scope files, revert puts them back on its branch.
 func (a *app) scopeCmd() *cobra.Command {
-	var files []string
-	c := &cobra.Command{
-		Use:   "scope TASK allow|revert --file PATH...",
-		Short: "Decide on a task's out-of-scope files: allow keeps them, revert puts them back on the task branch",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, argv []string) error {
-			if argv[1] != "allow" && argv[1] != "revert" {
-				return usageError{fmt.Errorf("the decision is allow or revert, not %q", argv[1])}
-			}
-			if _, err := call(cmd, a, api.CmdReviewViolationDecision, api.ViolationArgs{Task: argv[0], Decision: argv[1], Files: files}); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.out, "%s: %s\n", argv[1], strings.Join(files, ", "))
-			return nil
-		},
+	return &cobra.Command{Use: "scope TASK allow|revert PATH...", Args: cobra.MinimumNArgs(3), RunE: a.scope,
+		Short: "Decide on a task's out-of-scope files: allow keeps them, revert puts them back on the task branch"}
+}
+
+func (a *app) scope(cmd *cobra.Command, argv []string) error {
+	decision, files := argv[1], argv[2:]
+	if decision != "allow" && decision != "revert" {
+		return usageError{fmt.Errorf("the decision is allow or revert, not %q", decision)}
 	}
-	c.Flags().StringArrayVar(&files, "file", nil, "an out-of-scope file of the task (repeatable, required)")
-	_ = c.MarkFlagRequired("file")
-	return c
+	if _, err := call(cmd, a, api.CmdReviewViolationDecision, api.ViolationArgs{Task: argv[0], Decision: decision, Files: files}); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.out, "%s: %s\n", decision, strings.Join(files, ", "))
+	return nil
 }
 
 func (a *app) syncCmd() *cobra.Command {
