@@ -46,7 +46,7 @@ func (a *TaskActor) postReviewComment(c review.ReviewComment) (*review.ReviewCom
 				a.log.Error("record the refused ask", "err", err)
 			}
 		} else {
-			a.queue = append(a.queue, &job{kind: jobAsk, commentID: c.ID, label: "ask " + task.ShortID(c.ID), queuedAt: now})
+			a.queue = append(a.queue, newAskJob(c.ID, now))
 		}
 	}
 	return &c, nil
@@ -86,7 +86,7 @@ func (a *TaskActor) retryAsk(id string) (*ActionDone, error) {
 	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
 		return nil, err
 	}
-	a.queue = append(a.queue, &job{kind: jobAsk, commentID: c.ID, label: "ask " + task.ShortID(c.ID), queuedAt: a.now()})
+	a.queue = append(a.queue, newAskJob(c.ID, a.now()))
 	return &ActionDone{Comment: *c, Notice: "Re-sent to the agent; the answer will appear in the thread."}, nil
 }
 
@@ -122,8 +122,8 @@ func (a *TaskActor) failAsk(c *review.ReviewComment, reason string) {
 }
 
 // prepareAsk checks an ask can run now and starts its read-only turn.
-func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), renderPrompt) jobResult {
-	c, err := a.loadComment(j.commentID)
+func (a *TaskActor) prepareAsk(j *job, commentID string) runJob {
+	c, err := a.loadComment(commentID)
 	if err != nil || c == nil || !c.InFlight() {
 		return nil // withdrawn, answered or gone meanwhile
 	}
@@ -195,10 +195,10 @@ func (a *TaskActor) askFailure(err error) string {
 	return "The agent failed while answering: " + err.Error() + ". Re-send to try again."
 }
 
-func (a *TaskActor) finishAsk(j *job, r jobResult) {
-	c, err := a.loadComment(j.commentID)
+func (a *TaskActor) finishAsk(j *job, commentID string, r jobResult) {
+	c, err := a.loadComment(commentID)
 	if err != nil || c == nil {
-		a.log.Error("load asked comment", "comment", j.commentID, "err", err)
+		a.log.Error("load asked comment", "comment", commentID, "err", err)
 		return
 	}
 	if r.err != nil {

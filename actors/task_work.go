@@ -32,7 +32,7 @@ func (a *TaskActor) queueWork(trigger, prompt, id string) (*WorkQueued, error) {
 	if err := a.deps.Store.CreateTurn(a.bg(), tu); err != nil {
 		return nil, fmt.Errorf("queue work turn: %w", err)
 	}
-	a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: tu.Label(), queuedAt: now})
+	a.queue = append(a.queue, newWorkJob(tu, now))
 	return &WorkQueued{Turn: *tu, Notice: a.agentNotice()}, nil
 }
 
@@ -130,12 +130,12 @@ func (a *TaskActor) addComment(body string) (*CommentAdded, error) {
 // running one while its agent has not started, else the first queued one
 // (nil: none yet).
 func (a *TaskActor) nextCarrier() *store.Turn {
-	if j := a.running; j != nil && j.kind == jobWork && !j.launched && j.turn != nil {
+	if j := a.running; j != nil && j.kind() == jobWork && !j.launched && j.turn != nil {
 		return j.turn
 	}
 	for _, j := range a.queue {
-		if j.kind == jobWork {
-			if tu, err := a.loadTurn(j.turnID); err == nil {
+		if w, ok := j.spec.(workSpec); ok {
+			if tu, err := a.loadTurn(w.turnID); err == nil {
 				return tu
 			}
 		}
@@ -145,10 +145,10 @@ func (a *TaskActor) nextCarrier() *store.Turn {
 
 // prepareWork marks a work turn running; an unblock renders every queued
 // comment into its prompt now, so comments posted while it waited ride along.
-func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderPrompt) jobResult {
-	tu, err := a.loadTurn(j.turnID)
+func (a *TaskActor) prepareWork(j *job, turnID string) runJob {
+	tu, err := a.loadTurn(turnID)
 	if err != nil {
-		a.log.Error("load queued turn", "turn", j.turnID, "err", err)
+		a.log.Error("load queued turn", "turn", turnID, "err", err)
 		return nil
 	}
 	tu.Status = store.TurnRunning // started_at is set when the agent process starts
