@@ -288,7 +288,7 @@ func (a *TaskActor) setBudget(tokens int64) error {
 	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
 		return err
 	}
-	a.publish(api.Event{Kind: "budget", Detail: fmt.Sprintf("token budget set to %d", tokens)})
+	a.publish(api.Event{Kind: api.EventBudget, Detail: fmt.Sprintf("token budget set to %d", tokens)})
 	return nil
 }
 
@@ -561,7 +561,7 @@ func (a *TaskActor) endTurn(tu *store.Turn, out agent.Outcome, result, state, er
 	if err := a.deps.Store.SaveTurn(a.bg(), tu); err != nil {
 		a.log.Error("record turn end", "turn", tu.Number, "err", err)
 	}
-	a.publish(api.Event{Kind: "turn_end", Turn: tu.Number, Label: tu.Label(), Status: state, Detail: errText})
+	a.publish(api.Event{Kind: api.EventTurnEnd, Turn: tu.Number, Label: tu.Label(), Status: state, Detail: errText})
 }
 
 // abort kills the running job (restart or stop). A work or ask turn is
@@ -664,7 +664,7 @@ func (a *TaskActor) tripped(what string) {
 		}
 	}
 	a.log.Warn("tripwire", "task", a.task.Ref(), "what", what)
-	a.publish(api.Event{Kind: "tripwire", Detail: note})
+	a.publish(api.Event{Kind: api.EventTripwire, Detail: note})
 }
 
 // endTask moves the task to an end state and revokes its grants.
@@ -691,7 +691,7 @@ func (a *TaskActor) setStatus(s task.Status, reason string) {
 		a.log.Error("save task", "err", err)
 	}
 	if changed {
-		a.publish(api.Event{Kind: "status", Status: string(s), Detail: reason})
+		a.publish(api.Event{Kind: api.EventStatus, Status: string(s), Detail: reason})
 	}
 }
 
@@ -708,7 +708,7 @@ func (a *TaskActor) rename(ctx actor.Context, title string) {
 		ctx.Respond(err)
 		return
 	}
-	a.publish(api.Event{Kind: "title", Detail: "renamed: " + title})
+	a.publish(api.Event{Kind: api.EventTitle, Detail: "renamed: " + title})
 	ctx.Respond(&Done{})
 }
 

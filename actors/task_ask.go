@@ -118,7 +118,7 @@ func (a *TaskActor) failAsk(c *review.ReviewComment, reason string) {
 	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
 		a.log.Error("record failed ask", "err", err)
 	}
-	a.publish(api.Event{Kind: "ask_end", Status: string(review.AskFailed), Detail: reason})
+	a.publish(api.Event{Kind: api.EventAskEnd, Status: string(review.AskFailed), Detail: reason})
 }
 
 // prepareAsk checks an ask can run now and starts its read-only turn.
@@ -147,7 +147,7 @@ func (a *TaskActor) prepareAsk(j *job, commentID string) runJob {
 	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
 		a.log.Error("count the ask", "err", err)
 	}
-	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Label: tu.Label(), Detail: "ask turn"})
+	a.publish(api.Event{Kind: api.EventTurnStart, Turn: tu.Number, Label: tu.Label(), Detail: "ask turn"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, SessionDriver: a.task.Driver, SessionCommand: a.task.AgentCommand, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
 	launcher, repo := a.deps.Launcher, a.taskRepo()
@@ -245,5 +245,5 @@ func (a *TaskActor) finishAsk(j *job, commentID string, r jobResult) {
 	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
 		a.log.Error("save task", "err", err)
 	}
-	a.publish(api.Event{Kind: "ask_end", Status: string(review.AskAnswered)})
+	a.publish(api.Event{Kind: api.EventAskEnd, Status: string(review.AskAnswered)})
 }

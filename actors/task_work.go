@@ -159,7 +159,7 @@ func (a *TaskActor) prepareWork(j *job, turnID string) runJob {
 	j.turn = tu
 	a.task.Turns++
 	a.setStatus(task.Running, "")
-	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Label: tu.Label(), Detail: tu.Label() + " (" + tu.Trigger + ")"})
+	a.publish(api.Event{Kind: api.EventTurnStart, Turn: tu.Number, Label: tu.Label(), Detail: tu.Label() + " (" + tu.Trigger + ")"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, SessionDriver: a.task.Driver, SessionCommand: a.task.AgentCommand, Brief: a.task.Prompt,
 		Prompt: tu.Prompt, Number: tu.Number}
@@ -219,7 +219,7 @@ func (a *TaskActor) startSetup(j *job) (SetupRunner, []string) {
 		st = nil
 	} else {
 		a.task.Setups++
-		a.publish(api.Event{Kind: "turn_start", Turn: st.Number, Label: st.Label(), Detail: "setup"})
+		a.publish(api.Event{Kind: api.EventTurnStart, Turn: st.Number, Label: st.Label(), Detail: "setup"})
 	}
 	j.setup = st
 	return a.deps.Setup, commands
@@ -250,7 +250,7 @@ func (a *TaskActor) noteAgent(tu *store.Turn, r agent.Result) {
 	tu.Driver, tu.Notice = agent.AgentName(r.Driver, r.Command), r.Notice
 	if r.Notice != "" {
 		a.log.Info("a turn started a new conversation", "turn", tu.Label(), "why", r.Notice)
-		a.publish(api.Event{Kind: "turn_note", Turn: tu.Number, Label: tu.Label(), Detail: r.Notice})
+		a.publish(api.Event{Kind: api.EventTurnNote, Turn: tu.Number, Label: tu.Label(), Detail: r.Notice})
 	}
 }
 

@@ -273,7 +273,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Publish: func(t api.Traffic) {
 			if sup.WantsTraffic() { // lazy watch --net: nobody else reads it
 				net := t // only a published event costs its copy
-				sup.Publish(api.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &net})
+				sup.Publish(api.Event{Time: t.Time, Kind: api.EventNet, TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &net})
 			}
 			if t.Egress {
 				egress.record(t) // no model call: not usage, not model trouble

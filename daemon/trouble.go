@@ -66,7 +66,7 @@ func (t *trouble) record(tr api.Traffic) {
 	msg := cur.text()
 	t.mu.Unlock()
 	if first && t.publish != nil {
-		t.publish(api.Event{Time: tr.Time, Kind: "model_error", TaskID: tr.TaskID, TaskRef: tr.TaskRef, Detail: msg})
+		t.publish(api.Event{Time: tr.Time, Kind: api.EventModelError, TaskID: tr.TaskID, TaskRef: tr.TaskRef, Detail: msg})
 	}
 }
 
