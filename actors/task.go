@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -35,15 +36,15 @@ type SetupRunner interface {
 	RunSetup(ctx context.Context, req agent.TurnRequest, commands []string) (string, error)
 }
 
-// TaskDeps is what every task actor needs.
+// TaskDeps is what every task actor needs from the daemon, given whole
+// before the first actor starts (Validate names what is missing). What the
+// actor tree itself gives each actor is TaskHost.
 type TaskDeps struct {
-	Store    store.Store
-	Launcher TurnLauncher
-	Setup    SetupRunner // nil: no setup
-	Publish  func(api.Event)
-	Revoke   func(taskID string) error
-	LockDir  string
-	Log      *slog.Logger
+	Store    store.Store  // required
+	Launcher TurnLauncher // required
+	Setup    SetupRunner  // nil: no setup
+	LockDir  string       // required
+	Log      *slog.Logger // required
 	Now      func() time.Time
 	// Root is the project's git top level (accept merges there).
 	Root string
@@ -52,7 +53,7 @@ type TaskDeps struct {
 	// Protect lists globs of paths whose changes need the passphrase.
 	Protect []string
 	// CheckPassphrase verifies the approval passphrase for a task (attempts
-	// are rate-limited per task).
+	// are rate-limited per task). Required.
 	CheckPassphrase func(taskID, pass string) error
 	// AskTimeout is reported in the reason of an ask that timed out.
 	AskTimeout time.Duration
@@ -67,13 +68,6 @@ type TaskDeps struct {
 	// HomeFor is where this member keeps a task's agent home.
 	Homes   HomeStore
 	HomeFor func(ref string) string
-	// RunningElsewhere, in a cluster, reports whether another member's
-	// actor of the task is running a job now (the task was moved here
-	// while it ran): this actor then waits for it rather than record the
-	// turn cut off. Handoff sends a wake to the task wherever the cluster
-	// places it now (a drained actor's last act).
-	RunningElsewhere func(taskID string) bool
-	Handoff          func(taskID string)
 	// Agent is the agent a turn launched now runs (driver name, command;
 	// nil: not known), for telling the reviewer that the next turn starts
 	// a new conversation.
@@ -81,6 +75,40 @@ type TaskDeps struct {
 
 	// protect replaces Protect once SetProtect is called (a config reload)
 	protect atomic.Pointer[[]string]
+}
+
+// Validate names the required fields left out: a tree built without one
+// refuses to start rather than fail on the first job that needs it.
+func (d *TaskDeps) Validate() error {
+	var missing []string
+	for name, absent := range map[string]bool{
+		"Store": d.Store == nil, "Launcher": d.Launcher == nil, "LockDir": d.LockDir == "", "Log": d.Log == nil,
+		"CheckPassphrase": d.CheckPassphrase == nil,
+	} {
+		if absent {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("task actors: %s missing from TaskDeps (the daemon builds it whole before the actor tree)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// TaskHost is what the actor tree gives each of its task actors: where
+// events go, how grants are revoked, and, in a cluster, the other members.
+type TaskHost struct {
+	Publish func(api.Event)           // nil: events are dropped
+	Revoke  func(taskID string) error // nil: no grants to revoke
+	// RunningElsewhere, in a cluster, reports whether another member's
+	// actor of the task is running a job now (the task was moved here
+	// while it ran): this actor then waits for it rather than record the
+	// turn cut off. Handoff sends a wake to the task wherever the cluster
+	// places it now (a drained actor's last act). Both nil outside a
+	// cluster.
+	RunningElsewhere func(taskID string) bool
+	Handoff          func(taskID string)
 }
 
 // SetProtect changes the protected paths for every check from now on.
@@ -131,6 +159,7 @@ type jobResult struct {
 type TaskActor struct {
 	id   string
 	deps *TaskDeps
+	host TaskHost
 	log  *slog.Logger
 
 	task    *store.Task
@@ -155,10 +184,11 @@ var epochs atomic.Int64
 
 func nextEpoch() int { return int(epochs.Add(1)) }
 
-// NewTaskActor returns the producer of the actor for task id.
-func NewTaskActor(id string, deps *TaskDeps) actor.Producer {
+// NewTaskActor returns the producer of the actor for task id; deps must
+// be valid (TaskDeps.Validate).
+func NewTaskActor(id string, deps *TaskDeps, host TaskHost) actor.Producer {
 	return func() actor.Actor {
-		return &TaskActor{id: id, deps: deps, log: deps.Log.With("task", task.ShortID(id))}
+		return &TaskActor{id: id, deps: deps, host: host, log: deps.Log.With("task", task.ShortID(id))}
 	}
 }
 
@@ -379,7 +409,7 @@ func (a *TaskActor) reload(settled bool) {
 		case store.TurnQueued:
 			a.queue = append(a.queue, newWorkJob(tu, tu.QueuedAt))
 		case store.TurnRunning:
-			if !settled && a.deps.RunningElsewhere != nil {
+			if !settled && a.host.RunningElsewhere != nil {
 				a.place.held = true
 				a.log.Info("a turn of this task is marked running: waiting to learn whether another member still runs it", "turn", tu.Number)
 				continue
@@ -658,8 +688,8 @@ func (a *TaskActor) tripped(what string) {
 	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
 		a.log.Error("record tripwire", "task", a.task.Ref(), "err", err)
 	}
-	if a.deps.Revoke != nil {
-		if err := a.deps.Revoke(a.id); err != nil {
+	if a.host.Revoke != nil {
+		if err := a.host.Revoke(a.id); err != nil {
 			a.log.Error("revoke grants after a tripwire", "task", a.task.Ref(), "err", err)
 		}
 	}
@@ -672,8 +702,8 @@ func (a *TaskActor) endTask(s task.Status) error {
 	now := a.now()
 	a.task.EndedAt = &now
 	a.setStatus(s, "")
-	if a.deps.Revoke != nil {
-		if err := a.deps.Revoke(a.id); err != nil {
+	if a.host.Revoke != nil {
+		if err := a.host.Revoke(a.id); err != nil {
 			return fmt.Errorf("revoke grants: %w", err)
 		}
 	}
@@ -713,11 +743,11 @@ func (a *TaskActor) rename(ctx actor.Context, title string) {
 }
 
 func (a *TaskActor) publish(e api.Event) {
-	if a.deps.Publish == nil || a.task == nil {
+	if a.host.Publish == nil || a.task == nil {
 		return
 	}
 	e.Time, e.TaskID, e.TaskRef = a.now(), a.id, a.task.Ref()
-	a.deps.Publish(e)
+	a.host.Publish(e)
 }
 
 func (a *TaskActor) health() api.ActorHealth {

@@ -121,7 +121,7 @@ func (a *TaskActor) recheckHeld(ctx actor.Context) {
 // still runs a job of this task; the answer comes back as a heldCheck.
 func (a *TaskActor) checkHeld(ctx actor.Context, wait time.Duration) {
 	a.place.gen++
-	self, root, id, elsewhere, gen := ctx.Self(), ctx.ActorSystem().Root, a.id, a.deps.RunningElsewhere, a.place.gen
+	self, root, id, elsewhere, gen := ctx.Self(), ctx.ActorSystem().Root, a.id, a.host.RunningElsewhere, a.place.gen
 	time.AfterFunc(wait, func() { root.Send(self, &heldCheck{busy: elsewhere(id), gen: gen}) })
 }
 
@@ -135,8 +135,8 @@ func (a *TaskActor) handOver(ctx actor.Context) {
 		}
 	}
 	a.queue = nil
-	if a.deps.Handoff != nil {
-		go a.deps.Handoff(a.id)
+	if a.host.Handoff != nil {
+		go a.host.Handoff(a.id)
 	}
 	a.log.Info("the task's running job finished; handed over to its new member")
 	ctx.Stop(ctx.Self())
