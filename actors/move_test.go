@@ -26,13 +26,13 @@ func TestHeldWhileAnotherMemberRuns(t *testing.T) {
 	tu := &store.Turn{ID: task.NewID(now), TaskID: r.tk.ID, Kind: store.TurnAsk, Trigger: "ask", Prompt: "an earlier question", Status: store.TurnRunning, QueuedAt: now, StartedAt: &now}
 	var busy atomic.Bool
 	busy.Store(true)
-	r.respawn(func(d *TaskDeps) {
+	r.respawn(func(h *TaskHost) {
 		// the other member's turn, as the store shows it (written while no
 		// actor of the task runs here)
 		if err := r.st.CreateTurn(ctx, tu); err != nil {
 			t.Fatal(err)
 		}
-		d.RunningElsewhere = func(string) bool { return busy.Load() }
+		h.RunningElsewhere = func(string) bool { return busy.Load() }
 	})
 
 	res, err := r.ask(&PostReviewComment{Comment: review.ReviewComment{Intent: review.Ask, Body: "why?", File: "a.go", Line: 1, Side: review.New, LineText: "package a"}})
@@ -92,7 +92,7 @@ func TestDrainFinishesTheRunningJob(t *testing.T) {
 	l := &scripted{gate: make(chan struct{})}
 	r := newRigWith(t, "", nil, l, "session-1")
 	handed := make(chan string, 1)
-	r.respawn(func(d *TaskDeps) { d.Handoff = func(id string) { handed <- id } })
+	r.respawn(func(h *TaskHost) { h.Handoff = func(id string) { handed <- id } })
 	post := func(body string) string {
 		res, err := r.ask(&PostReviewComment{Comment: review.ReviewComment{Intent: review.Ask, Body: body, File: "a.go", Line: 1, Side: review.New, LineText: "package a"}})
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -36,15 +37,15 @@ type SetupRunner interface {
 	RunSetup(ctx context.Context, req agent.TurnRequest, commands []string) (string, error)
 }
 
-// TaskDeps is what every task actor needs.
+// TaskDeps is what every task actor needs from the daemon, given whole
+// before the first actor starts (Validate names what is missing). What the
+// actor tree itself gives each actor is TaskHost.
 type TaskDeps struct {
-	Store    store.Store
-	Launcher TurnLauncher
-	Setup    SetupRunner // nil: no setup
-	Publish  func(api.Event)
-	Revoke   func(taskID string) error
-	LockDir  string
-	Log      *slog.Logger
+	Store    store.Store  // required
+	Launcher TurnLauncher // required
+	Setup    SetupRunner  // nil: no setup
+	LockDir  string       // required
+	Log      *slog.Logger // required
 	Now      func() time.Time
 	// Root is the project's git top level (accept merges there).
 	Root string
@@ -53,7 +54,7 @@ type TaskDeps struct {
 	// Protect lists globs of paths whose changes need the passphrase.
 	Protect []string
 	// CheckPassphrase verifies the approval passphrase for a task (attempts
-	// are rate-limited per task).
+	// are rate-limited per task). Required.
 	CheckPassphrase func(taskID, pass string) error
 	// AskTimeout is reported in the reason of an ask that timed out.
 	AskTimeout time.Duration
@@ -68,13 +69,6 @@ type TaskDeps struct {
 	// HomeFor is where this member keeps a task's agent home.
 	Homes   HomeStore
 	HomeFor func(ref string) string
-	// RunningElsewhere, in a cluster, reports whether another member's
-	// actor of the task is running a job now (the task was moved here
-	// while it ran): this actor then waits for it rather than record the
-	// turn cut off. Handoff sends a wake to the task wherever the cluster
-	// places it now (a drained actor's last act).
-	RunningElsewhere func(taskID string) bool
-	Handoff          func(taskID string)
 	// Agent is the agent a turn launched now runs (driver name, command;
 	// nil: not known), for telling the reviewer that the next turn starts
 	// a new conversation.
@@ -82,6 +76,40 @@ type TaskDeps struct {
 
 	// protect replaces Protect once SetProtect is called (a config reload)
 	protect atomic.Pointer[[]string]
+}
+
+// Validate names the required fields left out: a tree built without one
+// refuses to start rather than fail on the first job that needs it.
+func (d *TaskDeps) Validate() error {
+	var missing []string
+	for name, absent := range map[string]bool{
+		"Store": d.Store == nil, "Launcher": d.Launcher == nil, "LockDir": d.LockDir == "", "Log": d.Log == nil,
+		"CheckPassphrase": d.CheckPassphrase == nil,
+	} {
+		if absent {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("task actors: %s missing from TaskDeps (the daemon builds it whole before the actor tree)", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// TaskHost is what the actor tree gives each of its task actors: where
+// events go, how grants are revoked, and, in a cluster, the other members.
+type TaskHost struct {
+	Publish func(api.Event)           // nil: events are dropped
+	Revoke  func(taskID string) error // nil: no grants to revoke
+	// RunningElsewhere, in a cluster, reports whether another member's
+	// actor of the task is running a job now (the task was moved here
+	// while it ran): this actor then waits for it rather than record the
+	// turn cut off. Handoff sends a wake to the task wherever the cluster
+	// places it now (a drained actor's last act). Both nil outside a
+	// cluster.
+	RunningElsewhere func(taskID string) bool
+	Handoff          func(taskID string)
 }
 
 // SetProtect changes the protected paths for every check from now on.
@@ -108,33 +136,6 @@ func (e *BusyError) Error() string {
 	return fmt.Sprintf("the agent is busy (%s); try again when it is done", e.What)
 }
 
-// Job kinds.
-const (
-	jobWork   = "work"
-	jobAsk    = "ask"
-	jobSync   = "sync"
-	jobAccept = "accept"
-	jobDecide = "decide"
-)
-
-type job struct {
-	kind      string
-	turnID    string // work: the queued turn
-	commentID string // ask: the question
-	label     string
-	queuedAt  time.Time
-	sender    *actor.PID // who waits for the result (sync, accept, decide)
-	accept    *Accept
-	decide    *ViolationDecision
-
-	// set when the job starts
-	turn      *store.Turn // the work or ask turn row
-	setup     *store.Turn // the setup turn row run before the first work turn
-	delivered []string    // comments rendered into an unblock prompt
-	launched  bool
-	message   string // an unblock's own message, rendered after its comments at launch
-}
-
 type jobResult struct {
 	result  agent.Result
 	outcome agent.Outcome
@@ -159,6 +160,7 @@ type jobResult struct {
 type TaskActor struct {
 	id   string
 	deps *TaskDeps
+	host TaskHost
 	log  *slog.Logger
 
 	task    *store.Task
@@ -172,27 +174,9 @@ type TaskActor struct {
 	// delivering are the comments rendered into the prompt of the turn that
 	// is starting now: from then on they can no longer be withdrawn
 	delivering map[string]bool
-	// draining: the task was placed on another member; the running job
-	// finishes, no other starts, then the actor hands over and stops
-	draining bool
-	// held: the store says a turn runs, and another member may be running
-	// it (the task moved here while it ran): no job starts until that is
-	// settled (heldCheck)
-	held bool
-	// heldChecks counts the checks while held: they back off to one in
-	// 10 s (the handover's wake is what ends a hold; the checks are the
-	// safety net for a member that died)
-	heldChecks int
-	// heldGen numbers the checks scheduled: only the answer to the latest
-	// schedules another, so wakes while held do not start chains of checks
-	heldGen int
-}
-
-// heldCheck is the answer to whether another member still runs a job of
-// the held task (gen: the check's number).
-type heldCheck struct {
-	busy bool
-	gen  int
+	// place is the task's state in a cluster (moving away, or held while
+	// another member may still run its job); see task_cluster.go
+	place placement
 }
 
 // epochs numbers jobs across every actor instance: a job's end that arrives
@@ -201,10 +185,11 @@ var epochs atomic.Int64
 
 func nextEpoch() int { return int(epochs.Add(1)) }
 
-// NewTaskActor returns the producer of the actor for task id.
-func NewTaskActor(id string, deps *TaskDeps) actor.Producer {
+// NewTaskActor returns the producer of the actor for task id; deps must
+// be valid (TaskDeps.Validate).
+func NewTaskActor(id string, deps *TaskDeps, host TaskHost) actor.Producer {
 	return func() actor.Actor {
-		return &TaskActor{id: id, deps: deps, log: deps.Log.With("task", task.ShortID(id))}
+		return &TaskActor{id: id, deps: deps, host: host, log: deps.Log.With("task", task.ShortID(id))}
 	}
 }
 
@@ -217,62 +202,42 @@ func (a *TaskActor) now() time.Time {
 
 func (a *TaskActor) bg() context.Context { return context.Background() }
 
-// Receive handles one message.
+// Receive handles one message: lifecycle notices, the ends of the actor's
+// own jobs and the cluster's placement here; every other message is a
+// command (command).
 func (a *TaskActor) Receive(ctx actor.Context) {
-	if a.draining {
-		switch ctx.Message().(type) {
-		case *jobDone, *launched, *renderUnblock, *GetHealth, *Drain, *heldCheck,
-			*actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
-		default:
-			// a call relayed here again: the cluster placed the task back
-			a.draining = false
-			a.log.Info("the task came back to this member; it stays")
-		}
-	}
-	if a.held {
-		switch ctx.Message().(type) {
-		case *heldCheck, *GetHealth, *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
-		default:
-			// the member finishing the task's job writes the task row
-			// meanwhile: act on the row as it is now, never save a stale one
-			a.refreshTask()
-		}
-	}
+	a.arrived(ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.reload(false)
-		if a.held {
-			a.checkHeld(ctx, 0)
-		}
-		a.next(ctx)
-	case *Drain:
-		if a.running == nil {
-			ctx.Stop(ctx.Self())
-			return
-		}
-		a.draining = true
-		a.log.Info("the task moved to another member; its running job finishes here first", "job", a.running.label)
-	case *heldCheck:
-		if !a.held || m.gen != a.heldGen {
-			return // settled, or a later check is on its way
-		}
-		if m.busy {
-			a.heldChecks++
-			a.checkHeld(ctx, min(time.Second<<min(a.heldChecks-1, 4), 10*time.Second))
-			return
-		}
-		a.heldChecks = 0
-		// nobody runs it: what the store says is the truth now (a turn
-		// still marked running was cut off)
-		a.held = false
-		kept := a.memoryJobs()
-		a.reload(true)
-		a.queue = append(a.queue, kept...)
+		a.recheckHeld(ctx)
 		a.next(ctx)
 	case *actor.Restarting:
 		a.abort(ctx, "the task actor restarted after a failure")
 	case *actor.Stopping:
 		a.abort(ctx, "the daemon stopped")
+	case *Drain:
+		a.drain(ctx)
+	case *heldCheck:
+		a.heldChecked(ctx, m)
+	case *launched:
+		a.onLaunchedMsg(m)
+	case *renderUnblock:
+		a.onRenderUnblock(ctx, m)
+	case *jobDone:
+		a.onJobDone(ctx, m)
+	case *GetHealth:
+		ctx.Respond(a.health())
+	case *InjectPanic:
+		panic(fmt.Sprintf("injected: %s", m.Reason))
+	default:
+		a.command(ctx)
+	}
+}
+
+// command handles the task's commands (messages.go), one call each.
+func (a *TaskActor) command(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
 	case *StartWork:
 		wq, err := a.queueWork(m.Trigger, m.Prompt, "")
 		reply(ctx, wq, err)
@@ -297,119 +262,99 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		ad, err := a.withdraw(m.ID)
 		reply(ctx, ad, err)
 	case *Sync:
-		if err := a.requireLive(); err != nil {
-			ctx.Respond(err)
-			return
-		}
-		j := &job{kind: jobSync, label: "sync with " + a.task.Parent, queuedAt: a.now()}
-		if m.Wait {
-			j.sender = ctx.Sender()
-		} else {
-			ctx.Respond(&SyncQueued{Position: len(a.queue) + a.busyCount()})
-		}
-		a.queue = append(a.queue, j)
-		a.next(ctx)
+		a.sync(ctx, m.Wait)
 	case *Accept:
-		a.startExclusive(ctx, &job{kind: jobAccept, label: "accept", accept: m})
+		a.startExclusive(ctx, &job{spec: acceptSpec{args: *m}, label: "accept"})
 	case *ViolationDecision:
-		a.startExclusive(ctx, &job{kind: jobDecide, label: m.Decision + " out-of-scope files", decide: m})
+		a.startExclusive(ctx, &job{spec: decideSpec{args: *m}, label: m.Decision + " out-of-scope files"})
 	case *Approve:
 		reply(ctx, &Done{}, a.approve(m))
 	case *CancelTask:
-		if err := a.cancelTask(ctx); err != nil {
-			ctx.Respond(err)
-			return
-		}
-		ctx.Respond(&Done{})
-		ctx.Stop(ctx.Self())
+		a.cancelAndStop(ctx)
 	case *Wake:
 		ctx.Respond(&Done{})
-		if a.held {
-			a.checkHeld(ctx, 0) // the member that ran it may have handed over
-		}
+		a.recheckHeld(ctx) // the member that ran it may have handed over
 		a.next(ctx)
 	case *Tripwire:
 		a.tripped(m.What)
 	case *Rename:
 		a.rename(ctx, m.Title)
 	case *SetBudget:
-		if a.task == nil {
-			ctx.Respond(fmt.Errorf("task %s: %w", a.id, store.ErrNotFound))
-			return
-		}
-		a.task.BudgetTokens, a.task.UpdatedAt = m.Tokens, a.now()
-		if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
-			ctx.Respond(err)
-			return
-		}
-		a.publish(api.Event{Kind: "budget", Detail: fmt.Sprintf("token budget set to %d", m.Tokens)})
-		ctx.Respond(&Done{})
-	case *GetHealth:
-		ctx.Respond(a.health())
-	case *InjectPanic:
-		panic(fmt.Sprintf("injected: %s", m.Reason))
-	case *launched:
-		if m.epoch == a.epoch && a.running != nil {
-			a.onLaunched(a.running)
-		}
-	case *renderUnblock:
-		if m.epoch != a.epoch || a.running == nil {
-			ctx.Respond(errors.New("the turn was cut off before it launched"))
-			return
-		}
-		prompt, err := a.renderUnblock(a.running)
-		reply(ctx, prompt, err)
-	case *jobDone:
-		if m.epoch != a.epoch || a.running == nil {
-			return
-		}
-		j := a.running
-		r := <-a.resCh
-		a.running, a.cancel = nil, nil
-		a.finish(ctx, j, r)
-		if a.draining {
-			a.handOver(ctx)
-			return
-		}
-		a.next(ctx)
+		reply(ctx, &Done{}, a.setBudget(m.Tokens))
 	}
 }
 
-// handOver ends a drained actor: jobs only it knew of (a sync, an accept)
-// are answered that the task moved, the task's new host is woken to take
-// the queue from the store, and the actor stops.
-func (a *TaskActor) handOver(ctx actor.Context) {
-	for _, j := range a.memoryJobs() {
-		if j.sender != nil {
-			ctx.Send(j.sender, &BusyError{What: "a move to another cluster member (send it again)"})
-		}
+// sync queues a merge of the parent; with wait the sender hears when it is
+// done, without at once where it stands in the queue.
+func (a *TaskActor) sync(ctx actor.Context, wait bool) {
+	if err := a.requireLive(); err != nil {
+		ctx.Respond(err)
+		return
 	}
-	a.queue = nil
-	if a.deps.Handoff != nil {
-		go a.deps.Handoff(a.id)
+	j := newSyncJob(a.task.Parent, a.now())
+	if wait {
+		j.sender = ctx.Sender()
+	} else {
+		ctx.Respond(&SyncQueued{Position: len(a.queue) + a.busyCount()})
 	}
-	a.log.Info("the task's running job finished; handed over to its new member")
+	a.queue = append(a.queue, j)
+	a.next(ctx)
+}
+
+// cancelAndStop ends the task and stops the actor.
+func (a *TaskActor) cancelAndStop(ctx actor.Context) {
+	if err := a.cancelTask(ctx); err != nil {
+		ctx.Respond(err)
+		return
+	}
+	ctx.Respond(&Done{})
 	ctx.Stop(ctx.Self())
 }
 
-// memoryJobs are the queued jobs the store does not hold (syncs, accepts,
-// decisions): a reload from the store would lose them.
-func (a *TaskActor) memoryJobs() []*job {
-	var out []*job
-	for _, j := range a.queue {
-		if j.kind != jobWork && j.kind != jobAsk {
-			out = append(out, j)
-		}
+func (a *TaskActor) setBudget(tokens int64) error {
+	if a.task == nil {
+		return fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
 	}
-	return out
+	a.task.BudgetTokens, a.task.UpdatedAt = tokens, a.now()
+	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+		return err
+	}
+	a.publish(api.Event{Kind: api.EventBudget, Detail: fmt.Sprintf("token budget set to %d", tokens)})
+	return nil
 }
 
-// checkHeld asks, after wait and off the actor, whether another member
-// still runs a job of this task; the answer comes back as a heldCheck.
-func (a *TaskActor) checkHeld(ctx actor.Context, wait time.Duration) {
-	a.heldGen++
-	self, root, id, elsewhere, gen := ctx.Self(), ctx.ActorSystem().Root, a.id, a.deps.RunningElsewhere, a.heldGen
-	time.AfterFunc(wait, func() { root.Send(self, &heldCheck{busy: elsewhere(id), gen: gen}) })
+// onLaunchedMsg: the running job's agent process started.
+func (a *TaskActor) onLaunchedMsg(m *launched) {
+	if m.epoch == a.epoch && a.running != nil {
+		a.onLaunched(a.running)
+	}
+}
+
+// onRenderUnblock answers the running job's request for its unblock prompt.
+func (a *TaskActor) onRenderUnblock(ctx actor.Context, m *renderUnblock) {
+	if m.epoch != a.epoch || a.running == nil {
+		ctx.Respond(errors.New("the turn was cut off before it launched"))
+		return
+	}
+	prompt, err := a.renderUnblock(a.running)
+	reply(ctx, prompt, err)
+}
+
+// onJobDone records the end of the running job and starts the next (or,
+// moving away, hands the task over).
+func (a *TaskActor) onJobDone(ctx actor.Context, m *jobDone) {
+	if m.epoch != a.epoch || a.running == nil {
+		return
+	}
+	j := a.running
+	r := <-a.resCh
+	a.running, a.cancel = nil, nil
+	j.spec.finish(a, ctx, j, r)
+	if a.place.draining {
+		a.handOver(ctx)
+		return
+	}
+	a.next(ctx)
 }
 
 // reply answers the sender (when there is one) with v, or with err when
@@ -463,10 +408,10 @@ func (a *TaskActor) reload(settled bool) {
 		tu := &turns[i]
 		switch tu.Status {
 		case store.TurnQueued:
-			a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: tu.Label(), queuedAt: tu.QueuedAt})
+			a.queue = append(a.queue, newWorkJob(tu, tu.QueuedAt))
 		case store.TurnRunning:
-			if !settled && a.deps.RunningElsewhere != nil {
-				a.held = true
+			if !settled && a.host.RunningElsewhere != nil {
+				a.place.held = true
 				a.log.Info("a turn of this task is marked running: waiting to learn whether another member still runs it", "turn", tu.Number)
 				continue
 			}
@@ -485,7 +430,7 @@ func (a *TaskActor) reload(settled bool) {
 	}
 	for i := range cs {
 		if cs[i].InFlight() {
-			a.queue = append(a.queue, &job{kind: jobAsk, commentID: cs[i].ID, label: "ask " + task.ShortID(cs[i].ID), queuedAt: cs[i].CreatedAt})
+			a.queue = append(a.queue, newAskJob(cs[i].ID, cs[i].CreatedAt))
 		}
 	}
 	sort.SliceStable(a.queue, func(i, j int) bool { return a.queue[i].queuedAt.Before(a.queue[j].queuedAt) })
@@ -539,7 +484,7 @@ func (a *TaskActor) startExclusive(ctx actor.Context, j *job) {
 		ctx.Respond(&BusyError{What: a.running.label})
 		return
 	}
-	if a.held {
+	if a.place.held {
 		ctx.Respond(&BusyError{What: "a turn another cluster member is finishing"})
 		return
 	}
@@ -559,7 +504,7 @@ func (a *TaskActor) startExclusive(ctx actor.Context, j *job) {
 // next starts the head of the queue when nothing runs (and the task is
 // neither moving away nor waiting for another member's job).
 func (a *TaskActor) next(ctx actor.Context) {
-	if a.draining || a.held {
+	if a.place.paused() {
 		return
 	}
 	for a.running == nil && len(a.queue) > 0 && a.task != nil && !a.task.Status.Ended() {
@@ -573,15 +518,7 @@ func (a *TaskActor) lockPath() string { return filepath.Join(a.deps.LockDir, a.i
 
 // start prepares a job in the actor and runs its slow part in a goroutine.
 func (a *TaskActor) start(ctx actor.Context, j *job) {
-	var run func(ctx context.Context, onStart func(int), ask renderPrompt) jobResult
-	switch j.kind {
-	case jobWork:
-		run = a.prepareWork(j)
-	case jobAsk:
-		run = a.prepareAsk(j)
-	case jobSync, jobAccept, jobDecide:
-		run = a.prepareGit(ctx, j)
-	}
+	run := j.spec.prepare(a, j)
 	if run == nil {
 		return // refused or failed while preparing; already recorded
 	}
@@ -643,18 +580,6 @@ func (a *TaskActor) loadTurn(id string) (*store.Turn, error) {
 	return nil, fmt.Errorf("turn %s: %w", id, store.ErrNotFound)
 }
 
-// finish records the end of a job in the actor.
-func (a *TaskActor) finish(ctx actor.Context, j *job, r jobResult) {
-	switch j.kind {
-	case jobWork:
-		a.finishWork(j, r)
-	case jobAsk:
-		a.finishAsk(j, r)
-	default:
-		a.finishGit(ctx, j, r)
-	}
-}
-
 func (a *TaskActor) endTurn(tu *store.Turn, out agent.Outcome, result, state, errText string) {
 	if tu == nil {
 		return
@@ -667,7 +592,7 @@ func (a *TaskActor) endTurn(tu *store.Turn, out agent.Outcome, result, state, er
 	if err := a.deps.Store.SaveTurn(a.bg(), tu); err != nil {
 		a.log.Error("record turn end", "turn", tu.Number, "err", err)
 	}
-	a.publish(api.Event{Kind: "turn_end", Turn: tu.Number, Label: tu.Label(), Status: state, Detail: errText})
+	a.publish(api.Event{Kind: api.EventTurnEnd, Turn: tu.Number, Label: tu.Label(), Status: state, Detail: errText})
 }
 
 // abort kills the running job (restart or stop). A work or ask turn is
@@ -697,9 +622,7 @@ func (a *TaskActor) abort(ctx actor.Context, cause string) {
 	if j.sender != nil {
 		ctx.Send(j.sender, fmt.Errorf("%s was interrupted: %s", j.label, cause))
 	}
-	if j.kind == jobWork && a.task != nil && !a.task.Status.Ended() {
-		a.setStatus(task.Failed, fmt.Sprintf("%s interrupted: %s; unblock the task to continue", j.label, cause))
-	}
+	j.spec.interrupted(a, j, cause)
 }
 
 func (a *TaskActor) cancelTask(ctx actor.Context) error {
@@ -708,16 +631,7 @@ func (a *TaskActor) cancelTask(ctx actor.Context) error {
 	}
 	a.abort(ctx, "the task was cancelled")
 	for _, j := range a.queue {
-		switch j.kind {
-		case jobWork:
-			if tu, err := a.loadTurn(j.turnID); err == nil {
-				a.endTurn(tu, agent.Outcome{}, "", store.TurnFailed, "the task was cancelled before this turn ran")
-			}
-		case jobAsk:
-			if c, err := a.loadComment(j.commentID); err == nil && c != nil {
-				a.failAsk(c, "The task was cancelled before the agent answered.")
-			}
-		}
+		j.spec.dropped(a, j)
 		if j.sender != nil {
 			ctx.Send(j.sender, fmt.Errorf("%s: the task was cancelled", j.label))
 		}
@@ -775,13 +689,13 @@ func (a *TaskActor) tripped(what string) {
 	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
 		a.log.Error("record tripwire", "task", a.task.Ref(), "err", err)
 	}
-	if a.deps.Revoke != nil {
-		if err := a.deps.Revoke(a.id); err != nil {
+	if a.host.Revoke != nil {
+		if err := a.host.Revoke(a.id); err != nil {
 			a.log.Error("revoke grants after a tripwire", "task", a.task.Ref(), "err", err)
 		}
 	}
 	a.log.Warn("tripwire", "task", a.task.Ref(), "what", what)
-	a.publish(api.Event{Kind: "tripwire", Detail: note})
+	a.publish(api.Event{Kind: api.EventTripwire, Detail: note})
 }
 
 // endTask moves the task to an end state and revokes its grants.
@@ -789,8 +703,8 @@ func (a *TaskActor) endTask(s task.Status) error {
 	now := a.now()
 	a.task.EndedAt = &now
 	a.setStatus(s, "")
-	if a.deps.Revoke != nil {
-		if err := a.deps.Revoke(a.id); err != nil {
+	if a.host.Revoke != nil {
+		if err := a.host.Revoke(a.id); err != nil {
 			return fmt.Errorf("revoke grants: %w", err)
 		}
 	}
@@ -808,7 +722,7 @@ func (a *TaskActor) setStatus(s task.Status, reason string) {
 		a.log.Error("save task", "err", err)
 	}
 	if changed {
-		a.publish(api.Event{Kind: "status", Status: string(s), Detail: reason})
+		a.publish(api.Event{Kind: api.EventStatus, Status: string(s), Detail: reason})
 	}
 }
 
@@ -825,16 +739,16 @@ func (a *TaskActor) rename(ctx actor.Context, title string) {
 		ctx.Respond(err)
 		return
 	}
-	a.publish(api.Event{Kind: "title", Detail: "renamed: " + title})
+	a.publish(api.Event{Kind: api.EventTitle, Detail: "renamed: " + title})
 	ctx.Respond(&Done{})
 }
 
 func (a *TaskActor) publish(e api.Event) {
-	if a.deps.Publish == nil || a.task == nil {
+	if a.host.Publish == nil || a.task == nil {
 		return
 	}
 	e.Time, e.TaskID, e.TaskRef = a.now(), a.id, a.task.Ref()
-	a.deps.Publish(e)
+	a.host.Publish(e)
 }
 
 func (a *TaskActor) health() api.ActorHealth {

@@ -46,7 +46,7 @@ func (a *TaskActor) postReviewComment(c review.ReviewComment) (*review.ReviewCom
 				a.log.Error("record the refused ask", "err", err)
 			}
 		} else {
-			a.queue = append(a.queue, &job{kind: jobAsk, commentID: c.ID, label: "ask " + task.ShortID(c.ID), queuedAt: now})
+			a.queue = append(a.queue, newAskJob(c.ID, now))
 		}
 	}
 	return &c, nil
@@ -86,7 +86,7 @@ func (a *TaskActor) retryAsk(id string) (*ActionDone, error) {
 	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
 		return nil, err
 	}
-	a.queue = append(a.queue, &job{kind: jobAsk, commentID: c.ID, label: "ask " + task.ShortID(c.ID), queuedAt: a.now()})
+	a.queue = append(a.queue, newAskJob(c.ID, a.now()))
 	return &ActionDone{Comment: *c, Notice: "Re-sent to the agent; the answer will appear in the thread."}, nil
 }
 
@@ -118,12 +118,12 @@ func (a *TaskActor) failAsk(c *review.ReviewComment, reason string) {
 	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
 		a.log.Error("record failed ask", "err", err)
 	}
-	a.publish(api.Event{Kind: "ask_end", Status: string(review.AskFailed), Detail: reason})
+	a.publish(api.Event{Kind: api.EventAskEnd, Status: string(review.AskFailed), Detail: reason})
 }
 
 // prepareAsk checks an ask can run now and starts its read-only turn.
-func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), renderPrompt) jobResult {
-	c, err := a.loadComment(j.commentID)
+func (a *TaskActor) prepareAsk(j *job, commentID string) runJob {
+	c, err := a.loadComment(commentID)
 	if err != nil || c == nil || !c.InFlight() {
 		return nil // withdrawn, answered or gone meanwhile
 	}
@@ -147,7 +147,7 @@ func (a *TaskActor) prepareAsk(j *job) func(context.Context, func(int), renderPr
 	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
 		a.log.Error("count the ask", "err", err)
 	}
-	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Label: tu.Label(), Detail: "ask turn"})
+	a.publish(api.Event{Kind: api.EventTurnStart, Turn: tu.Number, Label: tu.Label(), Detail: "ask turn"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, SessionDriver: a.task.Driver, SessionCommand: a.task.AgentCommand, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
 	launcher, repo := a.deps.Launcher, a.taskRepo()
@@ -195,10 +195,10 @@ func (a *TaskActor) askFailure(err error) string {
 	return "The agent failed while answering: " + err.Error() + ". Re-send to try again."
 }
 
-func (a *TaskActor) finishAsk(j *job, r jobResult) {
-	c, err := a.loadComment(j.commentID)
+func (a *TaskActor) finishAsk(j *job, commentID string, r jobResult) {
+	c, err := a.loadComment(commentID)
 	if err != nil || c == nil {
-		a.log.Error("load asked comment", "comment", j.commentID, "err", err)
+		a.log.Error("load asked comment", "comment", commentID, "err", err)
 		return
 	}
 	if r.err != nil {
@@ -245,5 +245,5 @@ func (a *TaskActor) finishAsk(j *job, r jobResult) {
 	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
 		a.log.Error("save task", "err", err)
 	}
-	a.publish(api.Event{Kind: "ask_end", Status: string(review.AskAnswered)})
+	a.publish(api.Event{Kind: api.EventAskEnd, Status: string(review.AskAnswered)})
 }

@@ -23,30 +23,6 @@ import (
 	"lazy/task"
 )
 
-// prepareGit captures what a sync, accept or decision needs and returns its
-// slow part; the goroutine reads only the values captured here.
-func (a *TaskActor) prepareGit(ctx actor.Context, j *job) func(context.Context, func(int), renderPrompt) jobResult {
-	t := *a.task
-	deps := a.deps
-	switch j.kind {
-	case jobSync:
-		return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult {
-			return runSync(ctx, taskRepoOf(deps, &t))
-		}
-	case jobAccept:
-		args := *j.accept
-		return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult {
-			return runAccept(ctx, deps, &t, args)
-		}
-	case jobDecide:
-		args := *j.decide
-		return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult {
-			return runDecide(ctx, deps, &t, args)
-		}
-	}
-	return nil
-}
-
 func runSync(ctx context.Context, t gitx.TaskRepo) jobResult {
 	if on, err := t.MergeInProgress(); err != nil {
 		return jobResult{err: err}
@@ -320,37 +296,49 @@ func runDecide(ctx context.Context, deps *TaskDeps, t *store.Task, args Violatio
 	return jobResult{}
 }
 
-// finishGit applies a sync, accept or decision result and answers its waiter.
-func (a *TaskActor) finishGit(ctx actor.Context, j *job, r jobResult) {
-	var reply any = &Done{}
-	if r.err != nil {
-		reply = r.err
-		if !isRefusal(r.err) {
-			a.lastErr = r.err.Error()
+// gitReply is a git job's reply before its kind adds to it: done, or the
+// error (a refusal by the rules is no failure of the actor).
+func (a *TaskActor) gitReply(r jobResult) any {
+	if r.err == nil {
+		return &Done{}
+	}
+	if !isRefusal(r.err) {
+		a.lastErr = r.err.Error()
+	}
+	return r.err
+}
+
+// finishSync records what a sync did on the task's status.
+func (a *TaskActor) finishSync(r jobResult) any {
+	reply := a.gitReply(r)
+	if sd := r.synced; r.err == nil && sd != nil {
+		reply = sd
+		if sd.Status == string(task.Conflict) {
+			a.setStatus(task.Conflict, fmt.Sprintf("syncing with %s hit conflicts in %v; ask the agent about them or unblock it to resolve them", a.task.Parent, sd.Conflicts))
+		} else if a.task.Status == task.Conflict || a.task.Status == task.Blocked {
+			a.setStatus(task.Blocked, "")
 		}
 	}
-	switch j.kind {
-	case jobSync:
-		if sd := r.synced; r.err == nil && sd != nil {
-			reply = sd
-			if sd.Status == string(task.Conflict) {
-				a.setStatus(task.Conflict, fmt.Sprintf("syncing with %s hit conflicts in %v; ask the agent about them or unblock it to resolve them", a.task.Parent, sd.Conflicts))
-			} else if a.task.Status == task.Conflict || a.task.Status == task.Blocked {
-				a.setStatus(task.Blocked, "")
-			}
-		}
-	case jobAccept:
-		if r.err == nil && r.merged {
-			a.task.EndBase, a.task.EndHead = r.base, r.head
-			if err := a.endTask(task.Accepted); err != nil {
-				reply = err
-			} else {
-				a.removeRepo()
-				reply = &AcceptDone{Task: *a.task}
-				defer ctx.Stop(ctx.Self())
-			}
-		}
+	return reply
+}
+
+// finishAccept ends a task whose branch was merged; ended: the actor stops
+// once its waiter is answered.
+func (a *TaskActor) finishAccept(r jobResult) (reply any, ended bool) {
+	reply = a.gitReply(r)
+	if r.err != nil || !r.merged {
+		return reply, false
 	}
+	a.task.EndBase, a.task.EndHead = r.base, r.head
+	if err := a.endTask(task.Accepted); err != nil {
+		return err, false
+	}
+	a.removeRepo()
+	return &AcceptDone{Task: *a.task}, true
+}
+
+// answer sends a job's reply to its waiter, when it has one.
+func (a *TaskActor) answer(ctx actor.Context, j *job, reply any) {
 	if j.sender != nil {
 		ctx.Send(j.sender, reply)
 	}
@@ -374,7 +362,8 @@ func isRefusal(err error) bool {
 type travel struct {
 	log                            *slog.Logger
 	root, remote, worktree, branch string
-	parent, kind, taskID, home     string
+	parent, taskID, home           string
+	kind                           jobKind
 	homes                          HomeStore
 }
 
@@ -391,7 +380,7 @@ func (a *TaskActor) trip(j *job) *travel {
 	}
 	t := a.task
 	tr := &travel{log: a.log, root: a.deps.Root, remote: a.deps.Remote, worktree: t.Worktree, branch: t.Branch, parent: t.Parent,
-		kind: j.kind, taskID: t.ID, homes: a.deps.Homes}
+		kind: j.kind(), taskID: t.ID, homes: a.deps.Homes}
 	if a.deps.HomeFor != nil {
 		tr.home = a.deps.HomeFor(t.Ref())
 	}
@@ -409,7 +398,7 @@ func (tr *travel) arrive(ctx context.Context) error {
 }
 
 func (tr *travel) agentTurn() bool {
-	return tr.homes != nil && tr.home != "" && (tr.kind == jobWork || tr.kind == jobAsk)
+	return tr.homes != nil && tr.home != "" && tr.kind.agentTurn()
 }
 
 // homeMark records, in the home, which archive it is; homeCwd the worktree
@@ -495,8 +484,7 @@ func writeMarks(dir string, marks map[string]string) error {
 // home. A failure is logged: the next job's arrival finds things where they
 // are.
 func (tr *travel) depart(ctx context.Context) {
-	switch tr.kind {
-	case jobWork, jobSync, jobDecide:
+	if tr.kind.changesBranch() {
 		if err := gitx.Depart(ctx, tr.root, tr.remote, tr.branch); err != nil {
 			tr.log.Error("send the task branch to the cluster's git remote", "err", err)
 		}

@@ -39,6 +39,7 @@ type rig struct {
 	root    string
 	tk      *store.Task
 	deps    *TaskDeps
+	host    TaskHost
 	mu      sync.Mutex
 	revoked []string
 }
@@ -74,24 +75,27 @@ func newRigWith(t *testing.T, scope string, protect []string, launcher TurnLaunc
 	r := &rig{t: t, st: st, root: root, tk: tk, sys: actor.NewActorSystem()}
 	deps := &TaskDeps{Store: st, Launcher: launcher, LockDir: filepath.Join(dir, "locks"), Log: discard(), Root: root,
 		RecoveryDir: filepath.Join(dir, "recovery"), Protect: protect, AskTimeout: time.Minute,
-		Revoke:          func(id string) error { r.mu.Lock(); r.revoked = append(r.revoked, id); r.mu.Unlock(); return nil },
 		CheckPassphrase: func(string, string) error { return approval.ErrWrong }}
+	if err := deps.Validate(); err != nil {
+		t.Fatal(err)
+	}
 	r.deps = deps
-	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(id, deps)))
+	r.host = TaskHost{Revoke: func(id string) error { r.mu.Lock(); r.revoked = append(r.revoked, id); r.mu.Unlock(); return nil }}
+	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(id, deps, r.host)))
 	t.Cleanup(func() { r.sys.Root.Stop(r.pid); r.sys.Shutdown() })
 	return r
 }
 
-// respawn stops the task actor, lets change alter its deps while no actor
-// reads them, and starts a new one (which loads the task from the store,
-// as on another member).
-func (r *rig) respawn(change func(*TaskDeps)) {
+// respawn stops the task actor, lets change alter what its tree gives it
+// while no actor reads it, and starts a new one (which loads the task from
+// the store, as on another member).
+func (r *rig) respawn(change func(*TaskHost)) {
 	r.t.Helper()
 	if err := r.sys.Root.StopFuture(r.pid).Wait(); err != nil {
 		r.t.Fatal(err)
 	}
-	change(r.deps)
-	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(r.tk.ID, r.deps)))
+	change(&r.host)
+	r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(r.tk.ID, r.deps, r.host)))
 }
 
 func (r *rig) ask(msg any) (any, error) {
@@ -266,7 +270,7 @@ func TestEndedTaskKeepsItsCommits(t *testing.T) {
 			t.Fatalf("ended task: got %s base %q head %q, want %s base %q head %q", got.Status, got.EndBase, got.EndHead, status, base, head)
 		}
 		// another actor of the task, as after a restart: everything refused
-		r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(r.tk.ID, r.deps)))
+		r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(r.tk.ID, r.deps, r.host)))
 		c := review.ReviewComment{Intent: review.Comment, Body: "more", File: "a.go", Line: 1, Side: review.New}
 		for _, msg := range []any{&PostReviewComment{Comment: c}, &RetryAsk{ID: "x"}, &WithdrawComment{ID: "x"}, &Unblock{Message: "go on"},
 			&Sync{Wait: true}, &Accept{Reason: "again"}} {

@@ -32,7 +32,7 @@ func (a *TaskActor) queueWork(trigger, prompt, id string) (*WorkQueued, error) {
 	if err := a.deps.Store.CreateTurn(a.bg(), tu); err != nil {
 		return nil, fmt.Errorf("queue work turn: %w", err)
 	}
-	a.queue = append(a.queue, &job{kind: jobWork, turnID: tu.ID, label: tu.Label(), queuedAt: now})
+	a.queue = append(a.queue, newWorkJob(tu, now))
 	return &WorkQueued{Turn: *tu, Notice: a.agentNotice()}, nil
 }
 
@@ -130,12 +130,12 @@ func (a *TaskActor) addComment(body string) (*CommentAdded, error) {
 // running one while its agent has not started, else the first queued one
 // (nil: none yet).
 func (a *TaskActor) nextCarrier() *store.Turn {
-	if j := a.running; j != nil && j.kind == jobWork && !j.launched && j.turn != nil {
+	if j := a.running; j != nil && j.kind() == jobWork && !j.launched && j.turn != nil {
 		return j.turn
 	}
 	for _, j := range a.queue {
-		if j.kind == jobWork {
-			if tu, err := a.loadTurn(j.turnID); err == nil {
+		if w, ok := j.spec.(workSpec); ok {
+			if tu, err := a.loadTurn(w.turnID); err == nil {
 				return tu
 			}
 		}
@@ -145,10 +145,10 @@ func (a *TaskActor) nextCarrier() *store.Turn {
 
 // prepareWork marks a work turn running; an unblock renders every queued
 // comment into its prompt now, so comments posted while it waited ride along.
-func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderPrompt) jobResult {
-	tu, err := a.loadTurn(j.turnID)
+func (a *TaskActor) prepareWork(j *job, turnID string) runJob {
+	tu, err := a.loadTurn(turnID)
 	if err != nil {
-		a.log.Error("load queued turn", "turn", j.turnID, "err", err)
+		a.log.Error("load queued turn", "turn", turnID, "err", err)
 		return nil
 	}
 	tu.Status = store.TurnRunning // started_at is set when the agent process starts
@@ -159,7 +159,7 @@ func (a *TaskActor) prepareWork(j *job) func(context.Context, func(int), renderP
 	j.turn = tu
 	a.task.Turns++
 	a.setStatus(task.Running, "")
-	a.publish(api.Event{Kind: "turn_start", Turn: tu.Number, Label: tu.Label(), Detail: tu.Label() + " (" + tu.Trigger + ")"})
+	a.publish(api.Event{Kind: api.EventTurnStart, Turn: tu.Number, Label: tu.Label(), Detail: tu.Label() + " (" + tu.Trigger + ")"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, SessionDriver: a.task.Driver, SessionCommand: a.task.AgentCommand, Brief: a.task.Prompt,
 		Prompt: tu.Prompt, Number: tu.Number}
@@ -219,7 +219,7 @@ func (a *TaskActor) startSetup(j *job) (SetupRunner, []string) {
 		st = nil
 	} else {
 		a.task.Setups++
-		a.publish(api.Event{Kind: "turn_start", Turn: st.Number, Label: st.Label(), Detail: "setup"})
+		a.publish(api.Event{Kind: api.EventTurnStart, Turn: st.Number, Label: st.Label(), Detail: "setup"})
 	}
 	j.setup = st
 	return a.deps.Setup, commands
@@ -250,7 +250,7 @@ func (a *TaskActor) noteAgent(tu *store.Turn, r agent.Result) {
 	tu.Driver, tu.Notice = agent.AgentName(r.Driver, r.Command), r.Notice
 	if r.Notice != "" {
 		a.log.Info("a turn started a new conversation", "turn", tu.Label(), "why", r.Notice)
-		a.publish(api.Event{Kind: "turn_note", Turn: tu.Number, Label: tu.Label(), Detail: r.Notice})
+		a.publish(api.Event{Kind: api.EventTurnNote, Turn: tu.Number, Label: tu.Label(), Detail: r.Notice})
 	}
 }
 

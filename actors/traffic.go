@@ -22,10 +22,10 @@ type Filter struct {
 
 // Match reports whether e passes the filter.
 func (f Filter) Match(e api.Event) bool {
-	if e.Kind == "net" && !f.Net {
+	if e.Kind == api.EventNet && !f.Net {
 		return false
 	}
-	if e.Kind != "net" && !f.Tasks {
+	if e.Kind != api.EventNet && !f.Tasks {
 		return false
 	}
 	if len(f.IDs) == 0 && len(f.Refs) == 0 || e.Kind == api.EventConfig {

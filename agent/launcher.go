@@ -325,3 +325,24 @@ func (l *Launcher) runTurn(ctx context.Context, req *TurnRequest, notice string)
 	}
 	return res, out, nil
 }
+
+// Validate names the fields a launcher cannot run a turn without: the
+// daemon checks its launcher when it builds one, not on the first turn.
+func (l *Launcher) Validate() error {
+	var missing []string
+	for _, f := range []struct {
+		name   string
+		absent bool
+	}{
+		{"Driver", l.Driver == nil}, {"Runner", l.Runner == nil}, {"Command", len(l.Command) == 0},
+		{"BaseURL", l.BaseURL == ""}, {"AgentsDir", l.AgentsDir == ""}, {"Placeholders", l.Placeholders == nil},
+	} {
+		if f.absent {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("agent launcher: %s missing (the daemon builds it whole before any turn)", strings.Join(missing, ", "))
+	}
+	return nil
+}

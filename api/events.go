@@ -20,7 +20,7 @@ type ActorHealth struct {
 // Event is one line of `lazy watch`: a task event or a proxy traffic event.
 type Event struct {
 	Time    time.Time `json:"time"`
-	Kind    string    `json:"kind"` // status | turn_start | turn_end | net | tripwire | model_error | config | daemon_stopped
+	Kind    EventKind `json:"kind"`
 	TaskID  string    `json:"task_id,omitempty"`
 	TaskRef string    `json:"task_ref,omitempty"`
 	Status  string    `json:"status,omitempty"`
@@ -32,9 +32,44 @@ type Event struct {
 	Net    *Traffic `json:"net,omitempty"`
 }
 
-// EventConfig says what a change of the config file did (applied keys, or
-// why it was not applied).
-const EventConfig = "config"
+// EventKind is what an Event tells. EventKinds lists every kind; the
+// table "Watch events" in docs/GUIDE.md lists the same, and an event is
+// never built with a bare string kind (both checked by events_test.go).
+type EventKind string
 
-// EventDaemonStopped ends every watch stream when the daemon stops.
-const EventDaemonStopped = "daemon_stopped"
+// The kinds of event, in the order of EventKinds.
+const (
+	// EventStatus: the task's status changed (Status; Detail: why).
+	EventStatus EventKind = "status"
+	// EventTurnStart: a work, ask or setup turn started (Turn, Label).
+	EventTurnStart EventKind = "turn_start"
+	// EventTurnEnd: a turn ended (Turn, Label, Status: the turn's; Detail:
+	// its error).
+	EventTurnEnd EventKind = "turn_end"
+	// EventTurnNote: what the daemon said of a turn as it started (Detail).
+	EventTurnNote EventKind = "turn_note"
+	// EventAskEnd: an ask was answered or failed (Status; Detail: why).
+	EventAskEnd EventKind = "ask_end"
+	// EventTitle: the task was renamed (Detail).
+	EventTitle EventKind = "title"
+	// EventBudget: the task's token budget changed (Detail).
+	EventBudget EventKind = "budget"
+	// EventTripwire: the task's traffic tripped a wire and its grant was
+	// revoked (Detail).
+	EventTripwire EventKind = "tripwire"
+	// EventModelError: the model upstream failed the task's calls (Detail).
+	EventModelError EventKind = "model_error"
+	// EventNet: one proxied call or egress connection (Net).
+	EventNet EventKind = "net"
+	// EventConfig says what a change of the config file did (applied keys,
+	// or why it was not applied).
+	EventConfig EventKind = "config"
+	// EventDaemonStopped ends every watch stream when the daemon stops.
+	EventDaemonStopped EventKind = "daemon_stopped"
+)
+
+// EventKinds is every kind of event, in the order the docs list them.
+func EventKinds() []EventKind {
+	return []EventKind{EventStatus, EventTurnStart, EventTurnEnd, EventTurnNote, EventAskEnd, EventTitle, EventBudget,
+		EventTripwire, EventModelError, EventNet, EventConfig, EventDaemonStopped}
+}

@@ -223,7 +223,9 @@ const (
 	KindAuthToken = "auth_token"
 )
 
-// Defaults returns the built-in settings every file and env var overrides.
+// Defaults returns the built-in settings every file and env var overrides:
+// the one list of defaults (Load decodes the file and the environment onto
+// it; TestDefaultsThroughLoad checks each arrives).
 func Defaults() Config {
 	return Config{
 		Daemon: Daemon{PortWindow: []int{26000, 26099}},
@@ -255,10 +257,6 @@ const FileName = ".lazy/config.toml"
 // LAZY_<SECTION>__<KEY> variables of environ, then validates the result.
 func Load(root string, environ []string) (*Config, error) {
 	k := koanf.New(".")
-	def := Defaults()
-	if err := k.Load(structProvider{def}, nil); err != nil {
-		return nil, fmt.Errorf("load defaults: %w", err)
-	}
 	path := filepath.Join(root, FileName)
 	if _, err := os.Stat(path); err == nil {
 		if err := k.Load(file.Provider(path), toml.Parser()); err != nil {
@@ -274,7 +272,9 @@ func Load(root string, environ []string) (*Config, error) {
 	}), nil); err != nil {
 		return nil, fmt.Errorf("read LAZY_ environment: %w", err)
 	}
-	var cfg Config
+	// the file and the environment are decoded onto the defaults: a key
+	// neither sets keeps its default
+	cfg := Defaults()
 	dc := &mapstructure.DecoderConfig{
 		Result:           &cfg,
 		TagName:          "koanf",
@@ -314,45 +314,6 @@ func envKey(k, v string) (string, any) {
 		return key, parts
 	}
 	return key, v
-}
-
-// structProvider feeds a Config to koanf as a nested map.
-type structProvider struct{ c Config }
-
-func (p structProvider) ReadBytes() ([]byte, error) { return nil, errors.New("not supported") }
-
-func (p structProvider) Read() (map[string]any, error) {
-	c := p.c
-	return map[string]any{
-		"daemon": map[string]any{
-			"port_window": []any{c.Daemon.PortWindow[0], c.Daemon.PortWindow[1]},
-		},
-		"agent": map[string]any{
-			"driver": c.Agent.Driver, "command": c.Agent.Command, "runner": c.Agent.Runner,
-			"permission_mode": c.Agent.PermissionMode, "ask_timeout": c.Agent.AskTimeout,
-			"turn_timeout": c.Agent.TurnTimeout, "docker_image": c.Agent.DockerImage, "max_concurrent": c.Agent.MaxConcurrent,
-			"budget_tokens": c.Agent.BudgetTokens,
-		},
-		"credentials": map[string]any{"provider": map[string]any{"kind": c.Credentials.Provider.Kind}},
-		"proxy": map[string]any{"upstream": c.Proxy.Upstream, "credential": c.Proxy.Credential, "editor_upstream": c.Proxy.EditorUpstream, "no_grant": c.Proxy.NoGrant,
-			"openai": map[string]any{"upstream": c.Proxy.OpenAI.Upstream, "credential": c.Proxy.OpenAI.Credential}},
-		"storage": map[string]any{"backend": c.Storage.Backend, "sync": c.Storage.Sync, "dsn": c.Storage.DSN},
-		"protect": map[string]any{"paths": toAny(c.Protect.Paths)},
-		"cluster": map[string]any{"name": c.Cluster.Name, "etcd": toAny(c.Cluster.Etcd), "advertise": c.Cluster.Advertise, "remote": c.Cluster.Remote,
-			"tls_cert": c.Cluster.TLSCert, "tls_key": c.Cluster.TLSKey, "tls_ca": c.Cluster.TLSCA},
-		"sandbox": map[string]any{"read_only": toAny(c.Sandbox.ReadOnly), "env": toAny(c.Sandbox.Env), "max_open_files": c.Sandbox.MaxOpenFiles,
-			"max_procs": c.Sandbox.MaxProcs, "memory": c.Sandbox.Memory, "tmp_size": c.Sandbox.TmpSize, "max_connections": c.Sandbox.MaxConnections},
-		"egress": map[string]any{"allow": toAny(c.Egress.Allow)},
-		"tasks":  map[string]any{"keep_branches": c.Tasks.KeepBranches},
-	}, nil
-}
-
-func toAny(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
 }
 
 // Validate checks every value and names the key that is wrong.

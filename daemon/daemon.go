@@ -29,6 +29,7 @@ import (
 	"lazy/approval"
 	"lazy/config"
 	"lazy/gitx"
+	"lazy/grain/grainpb"
 	"lazy/httpapi"
 	"lazy/proxy"
 	"lazy/review"
@@ -154,28 +155,18 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	proxyURL := "http://" + proxyLn.Addr().String()
 	creds := &credentials{live: d.live, home: home}
 
-	launcher := &agent.Launcher{
-		BaseURL: proxyURL, DaemonEnv: o.Environ, AgentsDir: paths.Agents,
-		GitDir: filepath.Join(o.Root, ".git"), Hide: hidden(home, paths.State), HideFile: hiddenFiles(home, cfg),
-		ProxyPort: proxyPort, Self: o.SelfExe,
-		TurnTimeout: cfg.TurnTimeoutDuration(), AskTimeout: cfg.AskTimeoutDuration(),
-		Slots: agent.NewSlots(cfg.Agent.MaxConcurrent),
-	}
-	launcher.Driver, err = agent.NewDriver(cfg.Agent.Driver, cfg.Agent.PermissionMode)
+	driver, err := agent.NewDriver(cfg.Agent.Driver, cfg.Agent.PermissionMode)
 	if err != nil {
 		return nil, err
 	}
-	launcher.Runner, err = agent.NewRunner(cfg.Agent.Runner, cfg.Agent.DockerImage)
+	runner, err := agent.NewRunner(cfg.Agent.Runner, cfg.Agent.DockerImage)
 	if err != nil {
 		return nil, err
 	}
-	launcher.Command = agentCommand(cfg, o.SelfExe)
-	launcher.Share, launcher.Limits, launcher.ExtraEnv = sandboxSettings(cfg, o.Root)
-	launcher.Setup = cfg.Setup.Run
-	if agent.Sandboxed(launcher.Runner) {
+	if agent.Sandboxed(runner) {
 		agent.WarmMasks()
 	}
-	warnings := runnerWarnings(launcher.Runner)
+	warnings := runnerWarnings(runner)
 	if w := agentWarning(cfg); w != "" {
 		warnings = append(warnings, w)
 	}
@@ -183,37 +174,18 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		o.Log.Warn(w)
 	}
 
-	guesses := &approval.Limiter{Book: st, Now: o.Now}
-	modelErrs := &trouble{}
-	d.launcher.cur.Store(launcher)
-	d.taskDeps = &actors.TaskDeps{Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: launcher.HomeFor, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, Setup: d.launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
-		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(), Agent: d.launcher.Agent,
-		CheckPassphrase: func(taskID, pass string) error {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			return guesses.Check(ctx, passphraseTries, func() error { return approval.Check(paths.Passphrase, pass) })
-		}}
-	clusterOpts, err := clusterOptions(ctx, cfg, st)
-	if err != nil {
-		return nil, err
-	}
-	if clusterOpts != nil {
-		clusterOpts.Describe = d.describe
-		clusterOpts.MembersLeft = func([]string) {
-			if err := d.wake(context.Background()); err != nil {
-				d.log.Error("wake the tasks of members that left", "err", err)
-			}
+	// Each part below is built whole, from parts built before it; nothing
+	// is set on a part after it is built. The actor tree is built before
+	// the proxy and the launcher (they call it), and a task's job calls
+	// the launcher only once the tree runs jobs: after the launcher is in
+	// place, when the daemon wakes its tasks or (in a cluster) joins.
+	clusterOpts, err := clusterOptions(ctx, cfg, st, d.describe, func([]string) {
+		if err := d.wake(context.Background()); err != nil {
+			d.log.Error("wake the tasks of members that left", "err", err)
 		}
-	}
-	// the cluster is joined below, once everything a job needs is wired: a
-	// member that joins is handed tasks (and their jobs) at once
-	sup, err := supervisor.New(supervisor.Options{GrantsPath: paths.ProxyTokens, Log: o.Log, Task: d.taskDeps})
+	})
 	if err != nil {
 		return nil, err
-	}
-	d.sup = sup
-	launcher.Placeholders = func(ctx context.Context, taskID, ref, role string) (map[string]string, error) {
-		return d.mint(creds, taskID, ref, role)
 	}
 	var clusterSecret []byte
 	if clusterOpts != nil {
@@ -223,11 +195,78 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	launcher.Decoys = decoys.Decoys
-	modelErrs.publish = sup.Publish
+	guesses := &approval.Limiter{Book: st, Now: o.Now}
+	modelErrs := &trouble{}
+	d.taskDeps = &actors.TaskDeps{Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: d.launcher.HomeFor, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, Setup: d.launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
+		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(), Agent: d.launcher.Agent,
+		CheckPassphrase: func(taskID, pass string) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return guesses.Check(ctx, passphraseTries, func() error { return approval.Check(paths.Passphrase, pass) })
+		}}
+	// in a cluster the tree joins below, once everything a job needs is
+	// built: a member that joins is handed tasks (and their jobs) at once
+	sup, err := supervisor.New(supervisor.Config{GrantsPath: paths.ProxyTokens, Log: o.Log, Task: d.taskDeps, Cluster: clusterOpts})
+	if err != nil {
+		return nil, err
+	}
+	d.sup = sup
 	book := newUsageBook(st, o.Log)
 	d.usage = book
 	egress := &egressBook{st: st, log: o.Log, turns: book}
+	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: sup.Grants, Log: o.Log, Port: proxyPort,
+		Publish: func(t api.Traffic) {
+			if sup.WantsTraffic() { // lazy watch --net: nobody else reads it
+				net := t // only a published event costs its copy
+				sup.Publish(api.Event{Time: t.Time, Kind: api.EventNet, TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &net})
+			}
+			if t.Egress {
+				egress.record(t) // no model call: not usage, not model trouble
+				return
+			}
+			if e := modelErrs.record(t); e != nil {
+				sup.Publish(*e)
+			}
+			book.record(t)
+		},
+		OverBudget: book.overBudget,
+		Canaries:   decoys.Set,
+		Reserve:    book.reserve,
+		Tripwire: func(taskID, ref, what string) {
+			// the proxy refuses the task's placeholders from this instant;
+			// the task's actor records the trip and revokes its grants
+			go func() {
+				if err := sup.Send(taskID, &actors.Tripwire{What: what}); err != nil {
+					o.Log.Error("record tripwire", "task", ref, "err", err)
+				}
+			}()
+		}})
+	if err != nil {
+		return nil, err
+	}
+	d.proxy = prx
+	if d.sockets, err = proxy.NewSockets(prx, filepath.Join(paths.State, "sockets")); err != nil {
+		return nil, err
+	}
+	share, limits, extraEnv := sandboxSettings(cfg, o.Root)
+	launcher := &agent.Launcher{
+		Driver: driver, Runner: runner, Command: agentCommand(cfg, o.SelfExe),
+		BaseURL: proxyURL, DaemonEnv: o.Environ, AgentsDir: paths.Agents,
+		GitDir: filepath.Join(o.Root, ".git"), Hide: hidden(home, paths.State), HideFile: hiddenFiles(home, cfg),
+		ProxyPort: proxyPort, Self: o.SelfExe, Share: share, Limits: limits, ExtraEnv: extraEnv,
+		TurnTimeout: cfg.TurnTimeoutDuration(), AskTimeout: cfg.AskTimeoutDuration(),
+		Placeholders: func(ctx context.Context, taskID, ref, role string) (map[string]string, error) {
+			return d.mint(creds, taskID, ref, role)
+		},
+		Sockets: d.sockets.Open,
+		Slots:   agent.NewSlots(cfg.Agent.MaxConcurrent),
+		Setup:   cfg.Setup.Run,
+		Decoys:  decoys.Decoys,
+	}
+	if err := launcher.Validate(); err != nil {
+		return nil, err
+	}
+	d.launcher.cur.Store(launcher)
 	var links *supervisor.LinkTLS
 	if clusterOpts != nil {
 		links = clusterOpts.TLS
@@ -271,39 +310,6 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: sup.Grants, Log: o.Log, Port: proxyPort,
-		Publish: func(t api.Traffic) {
-			if sup.WantsTraffic() { // lazy watch --net: nobody else reads it
-				net := t // only a published event costs its copy
-				sup.Publish(api.Event{Time: t.Time, Kind: "net", TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &net})
-			}
-			if t.Egress {
-				egress.record(t) // no model call: not usage, not model trouble
-				return
-			}
-			modelErrs.record(t)
-			book.record(t)
-		},
-		OverBudget: book.overBudget,
-		Canaries:   decoys.Set,
-		Reserve:    book.reserve,
-		Tripwire: func(taskID, ref, what string) {
-			// the proxy refuses the task's placeholders from this instant;
-			// the task's actor records the trip and revokes its grants
-			go func() {
-				if err := sup.Send(taskID, &actors.Tripwire{What: what}); err != nil {
-					o.Log.Error("record tripwire", "task", ref, "err", err)
-				}
-			}()
-		}})
-	if err != nil {
-		return nil, err
-	}
-	d.proxy = prx
-	if d.sockets, err = proxy.NewSockets(prx, filepath.Join(paths.State, "sockets")); err != nil {
-		return nil, err
-	}
-	launcher.Sockets = d.sockets.Open
 	if n := cfg.Sandbox.MaxConnections * cfg.Agent.MaxConcurrent; fds > 0 && uint64(n) > fds/2 {
 		o.Log.Warn("sandbox.max_connections × agent.max_concurrent is more than half the daemon's file limit: tasks at their limits together could starve the dashboard and the RPC; lower sandbox.max_connections or raise the hard RLIMIT_NOFILE (ulimit -Hn)",
 			"max_connections", cfg.Sandbox.MaxConnections, "max_concurrent", cfg.Agent.MaxConcurrent, "nofile", fds)
@@ -318,7 +324,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if clusterOpts != nil {
 		// before any page or RPC is served: a task is reached through the
 		// cluster from the first request on, never hosted here on the side
-		if err := sup.JoinCluster(clusterOpts); err != nil {
+		if err := sup.Join(); err != nil {
 			return nil, err
 		}
 	}
@@ -853,7 +859,7 @@ func (d *Daemon) cleanup() {
 
 // clusterOptions are the supervisor's cluster settings (nil: one daemon).
 // The secret that signs calls between members is the shared store's.
-func clusterOptions(ctx context.Context, cfg *config.Config, st store.Store) (*supervisor.ClusterOptions, error) {
+func clusterOptions(ctx context.Context, cfg *config.Config, st store.Store, describe func(*grainpb.MemberInfo), membersLeft func([]string)) (*supervisor.ClusterOptions, error) {
 	if !cfg.Cluster.Enabled() {
 		return nil, nil
 	}
@@ -869,7 +875,8 @@ func clusterOptions(ctx context.Context, cfg *config.Config, st store.Store) (*s
 	}
 	host, portStr, _ := net.SplitHostPort(cfg.Cluster.Advertise) // checked by config
 	port, _ := strconv.Atoi(portStr)
-	o := &supervisor.ClusterOptions{Name: cfg.Cluster.Name, Etcd: cfg.Cluster.Etcd, Host: host, Port: port, Secret: secret}
+	o := &supervisor.ClusterOptions{Name: cfg.Cluster.Name, Etcd: cfg.Cluster.Etcd, Host: host, Port: port, Secret: secret,
+		Describe: describe, MembersLeft: membersLeft}
 	if cfg.Cluster.TLS() {
 		if o.TLS, err = supervisor.LoadLinkTLS(cfg.Cluster.TLSCert, cfg.Cluster.TLSKey, cfg.Cluster.TLSCA); err != nil {
 			return nil, fmt.Errorf("config: %w", err)

@@ -64,6 +64,10 @@ func (l *liveLauncher) RunTurn(ctx context.Context, req agent.TurnRequest) (agen
 // Agent is the agent a turn launched now runs: driver name and command.
 func (l *liveLauncher) Agent() (driver, command string) { return l.cur.Load().Agent() }
 
+// HomeFor is where a task's agent home is (agents_dir never changes on a
+// reload).
+func (l *liveLauncher) HomeFor(ref string) string { return l.cur.Load().HomeFor(ref) }
+
 // SetupCommands is [setup] run in force now.
 func (l *liveLauncher) SetupCommands() []string { return l.cur.Load().SetupCommands() }
 
@@ -213,6 +217,9 @@ func (r *reloader) apply(next *config.Config) ([]string, error) {
 	l.HideFile = hiddenFiles(d.home, next)
 	l.Share, l.Limits, l.ExtraEnv = sandboxSettings(next, d.paths.Root)
 	l.Setup = next.Setup.Run
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
 	if err := d.proxy.Reconfigure(next); err != nil {
 		return nil, err
 	}

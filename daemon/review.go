@@ -471,7 +471,7 @@ func (r *Review) since(ctx context.Context, t *store.Task, since string) (string
 // two cores; a warm one takes ~30 ms). It runs until ctx ends.
 func (r *Review) warmReviews(ctx context.Context, events <-chan api.Event) {
 	eachEvent(ctx, events, func(e api.Event) {
-		if e.Kind != "status" || e.Status != string(task.Blocked) || e.TaskID == "" {
+		if e.Kind != api.EventStatus || e.Status != string(task.Blocked) || e.TaskID == "" {
 			return
 		}
 		r.warm(ctx, e.TaskID)

@@ -17,9 +17,8 @@ import (
 // on task show, the pages and watch, and a turn that fails says why — not
 // only "the agent exited with status 1". A call that succeeds clears it.
 type trouble struct {
-	mu      sync.Mutex
-	m       map[string]*modelTrouble
-	publish func(api.Event)
+	mu sync.Mutex
+	m  map[string]*modelTrouble
 }
 
 type modelTrouble struct {
@@ -28,11 +27,11 @@ type modelTrouble struct {
 	since, last time.Time
 }
 
-// record takes one proxied call; it reports a task's first failure in a row
-// as an event.
-func (t *trouble) record(tr api.Traffic) {
+// record takes one proxied call; it returns the event that reports a
+// task's first failure in a row (nil: nothing to report).
+func (t *trouble) record(tr api.Traffic) *api.Event {
 	if tr.TaskID == "" {
-		return
+		return nil
 	}
 	failed := tr.Error != "" || tr.Status >= 500 || tr.Refused == proxy.CauseBudgetExceeded
 	t.mu.Lock()
@@ -45,7 +44,7 @@ func (t *trouble) record(tr api.Traffic) {
 			delete(t.m, tr.TaskID)
 		}
 		t.mu.Unlock()
-		return
+		return nil
 	}
 	cause := tr.Error
 	switch {
@@ -65,9 +64,10 @@ func (t *trouble) record(tr api.Traffic) {
 	cur.count++
 	msg := cur.text()
 	t.mu.Unlock()
-	if first && t.publish != nil {
-		t.publish(api.Event{Time: tr.Time, Kind: "model_error", TaskID: tr.TaskID, TaskRef: tr.TaskRef, Detail: msg})
+	if !first {
+		return nil
 	}
+	return &api.Event{Time: tr.Time, Kind: api.EventModelError, TaskID: tr.TaskID, TaskRef: tr.TaskRef, Detail: msg}
 }
 
 // budgetCause is a budget refusal's trouble: the proxy said no, not the

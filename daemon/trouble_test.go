@@ -9,7 +9,7 @@ import (
 
 func TestTroubleTracksFailingCalls(t *testing.T) {
 	var events []api.Event
-	tr := &trouble{publish: func(e api.Event) { events = append(events, e) }}
+	tr := publishing{&trouble{}, func(e api.Event) { events = append(events, e) }}
 	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	fail := api.Traffic{Time: t0, TaskID: "t1", TaskRef: "one", Status: 502, Error: "dial tcp 127.0.0.1:1: connect: connection refused"}
 	tr.record(fail)
@@ -36,5 +36,18 @@ func TestTroubleTracksFailingCalls(t *testing.T) {
 	tr.record(api.Traffic{Status: 502, Error: "x"}) // unattributed: no task to tell
 	if len(events) != 2 {
 		t.Fatal("an unattributed failure made an event")
+	}
+}
+
+// publishing is the trouble book as the daemon's proxy callback uses it:
+// the event a record returns is published.
+type publishing struct {
+	*trouble
+	publish func(api.Event)
+}
+
+func (p publishing) record(t api.Traffic) {
+	if e := p.trouble.record(t); e != nil {
+		p.publish(*e)
 	}
 }

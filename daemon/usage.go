@@ -144,9 +144,9 @@ func (b *usageBook) follow(ctx context.Context, events <-chan api.Event) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		switch e.Kind {
-		case "turn_start":
+		case api.EventTurnStart:
 			b.running[e.TaskID] = e.Turn
-		case "turn_end":
+		case api.EventTurnEnd:
 			if b.running[e.TaskID] == e.Turn {
 				delete(b.running, e.TaskID)
 			}

@@ -17,7 +17,7 @@ func (h *handler) dashboardRoutes(e *echo.Echo) {
 // dashboardKinds are the events GET /api/events carries: what changes a
 // row of the Tasks page or calls for a notification. A model exchange or a
 // traffic line is each task's own stream's.
-var dashboardKinds = map[string]bool{"status": true, "tripwire": true, "turn_start": true, "turn_end": true, "title": true, "model_error": true}
+var dashboardKinds = map[api.EventKind]bool{api.EventStatus: true, api.EventTripwire: true, api.EventTurnStart: true, api.EventTurnEnd: true, api.EventTitle: true, api.EventModelError: true}
 
 // dashboardEvents is GET /api/events: every task's lifecycle events as
 // server-sent events (the Tasks page refreshes itself, counts what needs

@@ -58,14 +58,14 @@ type Notice struct {
 // to blocked or conflict, to failed, and a tripwire.
 func Of(e api.Event) (Event, bool) {
 	switch e.Kind {
-	case "status":
+	case api.EventStatus:
 		switch e.Status {
 		case "blocked", "conflict":
 			return NeedsReview, true
 		case "failed":
 			return Failed, true
 		}
-	case "tripwire":
+	case api.EventTripwire:
 		return Tripwire, true
 	}
 	return "", false
@@ -190,7 +190,7 @@ func (n *Notifier) Run(ctx context.Context, events <-chan api.Event) {
 // status notices of its task still waiting to settle.
 func (n *Notifier) take(e api.Event) {
 	ev, ok := Of(e)
-	if e.Kind != "status" && !ok {
+	if e.Kind != api.EventStatus && !ok {
 		return
 	}
 	if e.TaskID == "" || e.TaskRef == "" {
@@ -198,7 +198,7 @@ func (n *Notifier) take(e api.Event) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if e.Kind == "status" {
+	if e.Kind == api.EventStatus {
 		now := time.Now()
 		kept := n.queue[:0]
 		for _, p := range n.queue {

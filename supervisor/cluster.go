@@ -48,31 +48,36 @@ type ClusterOptions struct {
 	TLS *LinkTLS
 }
 
+// validate checks the options before anything starts.
+func (o *ClusterOptions) validate() error {
+	if o.Name == "" || len(o.Etcd) == 0 || o.Host == "" {
+		return errors.New("cluster: the name, etcd endpoints and the advertised host are all needed (cluster.name, cluster.etcd, cluster.advertise)")
+	}
+	if len(o.Secret) < 16 {
+		return errors.New("cluster: the secret is missing or short")
+	}
+	for _, e := range o.Etcd {
+		if strings.HasPrefix(e, "https://") && o.TLS == nil {
+			return fmt.Errorf("cluster: etcd at %s needs the member's certificate: set cluster.tls_cert, tls_key and tls_ca", e)
+		}
+	}
+	return nil
+}
+
 // startCluster joins the cluster. The member's own tree stays as it is: a
 // grain is a relay that hands each call to the task actor of this member's
 // tree (so OneForOne supervision, health and shutdown are the member's own),
 // and the cluster decides which member that is.
 func (s *Supervisor) startCluster(o *ClusterOptions) error {
-	if len(o.Secret) < 16 {
-		return errors.New("cluster: the secret is missing or short")
-	}
 	etcdCfg := clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second}
 	for _, e := range o.Etcd {
 		if strings.HasPrefix(e, "https://") {
-			if o.TLS == nil {
-				return fmt.Errorf("cluster: etcd at %s needs the member's certificate: set cluster.tls_cert, tls_key and tls_ca", e)
-			}
-			etcdCfg.TLS = o.TLS.Client.Clone()
+			etcdCfg.TLS = o.TLS.Client.Clone() // validate: TLS is set
 		}
 	}
 	prov := &etcdProvider{base: "/lazy/" + o.Name, cfg: etcdCfg, log: s.log}
 	s.link = grain.NewLink(o.Secret, o.Now)
 	s.describe = o.Describe
-	if s.deps != nil {
-		// before any task actor starts: a task moved here while its job
-		// ran elsewhere waits for that job
-		s.deps.RunningElsewhere, s.deps.Handoff = s.runningElsewhere, s.handoff
-	}
 	if _, err := s.root.SpawnNamed(actor.PropsFromFunc(s.memberInfo), memberActor); err != nil {
 		return fmt.Errorf("cluster: spawn the member info actor: %w", err)
 	}

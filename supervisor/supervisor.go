@@ -27,28 +27,48 @@ import (
 	"lazy/task"
 )
 
-// Options configure a Supervisor.
-type Options struct {
-	GrantsPath string
-	Task       *actors.TaskDeps // Publish and Revoke are filled in by New
-	Log        *slog.Logger
+// Config is everything a Supervisor needs, given whole to New (nothing is
+// set on it, or on what it points to, afterwards).
+type Config struct {
+	GrantsPath string           // required: the grants' file
+	Task       *actors.TaskDeps // required, valid (actors.TaskDeps.Validate); New never changes it
+	Log        *slog.Logger     // nil: discarded
 	// Timeout bounds every request to an actor (default 30s).
 	Timeout time.Duration
-	// Cluster, when set, makes this tree a member of a cluster: messages to
-	// task actors go through task grains (cluster.go).
+	// Cluster, when set, makes this tree a member of a cluster once Join
+	// is called: messages to task actors go through task grains
+	// (cluster.go). New checks it.
 	Cluster *ClusterOptions
+}
+
+// validate names what is missing or wrong.
+func (c *Config) validate() error {
+	if c.GrantsPath == "" {
+		return errors.New("supervisor: GrantsPath is missing")
+	}
+	if c.Cluster != nil {
+		if err := c.Cluster.validate(); err != nil {
+			return err
+		}
+	}
+	if c.Task == nil {
+		return errors.New("supervisor: Task (the task actors' deps) is missing")
+	}
+	return c.Task.Validate()
 }
 
 // Supervisor is the handle the daemon, the handlers and the proxy use.
 type Supervisor struct {
-	sys     *actor.ActorSystem
-	root    *actor.RootContext
-	pid     *actor.PID
-	grants  *actor.PID
-	traffic *actor.PID
-	log     *slog.Logger
-	timeout time.Duration
-	deps    *actors.TaskDeps
+	sys         *actor.ActorSystem
+	root        *actor.RootContext
+	pid         *actor.PID
+	grants      *actor.PID
+	traffic     *actor.PID
+	log         *slog.Logger
+	timeout     time.Duration
+	deps        *actors.TaskDeps
+	host        actors.TaskHost // what the tree gives each task actor
+	clusterOpts *ClusterOptions // nil: a single daemon
 
 	// Grants is the snapshot the proxy reads per request.
 	Grants *atomic.Pointer[proxy.Grants]
@@ -78,8 +98,13 @@ type Supervisor struct {
 // ErrUnresponsive is an actor that did not answer in time.
 var ErrUnresponsive = errors.New("actor did not answer in time")
 
-// New builds the tree: supervisor, grants, traffic.
-func New(o Options) (*Supervisor, error) {
+// New builds the tree: supervisor, grants, traffic. With Config.Cluster it
+// is a member-to-be: Join joins, once the daemon is ready to run the jobs
+// the cluster hands it at once.
+func New(o Config) (*Supervisor, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -87,16 +112,16 @@ func New(o Options) (*Supervisor, error) {
 		o.Timeout = 30 * time.Second
 	}
 	s := &Supervisor{
-		log: o.Log, timeout: o.Timeout, deps: o.Task,
+		log: o.Log, timeout: o.Timeout, deps: o.Task, clusterOpts: o.Cluster,
 		Grants:    &atomic.Pointer[proxy.Grants]{},
 		mailboxes: map[string]actor.Mailbox{}, restarts: map[string]int{}, lastFailure: map[string]string{},
 	}
 	empty := proxy.Grants{}
 	s.Grants.Store(&empty)
-	o.Task.Publish = s.Publish
-	o.Task.Revoke = s.Revoke
-	if o.Task.Log == nil {
-		o.Task.Log = o.Log
+	s.host = actors.TaskHost{Publish: s.Publish, Revoke: s.Revoke}
+	if o.Cluster != nil {
+		// a task moved here while its job ran elsewhere waits for that job
+		s.host.RunningElsewhere, s.host.Handoff = s.runningElsewhere, s.handoff
 	}
 	s.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return o.Log.With("lib", "protoactor")
@@ -127,25 +152,21 @@ func New(o Options) (*Supervisor, error) {
 		return nil, fmt.Errorf("start actor tree: %w", err)
 	}
 	s.grants, s.traffic = c.grants, c.traffic
-	if o.Cluster != nil {
-		if err := s.startCluster(o.Cluster); err != nil {
-			_ = s.root.StopFuture(s.pid).Wait()
-			s.sys.Shutdown()
-			return nil, err
-		}
-	}
 	return s, nil
 }
 
-// JoinCluster makes a supervisor made without Options.Cluster a member
-// now: for a daemon that must wire what a job needs first, since a member
-// that joins is handed tasks at once. On an error the caller shuts the
+// Join makes a supervisor built with Config.Cluster a member now. A member
+// that joins is handed tasks (and their jobs) at once, so the daemon joins
+// once it is ready to run them. On an error the caller shuts the
 // supervisor down.
-func (s *Supervisor) JoinCluster(o *ClusterOptions) error {
+func (s *Supervisor) Join() error {
+	if s.clusterOpts == nil {
+		return errors.New("cluster: this supervisor was built without Config.Cluster")
+	}
 	if s.cluster != nil {
 		return errors.New("cluster: this supervisor is a member already")
 	}
-	if err := s.startCluster(o); err != nil {
+	if err := s.startCluster(s.clusterOpts); err != nil {
 		s.cluster = nil // never joined: Shutdown leaves nothing
 		return err
 	}
@@ -170,7 +191,7 @@ type getTask struct{ id string }
 
 type rootActor struct {
 	s    *Supervisor
-	opts Options
+	opts Config
 	g, t *actor.PID
 	// live task actors by task id. protoactor makes a mailbox before it finds
 	// a name taken, so get-or-create is decided here, not by SpawnNamed.
@@ -200,7 +221,7 @@ func (r *rootActor) Receive(ctx actor.Context) {
 			delete(r.live, m.id) // stopped; its Terminated is still on the way
 		}
 		name := "task/" + m.id
-		pid, err := ctx.SpawnNamed(actor.PropsFromProducer(actors.NewTaskActor(m.id, r.s.deps), r.s.mailbox("supervisor/"+name)), name)
+		pid, err := ctx.SpawnNamed(actor.PropsFromProducer(actors.NewTaskActor(m.id, r.s.deps, r.s.host), r.s.mailbox("supervisor/"+name)), name)
 		if err != nil && !errors.Is(err, actor.ErrNameExists) {
 			ctx.Respond(fmt.Errorf("spawn task actor %s: %w", m.id, err))
 			return

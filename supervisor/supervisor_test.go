@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,9 +64,9 @@ func newHarness(t *testing.T, l *fakeLauncher) *harness {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	sup, err := New(Options{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Log: log, Timeout: 5 * time.Second,
+	sup, err := New(Config{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Log: log, Timeout: 5 * time.Second,
 		Task: &actors.TaskDeps{Store: st, Launcher: l, LockDir: filepath.Join(dir, "locks"), Log: log,
-			RecoveryDir: filepath.Join(dir, "recovery"), AskTimeout: time.Minute}})
+			RecoveryDir: filepath.Join(dir, "recovery"), AskTimeout: time.Minute, CheckPassphrase: noPassphrase}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func BenchmarkSpawnIdleTaskActors(b *testing.B) {
 	var perActorBytes float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		sup, err := New(Options{GrantsPath: filepath.Join(dir, "g.json"), Task: &actors.TaskDeps{Store: st, Launcher: &fakeLauncher{fn: ok}, LockDir: dir}})
+		sup, err := New(Config{GrantsPath: filepath.Join(dir, "g.json"), Task: &actors.TaskDeps{Store: st, Launcher: &fakeLauncher{fn: ok}, LockDir: dir, Log: testLog(), CheckPassphrase: noPassphrase}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -290,4 +291,40 @@ func BenchmarkSpawnIdleTaskActors(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/actor")
 	b.ReportMetric(perActorBytes, "heap-B/actor")
+}
+
+// testLog discards the logs of a test tree that does not read them.
+func testLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// noPassphrase is the passphrase check of a test that approves nothing.
+func noPassphrase(string, string) error { return errors.New("this test sets no passphrase") }
+
+// TestNewNamesWhatIsMissing: a tree built without what its task actors
+// need refuses at construction, naming the fields, rather than crash on
+// the first job that needs one.
+func TestNewNamesWhatIsMissing(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no grants path", Config{Task: &actors.TaskDeps{}}, "GrantsPath"},
+		{"no task deps", Config{GrantsPath: filepath.Join(dir, "g.json")}, "Task"},
+		{"task deps without store, passphrase check", Config{GrantsPath: filepath.Join(dir, "g.json"),
+			Task: &actors.TaskDeps{Launcher: &fakeLauncher{}, LockDir: dir, Log: testLog()}}, "CheckPassphrase, Store missing"},
+		{"cluster without secret", Config{GrantsPath: filepath.Join(dir, "g.json"), Task: &actors.TaskDeps{},
+			Cluster: &ClusterOptions{Name: "c", Etcd: []string{"127.0.0.1:1"}, Host: "127.0.0.1"}}, "secret"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sup, err := New(c.cfg)
+			if err == nil {
+				sup.Shutdown()
+				t.Fatalf("got a supervisor, want an error naming %q", c.want)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want it to name %q", err, c.want)
+			}
+		})
+	}
 }

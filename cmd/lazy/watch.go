@@ -69,22 +69,22 @@ func (a *app) watchCmd() *cobra.Command {
 
 // EventLine renders one event for a terminal.
 func EventLine(e api.Event) string {
-	if e.Kind == "net" && e.Net != nil {
+	if e.Kind == api.EventNet && e.Net != nil {
 		return e.Net.Line()
 	}
 	ts := e.Time.UTC().Format(time.RFC3339)
 	switch e.Kind {
-	case "status":
+	case api.EventStatus:
 		s := fmt.Sprintf("%s %s status %s", ts, e.TaskRef, e.Status)
 		if e.Detail != "" {
 			s += ": " + e.Detail
 		}
 		return s
-	case "turn_start":
+	case api.EventTurnStart:
 		return fmt.Sprintf("%s %s %s start %s", ts, e.TaskRef, turnName(e), e.Detail)
-	case "turn_note":
+	case api.EventTurnNote:
 		return fmt.Sprintf("%s %s %s: %s", ts, e.TaskRef, turnName(e), e.Detail)
-	case "turn_end":
+	case api.EventTurnEnd:
 		s := fmt.Sprintf("%s %s %s end %s", ts, e.TaskRef, turnName(e), e.Status)
 		if e.Detail != "" {
 			s += ": " + e.Detail
