@@ -20,7 +20,7 @@ type ActorHealth struct {
 // Event is one line of `lazy watch`: a task event or a proxy traffic event.
 type Event struct {
 	Time    time.Time `json:"time"`
-	Kind    string    `json:"kind"` // status | turn_start | turn_end | net | tripwire | model_error | config | daemon_stopped
+	Kind    string    `json:"kind"` // status | turn_start | turn_end | net | tripwire | model_error | config | daemon_stopped | transcript
 	TaskID  string    `json:"task_id,omitempty"`
 	TaskRef string    `json:"task_ref,omitempty"`
 	Status  string    `json:"status,omitempty"`
@@ -30,6 +30,8 @@ type Event struct {
 	Label  string   `json:"label,omitempty"`
 	Detail string   `json:"detail,omitempty"`
 	Net    *Traffic `json:"net,omitempty"`
+	// Transcript is a transcript event's part (EventTranscript).
+	Transcript *TranscriptPart `json:"transcript,omitempty"`
 }
 
 // EventConfig says what a change of the config file did (applied keys, or
