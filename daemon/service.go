@@ -421,6 +421,7 @@ func (s *Service) InjectPanic(ctx context.Context, target string) error {
 // given but naming no task is refused, never read as "no filter".
 func (s *Service) Watch(ctx context.Context, a api.WatchArgs) (<-chan api.Event, func(), error) {
 	f := actors.Filter{Net: a.Net, Tasks: !a.NetOnly}
+	f.Transcript = f.Tasks && a.Transcript
 	if a.Tasks != nil {
 		if len(a.Tasks) == 0 {
 			return nil, nil, usage("the task filter names no task: give --task with a code, a short id or a full id, or leave it out to watch everything")

@@ -90,7 +90,7 @@ func (h *handler) taskEvents(c echo.Context) error {
 	if !ok {
 		return echo.NewHTTPError(http.StatusNotImplemented, "task events are served by the daemon's own dashboard: open it with `lazy open`")
 	}
-	ch, cancel, err := w.Watch(c.Request().Context(), api.WatchArgs{Tasks: []string{c.Param("task")}})
+	ch, cancel, err := w.Watch(c.Request().Context(), api.WatchArgs{Tasks: []string{c.Param("task")}, Transcript: true})
 	if err != nil {
 		return err
 	}
