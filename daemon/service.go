@@ -28,11 +28,13 @@ import (
 
 // Service is the daemon's task operations, as the RPC and the pages call them.
 type Service struct {
-	live  *liveConfig
-	paths config.Paths
-	st    store.Store
-	sup   *supervisor.Supervisor
-	creds *credentials
+	live *liveConfig
+	// transcripts is each running turn's transcript (transcript.go)
+	transcripts *transcripts
+	paths       config.Paths
+	st          store.Store
+	sup         *supervisor.Supervisor
+	creds       *credentials
 	// trouble is each task's failing model calls, right now
 	trouble *trouble
 
@@ -295,7 +297,11 @@ func (s *Service) ShowTask(ctx context.Context, ref string) (*api.TaskDetail, er
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.DetailOf(ctx, s.st, s.info(t), func(ctx context.Context) ([]api.CommitInfo, error) { return s.commits(ctx, t) })
+	d, err := httpapi.DetailOf(ctx, s.st, s.info(t), func(ctx context.Context) ([]api.CommitInfo, error) { return s.commits(ctx, t) })
+	if err == nil && s.transcripts != nil {
+		s.transcripts.overlay(d) // the running turn's so far
+	}
+	return d, err
 }
 
 // TaskCommits lists the commits of a task's branch that its parent lacks.

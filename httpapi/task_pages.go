@@ -252,13 +252,37 @@ func (h *handler) taskPage(c echo.Context) error {
 		p.Turns = append(p.Turns, views.TurnRow{Number: t.Number, Label: t.Label, Anchor: turnAnchor(t), Agent: t.Agent, Notice: t.Notice,
 			Kind: t.Kind, Trigger: t.Trigger, Status: t.Status, Prompt: t.Prompt,
 			Result: ResultText(t.Result), Error: t.Error, Output: t.Output, StartedAt: t.StartedAt, EndedAt: t.EndedAt,
-			IsFailed: t.Status == store.TurnFailed, IsRunning: t.Status == store.TurnRunning, IsQueued: t.Status == store.TurnQueued})
+			IsFailed: t.Status == store.TurnFailed, IsRunning: t.Status == store.TurnRunning, IsQueued: t.Status == store.TurnQueued,
+			Transcript: transcriptView(t)})
 	}
 	p.Now = nowWords(d.Task, d.Turns)
 	for _, cm := range d.Comments {
 		p.Comments = append(p.Comments, views.CommentRow{Body: cm.Body, State: messageState(cm), CreatedAt: cm.CreatedAt})
 	}
 	return h.render(c, http.StatusOK, "task", p)
+}
+
+// transcriptView is a turn's transcript for its page: the running turn
+// always has one (open, maybe empty), which task.js fills as it streams.
+func transcriptView(t api.Turn) *views.TranscriptView {
+	running := t.Status == store.TurnRunning
+	tr := t.Transcript
+	if tr == nil && !running {
+		return nil
+	}
+	v := &views.TranscriptView{Turn: t.Number, Open: running}
+	if tr == nil {
+		return v
+	}
+	v.Seq, v.Tokens, v.Files, v.Truncated = tr.Seq, tr.Tokens, tr.Files, tr.Truncated
+	for _, c := range tr.Calls {
+		cv := views.TranscriptCallView{Number: c.Call, Text: c.Text}
+		for _, tc := range c.Tools {
+			cv.Tools = append(cv.Tools, views.ToolView{Name: tc.Name, Input: tc.Input, File: tc.File})
+		}
+		v.Calls = append(v.Calls, cv)
+	}
+	return v
 }
 
 // nowWords is what a task is doing, as its page says it: the turn running
