@@ -146,7 +146,7 @@ func Main(argv []string, env func(string) string, stdin io.Reader, stdout, stder
 
 	calls, stream := 1, false
 	var after time.Duration // @then-sleep
-	var sent []string // what @readsend read, sent with the prompt
+	var sent []string       // what @readsend read, sent with the prompt
 	var answer string
 	var notes []string
 	for _, raw := range strings.Split(a.prompt, "\n") {
