@@ -19,16 +19,17 @@ func TestBrowserLiveTranscriptAndStatusBar(t *testing.T) {
 	ctx := browser(t, 1280, 900, true)
 	do(t, ctx, chromedp.Navigate(p.login(p.info().BaseURL+"/tasks/"+id)), chromedp.WaitVisible("#task-status"))
 	eval[bool](t, ctx, `window.__stillHere = true`)
+	p.stub.Reply = func(string) string { return "the stub model says: watch me work" }
 	p.lazy(0, "comment", "rv", "-m", "watch me work\n@then-sleep 4s\n@answer second")
 	waitJS(t, ctx, "the stub's text in turn 2's transcript while it runs",
-		`!!document.querySelector('#turn-2-transcript .call-text') && document.querySelector('#turn-2-transcript .call-text').textContent.includes('stub answer to: watch me work') && document.querySelector('#task-status').textContent === 'running'`)
+		`!!document.querySelector('#turn-2-transcript .call-text') && document.querySelector('#turn-2-transcript .call-text').textContent.includes('the stub model says: watch me work') && document.querySelector('#task-status').textContent === 'running'`)
 	shown := eval[string](t, ctx, `document.querySelector('#turn-2-transcript').innerText`)
 	t.Logf("turn 2 while running: %q", shown)
 	if !eval[bool](t, ctx, `window.__stillHere === true`) {
 		t.Error("the task page was reloaded")
 	}
 	waitJS(t, ctx, "blocked after the turn", `document.querySelector('#task-status').textContent === 'blocked'`)
-	if got := eval[string](t, ctx, `document.querySelector('#turn-2-transcript .call-text').textContent`); strings.Count(got, "stub answer to: watch me work") != 1 {
+	if got := eval[string](t, ctx, `document.querySelector('#turn-2-transcript .call-text').textContent`); strings.Count(got, "the stub model says: watch me work") != 1 {
 		t.Errorf("turn 2's kept transcript: %q", got)
 	}
 	page := eval[string](t, ctx, `document.documentElement.outerHTML`)

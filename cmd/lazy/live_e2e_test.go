@@ -99,11 +99,12 @@ func TestLiveTranscriptStream(t *testing.T) {
 		t.Fatalf("events without a login: %d, want 401", resp.StatusCode)
 	}
 
+	p.stub.Reply = func(string) string { return "the stub model says: watch me work" }
 	s := p.streamEvents("live")
 	p.lazy(0, "comment", "live", "-m", "watch me work\n@then-sleep 3s\n@answer second")
 	start := s.waitFor(t, "turn_start", func(e api.Event) bool { return e.Kind == "turn_start" && e.Turn == 2 })
 	text := s.waitFor(t, "transcript with the stub's text", func(e api.Event) bool {
-		return e.Kind == api.EventTranscript && e.Transcript != nil && strings.Contains(e.Transcript.Text, "stub answer to: watch me work")
+		return e.Kind == api.EventTranscript && e.Transcript != nil && strings.Contains(e.Transcript.Text, "the stub model says: watch me work")
 	})
 	end := s.waitFor(t, "turn_end", func(e api.Event) bool { return e.Kind == "turn_end" && e.Turn == 2 })
 	blocked := s.waitFor(t, "blocked", func(e api.Event) bool { return e.Kind == "status" && e.Status == "blocked" })
@@ -122,7 +123,7 @@ func TestLiveTranscriptStream(t *testing.T) {
 	// the stored transcript, on the page after the turn ended
 	page := p.page("/tasks/" + ti.ID)
 	p.keep("task-live.html", page)
-	if !strings.Contains(page, `id="turn-2-transcript"`) || !strings.Contains(page, "stub answer to: watch me work") {
+	if !strings.Contains(page, `id="turn-2-transcript"`) || !strings.Contains(page, "the stub model says: watch me work") {
 		t.Errorf("the page lacks turn 2's kept transcript:\n%s", page)
 	}
 	stream := s.text()
@@ -137,7 +138,7 @@ func TestLiveTranscriptStream(t *testing.T) {
 	}
 	wal, _ := os.ReadFile(p.paths.DB + "-wal") // WAL: the write may sit here
 	db = append(db, wal...)
-	if !strings.Contains(string(db), "stub answer to: watch me work") {
+	if !strings.Contains(string(db), "the stub model says: watch me work") {
 		t.Error("the store holds no transcript with the stub's text")
 	}
 	if strings.Contains(string(db), "REALSECRET") {
