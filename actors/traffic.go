@@ -13,6 +13,9 @@ import (
 type Filter struct {
 	Net   bool // include proxy traffic
 	Tasks bool // include task events
+	// Transcript includes the running turns' transcript events (with
+	// Tasks): the proxy reads replies for them only while one asks
+	Transcript bool
 	IDs   map[string]bool
 	Refs  map[string]bool
 	// Local leaves out the events other members of a cluster published:
@@ -26,6 +29,9 @@ func (f Filter) Match(e api.Event) bool {
 		return false
 	}
 	if e.Kind != api.EventNet && !f.Tasks {
+		return false
+	}
+	if e.Kind == api.EventTranscript && !f.Transcript {
 		return false
 	}
 	if len(f.IDs) == 0 && len(f.Refs) == 0 || e.Kind == api.EventConfig {

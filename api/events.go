@@ -30,6 +30,8 @@ type Event struct {
 	Label  string   `json:"label,omitempty"`
 	Detail string   `json:"detail,omitempty"`
 	Net    *Traffic `json:"net,omitempty"`
+	// Transcript is a transcript event's part (EventTranscript).
+	Transcript *TranscriptPart `json:"transcript,omitempty"`
 }
 
 // EventKind is what an Event tells. EventKinds lists every kind; the
@@ -61,6 +63,10 @@ const (
 	EventModelError EventKind = "model_error"
 	// EventNet: one proxied call or egress connection (Net).
 	EventNet EventKind = "net"
+	// EventTranscript: a part of a model exchange of the task's running
+	// turn, as the proxy read it from the reply (Transcript; scrubbed:
+	// never a real credential, never a placeholder). CONTRACT §17.
+	EventTranscript EventKind = "transcript"
 	// EventConfig says what a change of the config file did (applied keys,
 	// or why it was not applied).
 	EventConfig EventKind = "config"
@@ -71,5 +77,5 @@ const (
 // EventKinds is every kind of event, in the order the docs list them.
 func EventKinds() []EventKind {
 	return []EventKind{EventStatus, EventTurnStart, EventTurnEnd, EventTurnNote, EventAskEnd, EventTitle, EventBudget,
-		EventTripwire, EventModelError, EventNet, EventConfig, EventDaemonStopped}
+		EventTripwire, EventModelError, EventNet, EventTranscript, EventConfig, EventDaemonStopped}
 }

@@ -136,6 +136,9 @@ type WatchArgs struct {
 	Tasks   []string `json:"tasks"`
 	Net     bool     `json:"net"`
 	NetOnly bool     `json:"net_only"`
+	// Transcript adds the running turns' transcript events (the proxy
+	// reads the model's replies only while someone asks for them).
+	Transcript bool `json:"transcript,omitempty"`
 }
 
 // CommitInfo is one commit of a task branch.
@@ -178,6 +181,9 @@ type Turn struct {
 	// StartedAt is when the agent process started (nil: it never launched).
 	StartedAt *time.Time `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
+	// Transcript is what the model said in the turn, as the proxy read it
+	// (the running turn's so far; nil: none kept).
+	Transcript *TurnTranscript `json:"transcript,omitempty"`
 }
 
 // Comment is a task message: queued, then delivered with a work turn

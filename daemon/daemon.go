@@ -214,6 +214,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	book := newUsageBook(st, o.Log)
 	d.usage = book
 	egress := &egressBook{st: st, log: o.Log, turns: book}
+	scripts := newTranscripts(st, o.Log, sup.Publish, sup.WantsTranscript)
 	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: sup.Grants, Log: o.Log, Port: proxyPort,
 		Publish: func(t api.Traffic) {
 			if sup.WantsTraffic() { // lazy watch --net: nobody else reads it
@@ -232,6 +233,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		OverBudget: book.overBudget,
 		Canaries:   decoys.Set,
 		Reserve:    book.reserve,
+		Transcript: scripts.For,
 		Tripwire: func(taskID, ref, what string) {
 			// the proxy refuses the task's placeholders from this instant;
 			// the task's actor records the trip and revokes its grants
@@ -271,7 +273,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if clusterOpts != nil {
 		links = clusterOpts.TLS
 	}
-	d.svc = &Service{remote: clusterRemote(cfg), links: links, log: o.Log, usage: book, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs, runnerReady: d.launcher.probe.ready}
+	d.svc = &Service{remote: clusterRemote(cfg), links: links, log: o.Log, usage: book, transcripts: scripts, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs, runnerReady: d.launcher.probe.ready}
 	d.review = &Review{svc: d.svc, deps: d.taskDeps}
 
 	d.infoMu.Lock() // a member asking about this one reads it already
@@ -301,6 +303,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	// a word to [notify]'s webhook and command when a task needs you
 	if err := d.startNotify(runCtx, o.Environ); err != nil {
 		return nil, err
+	}
+	// each running turn's transcript, kept when it ends
+	if events, unsubscribe, err := sup.Subscribe(actors.Filter{Tasks: true}, 256); err == nil {
+		go func() {
+			scripts.follow(runCtx, events)
+			unsubscribe()
+		}()
 	}
 	stopping := make(chan struct{})
 	// the pages call the table the RPC serves, in process

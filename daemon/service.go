@@ -27,11 +27,13 @@ import (
 
 // Service is the daemon's task operations, as the RPC and the pages call them.
 type Service struct {
-	live  *liveConfig
-	paths config.Paths
-	st    store.Store
-	sup   *supervisor.Supervisor
-	creds *credentials
+	live *liveConfig
+	// transcripts is each running turn's transcript (transcript.go)
+	transcripts *transcripts
+	paths       config.Paths
+	st          store.Store
+	sup         *supervisor.Supervisor
+	creds       *credentials
 	// trouble is each task's failing model calls, right now
 	trouble *trouble
 
@@ -289,7 +291,11 @@ func (s *Service) ShowTask(ctx context.Context, ref string) (*api.TaskDetail, er
 	if err != nil {
 		return nil, err
 	}
-	return DetailOf(ctx, s.st, s.info(t), func(ctx context.Context) ([]api.CommitInfo, error) { return s.commits(ctx, t) })
+	d, err := DetailOf(ctx, s.st, s.info(t), func(ctx context.Context) ([]api.CommitInfo, error) { return s.commits(ctx, t) })
+	if err == nil && s.transcripts != nil {
+		s.transcripts.overlay(d) // the running turn's so far
+	}
+	return d, err
 }
 
 // TaskCommits lists the commits of a task's branch that its parent lacks.
@@ -415,6 +421,7 @@ func (s *Service) InjectPanic(ctx context.Context, target string) error {
 // given but naming no task is refused, never read as "no filter".
 func (s *Service) Watch(ctx context.Context, a api.WatchArgs) (<-chan api.Event, func(), error) {
 	f := actors.Filter{Net: a.Net, Tasks: !a.NetOnly}
+	f.Transcript = f.Tasks && a.Transcript
 	if a.Tasks != nil {
 		if len(a.Tasks) == 0 {
 			return nil, nil, usage("the task filter names no task: give --task with a code, a short id or a full id, or leave it out to watch everything")

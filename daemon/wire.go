@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"sort"
 
 	"lazy/api"
@@ -92,6 +93,7 @@ type TaskReader interface {
 	ListTurns(ctx context.Context, taskID string) ([]store.Turn, error)
 	ListComments(ctx context.Context, taskID string) ([]store.Comment, error)
 	ListReviewComments(ctx context.Context, taskID string) ([]review.ReviewComment, error)
+	ListTranscripts(ctx context.Context, taskID string) ([]store.Transcript, error)
 }
 
 // DetailOf reads the detail of task show and the task page: the task's turns
@@ -113,5 +115,21 @@ func DetailOf(ctx context.Context, st TaskReader, info api.TaskInfo, commits fun
 	if err != nil {
 		return nil, err
 	}
-	return &api.TaskDetail{Task: info, Turns: TurnsOf(turns), Comments: CommentsOf(cs, rc), Commits: cm}, nil
+	d := &api.TaskDetail{Task: info, Turns: TurnsOf(turns), Comments: CommentsOf(cs, rc), Commits: cm}
+	ts, err := st.ListTranscripts(ctx, info.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range ts {
+		var tr api.TurnTranscript
+		if json.Unmarshal([]byte(t.Body), &tr) != nil {
+			continue // a body this lazy cannot read is left out, not fatal
+		}
+		for i := range d.Turns {
+			if d.Turns[i].Number == t.Turn {
+				d.Turns[i].Transcript = &tr
+			}
+		}
+	}
+	return d, nil
 }

@@ -89,7 +89,7 @@ func (h *handler) taskEvents(c echo.Context) error {
 	if !ok {
 		return echo.NewHTTPError(http.StatusNotImplemented, "task events are served by the daemon's own dashboard: open it with `lazy open`")
 	}
-	ch, cancel, err := w.Watch(c.Request().Context(), api.WatchArgs{Tasks: []string{c.Param("task")}})
+	ch, cancel, err := w.Watch(c.Request().Context(), api.WatchArgs{Tasks: []string{c.Param("task")}, Transcript: true})
 	if err != nil {
 		return err
 	}
@@ -251,13 +251,37 @@ func (h *handler) taskPage(c echo.Context) error {
 		p.Turns = append(p.Turns, views.TurnRow{Number: t.Number, Label: t.Label, Anchor: turnAnchor(t), Agent: t.Agent, Notice: t.Notice,
 			Kind: t.Kind, Trigger: t.Trigger, Status: t.Status, Prompt: t.Prompt,
 			Result: ResultText(t.Result), Error: t.Error, Output: t.Output, StartedAt: t.StartedAt, EndedAt: t.EndedAt,
-			IsFailed: t.Status == task.TurnFailed, IsRunning: t.Status == task.TurnRunning, IsQueued: t.Status == task.TurnQueued})
+			IsFailed: t.Status == task.TurnFailed, IsRunning: t.Status == task.TurnRunning, IsQueued: t.Status == task.TurnQueued,
+			Transcript: transcriptView(t)})
 	}
 	p.Now = nowWords(d.Task, d.Turns)
 	for _, cm := range d.Comments {
 		p.Comments = append(p.Comments, views.CommentRow{Body: cm.Body, State: messageState(cm), CreatedAt: cm.CreatedAt})
 	}
 	return h.render(c, http.StatusOK, "task", p)
+}
+
+// transcriptView is a turn's transcript for its page: the running turn
+// always has one (open, maybe empty), which task.js fills as it streams.
+func transcriptView(t api.Turn) *views.TranscriptView {
+	running := t.Status == task.TurnRunning
+	tr := t.Transcript
+	if tr == nil && !running {
+		return nil
+	}
+	v := &views.TranscriptView{Turn: t.Number, Open: running}
+	if tr == nil {
+		return v
+	}
+	v.Seq, v.Tokens, v.Files, v.Truncated = tr.Seq, tr.Tokens, tr.Files, tr.Truncated
+	for _, c := range tr.Calls {
+		cv := views.TranscriptCallView{Number: c.Call, Text: c.Text}
+		for _, tc := range c.Tools {
+			cv.Tools = append(cv.Tools, views.ToolView{Name: tc.Name, Input: tc.Input, File: tc.File})
+		}
+		v.Calls = append(v.Calls, cv)
+	}
+	return v
 }
 
 // nowWords is what a task is doing, as its page says it: the turn running

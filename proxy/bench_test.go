@@ -159,3 +159,61 @@ func BenchmarkServeBareReverseProxy(b *testing.B) {
 		rp.ServeHTTP(rec, req)
 	}
 }
+
+// nopTranscript is a watcher's transcript that does nothing with what it
+// gets: what the proxy itself spends on reading a reply for one.
+type nopTranscript struct{}
+
+func (nopTranscript) OnText(string)             {}
+func (nopTranscript) OnToolCall(string, string) {}
+func (nopTranscript) OnUsage(api.CallUsage)     {}
+func (nopTranscript) End()                      {}
+
+// benchTranscript is a task's streamed model call (30 text deltas) through
+// the proxy, with its reply read for a transcript (watched) or not.
+func benchTranscript(b *testing.B, watched bool) {
+	up := httptest.NewServer(sseUpstream(strings.Fields(strings.Repeat("word ", 30)), "Write", `{"file_path":"a.go",`, `"content":"x"}`))
+	b.Cleanup(up.Close)
+	home := b.TempDir()
+	_ = os.MkdirAll(filepath.Join(home, "credentials"), 0o700)
+	_ = os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(realKey), 0o600)
+	cfg := config.Defaults()
+	cfg.Agent.Runner = config.RunnerProcess
+	cfg.Proxy.Upstream, cfg.Proxy.Credential = up.URL, "provider"
+	ph := NewPlaceholder("api_key", "")
+	g := Grants{ph: {Placeholder: ph, TaskRef: "b", TaskID: "x", EnvVar: "ANTHROPIC_API_KEY", CreatedAt: time.Now()}}
+	ptr := &atomic.Pointer[Grants]{}
+	ptr.Store(&g)
+	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr, Transcript: func(string, string) Transcript {
+		if watched {
+			return nopTranscript{}
+		}
+		return nil
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	b.Cleanup(srv.Close)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", strings.NewReader(`{"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("x-api-key", ph)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+}
+
+// BenchmarkModelCallNoWatcher and BenchmarkModelCallWatched: the same
+// streamed call, with nobody watching its task (the reply is not read for a
+// transcript) and with a watcher (it is parsed, masked and handed on).
+func BenchmarkModelCallNoWatcher(b *testing.B) { benchTranscript(b, false) }
+func BenchmarkModelCallWatched(b *testing.B)   { benchTranscript(b, true) }

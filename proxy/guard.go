@@ -83,6 +83,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 			}
 			pl.usageScan.reset(resp.Body, &pl.usage, &pl.usageSeen, &pl.usageDone)
 			resp.Body = &pl.usageScan
+			p.transcriptBody(resp, pl) // over the scrubbed reply, its usage read
 		}()
 	}
 	secrets := p.secrets(pl)

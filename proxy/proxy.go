@@ -62,6 +62,10 @@ type Options struct {
 	// Resolve resolves an egress destination's name (nil: the system
 	// resolver). Tests give names of their own.
 	Resolve Resolver
+	// Transcript is asked, for each task's model call with a reply, where
+	// the reply's transcript goes (transcript.go); nil, or a nil answer:
+	// the reply is not read for one (no cost while nobody watches).
+	Transcript func(taskID, taskRef string) Transcript
 }
 
 // Refusal causes, as the traffic stream and the 401 body name them.

@@ -10,6 +10,8 @@
 //	@answer TEXT         the turn's result text (default: the model's reply)
 //	@crash [MESSAGE]     print MESSAGE to stderr and exit 3
 //	@sleep DURATION      sleep (Go duration, e.g. 2s)
+//	@then-sleep DURATION sleep after the model calls (the turn runs on with
+//	                     its reply read: a live view has something to show)
 //	@model N             call the model N times (default 1)
 //	@stream              use the streaming (SSE) API
 //	@fetch URL           GET URL through the proxy its HTTP_PROXY (http://) or
@@ -143,7 +145,8 @@ func Main(argv []string, env func(string) string, stdin io.Reader, stdout, stder
 	readOnly := a.mode == "plan"
 
 	calls, stream := 1, false
-	var sent []string // what @readsend read, sent with the prompt
+	var after time.Duration // @then-sleep
+	var sent []string       // what @readsend read, sent with the prompt
 	var answer string
 	var notes []string
 	for _, raw := range strings.Split(a.prompt, "\n") {
@@ -202,6 +205,13 @@ func Main(argv []string, env func(string) string, stdin io.Reader, stdout, stder
 				return 2
 			}
 			time.Sleep(d)
+		case "then-sleep":
+			d, err := time.ParseDuration(rest)
+			if err != nil {
+				fmt.Fprintf(stderr, "script-agent: bad @then-sleep %q\n", rest)
+				return 2
+			}
+			after = d
 		case "model":
 			n, err := strconv.Atoi(rest)
 			if err != nil || n < 0 {
@@ -235,6 +245,7 @@ func Main(argv []string, env func(string) string, stdin io.Reader, stdout, stder
 			return 1
 		}
 	}
+	time.Sleep(after)
 	if answer == "" {
 		answer = reply
 	}

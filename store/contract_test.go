@@ -139,6 +139,9 @@ func (r readsRemote) UpdatePassphraseTries(ctx context.Context, name string, fn 
 func (r readsRemote) AddEgress(ctx context.Context, e *store.EgressCall) error {
 	return r.w.AddEgress(ctx, e)
 }
+func (r readsRemote) SaveTranscript(ctx context.Context, t *store.Transcript) error {
+	return r.w.SaveTranscript(ctx, t)
+}
 
 // TestRemoteRefusesWrites: no storage.<write> changes the store, whoever
 // holds the auth token: the client refuses, and so does the daemon when the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -47,6 +48,7 @@ type fileTask struct {
 	approvals []Approval
 	usage     []UsageCall
 	egress    []EgressCall
+	scripts   []Transcript // turn transcripts, by turn
 }
 
 // launchRecord is MarkLaunched as one record, so it lands whole or not at all.
@@ -63,7 +65,7 @@ type launchRecord struct {
 }
 
 type record struct {
-	Kind string          `json:"k"` // task | turn | comment | review | approval | usage | egress
+	Kind string          `json:"k"` // task | turn | comment | review | approval | usage | egress | transcript
 	V    json.RawMessage `json:"v"`
 }
 
@@ -210,6 +212,17 @@ func (ft *fileTask) apply(r record) error {
 			return err
 		}
 		ft.usage = append(ft.usage, u)
+	case "transcript":
+		var t Transcript
+		if err := json.Unmarshal(r.V, &t); err != nil {
+			return err
+		}
+		i := sort.Search(len(ft.scripts), func(i int) bool { return ft.scripts[i].Turn >= t.Turn })
+		if i < len(ft.scripts) && ft.scripts[i].Turn == t.Turn {
+			ft.scripts[i] = t
+		} else {
+			ft.scripts = slices.Insert(ft.scripts, i, t)
+		}
 	case "egress":
 		var e EgressCall
 		if err := json.Unmarshal(r.V, &e); err != nil {
@@ -591,6 +604,28 @@ func (f *File) ListEgress(_ context.Context, taskID string) ([]EgressCall, error
 		return nil, err
 	}
 	return append([]EgressCall(nil), ft.egress...), nil
+}
+
+// SaveTranscript keeps a turn's transcript, replacing one kept before.
+func (f *File) SaveTranscript(_ context.Context, t *Transcript) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(t.TaskID)
+	if err != nil {
+		return err
+	}
+	return f.write(t.TaskID, "transcript", t, ft)
+}
+
+// ListTranscripts lists a task's turn transcripts, by turn.
+func (f *File) ListTranscripts(_ context.Context, taskID string) ([]Transcript, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ft, err := f.get(taskID)
+	if err != nil {
+		return nil, err
+	}
+	return append([]Transcript(nil), ft.scripts...), nil
 }
 
 // ListUsage lists a task's model calls, oldest first.

@@ -197,6 +197,15 @@ var migrations = []migration{
 			WHERE turns.task_id = review_comments.task_id AND turns.number = review_comments.delivered_turn), delivered_turn)
 			WHERE delivered_turn > 0`,
 	}},
+	{29, "turn_transcripts: what the model said in each turn, as the proxy read it", []string{
+		`CREATE TABLE turn_transcripts (
+			task_id TEXT NOT NULL REFERENCES tasks(id),
+			turn INTEGER NOT NULL,
+			body TEXT NOT NULL DEFAULT '',
+			at DATETIME NOT NULL,
+			PRIMARY KEY (task_id, turn)
+		)`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

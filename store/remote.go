@@ -130,6 +130,17 @@ func (r *Remote) AddUsage(ctx context.Context, _ ...*UsageCall) error { return r
 
 func (r *Remote) AddEgress(ctx context.Context, e *EgressCall) error { return readOnly("addEgress") }
 
+// SaveTranscript is refused: the storage RPC is read-only.
+func (r *Remote) SaveTranscript(ctx context.Context, t *Transcript) error {
+	return readOnly("saveTranscript")
+}
+
+// ListTranscripts lists a task's turn transcripts over the storage RPC.
+func (r *Remote) ListTranscripts(ctx context.Context, taskID string) ([]Transcript, error) {
+	var ts []Transcript
+	return ts, r.call(ctx, "listTranscripts", StorageArgs{TaskID: taskID}, &ts)
+}
+
 func (r *Remote) ListEgress(ctx context.Context, taskID string) ([]EgressCall, error) {
 	var es []EgressCall
 	return es, r.call(ctx, "listEgress", StorageArgs{TaskID: taskID}, &es)
@@ -195,8 +206,10 @@ func Serve(ctx context.Context, st Store, op string, raw []byte) (any, error) {
 		return nonNil(st.ListUsage(ctx, a.TaskID))
 	case "listEgress":
 		return nonNil(st.ListEgress(ctx, a.TaskID))
+	case "listTranscripts":
+		return nonNil(st.ListTranscripts(ctx, a.TaskID))
 	case "createTask", "saveTask", "createTurn", "saveTurn", "markLaunched", "addComment",
-		"addReviewComment", "saveReviewComment", "answerAsk", "addApproval", "addUsage", "addEgress":
+		"addReviewComment", "saveReviewComment", "answerAsk", "addApproval", "addUsage", "addEgress", "saveTranscript":
 		return nil, readOnly(op)
 	}
 	return nil, fmt.Errorf("%w: unknown storage op %q", ErrBadStorageCall, op)

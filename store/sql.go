@@ -359,6 +359,21 @@ func (s *SQL) ListEgress(ctx context.Context, taskID string) ([]EgressCall, erro
 	return es, mapErr("list egress", err)
 }
 
+// SaveTranscript keeps a turn's transcript, replacing one kept before.
+func (s *SQL) SaveTranscript(ctx context.Context, t *Transcript) error {
+	return mapErr("save transcript", s.w.do(ctx, func(tx *gorm.DB) error {
+		return tx.Exec(`INSERT INTO turn_transcripts(task_id, turn, body, at) VALUES (?, ?, ?, ?) ON CONFLICT (task_id, turn) DO UPDATE SET body = excluded.body, at = excluded.at`,
+			t.TaskID, t.Turn, t.Body, t.At.UTC()).Error
+	}))
+}
+
+// ListTranscripts lists a task's turn transcripts, by turn.
+func (s *SQL) ListTranscripts(ctx context.Context, taskID string) ([]Transcript, error) {
+	var ts []Transcript
+	err := s.read(ctx, func(db *gorm.DB) error { return db.Where("task_id = ?", taskID).Order("turn").Find(&ts).Error })
+	return ts, mapErr("list transcripts", err)
+}
+
 // ListUsage lists a task's model calls, oldest first.
 func (s *SQL) ListUsage(ctx context.Context, taskID string) ([]UsageCall, error) {
 	var us []UsageCall

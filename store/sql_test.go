@@ -140,8 +140,8 @@ func TestUpgradeFromVersion12(t *testing.T) {
 	defer s.Close()
 	var versions []int
 	s.db.Raw(`SELECT version FROM schema_migrations ORDER BY version`).Scan(&versions)
-	if len(versions) != SchemaVersion()-11 || versions[0] != 12 || versions[len(versions)-1] != SchemaVersion() {
-		t.Fatalf("versions after upgrade: got %v, want every step from 12 to %d", versions, SchemaVersion())
+	if len(versions) != len(migrations) || versions[0] != 12 || versions[len(versions)-1] != SchemaVersion() {
+		t.Fatalf("versions after upgrade: got %v, want every step of the migrations from 12 to %d", versions, SchemaVersion())
 	}
 	ctx := context.Background()
 	tasks, err := s.ListTasks(ctx)

@@ -215,6 +215,19 @@ type EgressCall struct {
 // TableName is the table of egress calls.
 func (EgressCall) TableName() string { return "egress_calls" }
 
+// Transcript is a turn's transcript as the proxy read it (CONTRACT §17):
+// Body is the JSON of an api.TurnTranscript — scrubbed, bounded by
+// api.MaxTurnTranscript — kept once the turn ends, one per task and turn.
+type Transcript struct {
+	TaskID string    `json:"task_id" gorm:"primaryKey;size:32"`
+	Turn   int       `json:"turn" gorm:"primaryKey"`
+	Body   string    `json:"body"`
+	At     time.Time `json:"at"`
+}
+
+// TableName is the table of turn transcripts.
+func (Transcript) TableName() string { return "turn_transcripts" }
+
 // Store is what the daemon persists. Every method is durable when it returns.
 type Store interface {
 	CreateTask(ctx context.Context, t *Task) error
@@ -271,6 +284,11 @@ type Store interface {
 	// a task's, oldest first.
 	AddEgress(ctx context.Context, e *EgressCall) error
 	ListEgress(ctx context.Context, taskID string) ([]EgressCall, error)
+	// SaveTranscript keeps a turn's transcript (a second save of the same
+	// task and turn replaces the first); ListTranscripts lists a task's,
+	// by turn.
+	SaveTranscript(ctx context.Context, t *Transcript) error
+	ListTranscripts(ctx context.Context, taskID string) ([]Transcript, error)
 
 	Close() error
 }

@@ -82,6 +82,7 @@ type Supervisor struct {
 	restartsAll atomic.Int64
 	subSeq      atomic.Int64
 	netWatchers atomic.Int64 // subscribers whose filter takes proxy traffic
+	transcripts watchCount   // subscribers whose filter takes transcript events
 	// pids caches live task actors by task id so that a message to a running
 	// actor does not pass through the root actor; the root actor fills it on
 	// spawn and clears it on termination.
@@ -386,9 +387,15 @@ func (s *Supervisor) Subscribe(f actors.Filter, buffer int) (<-chan api.Event, f
 	if f.Net {
 		s.netWatchers.Add(1) // before the hub has it: no event is skipped
 	}
+	if f.Transcript {
+		s.transcripts.add(f.IDs, 1)
+	}
 	if _, err := requestAs[*actors.Done](s, s.traffic, &actors.Subscribe{ID: id, Filter: f, Ch: ch}, s.timeout); err != nil {
 		if f.Net {
 			s.netWatchers.Add(-1)
+		}
+		if f.Transcript {
+			s.transcripts.add(f.IDs, -1)
 		}
 		return nil, nil, err
 	}
@@ -399,8 +406,19 @@ func (s *Supervisor) Subscribe(f actors.Filter, buffer int) (<-chan api.Event, f
 			if f.Net {
 				s.netWatchers.Add(-1)
 			}
+			if f.Transcript {
+				s.transcripts.add(f.IDs, -1)
+			}
 		})
 	}, nil
+}
+
+// WantsTranscript reports whether a transcript event of the task has
+// anywhere to go: a watcher of its transcripts (or of every task's) here,
+// or (clustered) maybe on another member. One atomic load while nobody
+// watches any.
+func (s *Supervisor) WantsTranscript(taskID string) bool {
+	return s.cluster != nil || s.transcripts.wants(taskID)
 }
 
 // WantsTraffic reports whether a proxy traffic event has anywhere to go: a

@@ -61,7 +61,32 @@ type TurnRow struct {
 	Result, Error, Output         string
 	StartedAt, EndedAt            *time.Time
 	IsFailed, IsRunning, IsQueued bool
+	// Transcript is what the model said in the turn (the running turn's so
+	// far, which task.js extends from the task's transcript events); nil:
+	// none kept
+	Transcript *TranscriptView
 }
+
+// TranscriptView is a turn's transcript on the task page.
+type TranscriptView struct {
+	Turn      int
+	Open      bool // the running turn's is shown open
+	Seq       int  // the last part it holds (task.js skips the parts it has)
+	Tokens    int64
+	Files     []string
+	Calls     []TranscriptCallView
+	Truncated bool
+}
+
+// TranscriptCallView is one model call of a turn.
+type TranscriptCallView struct {
+	Number int
+	Text   string
+	Tools  []ToolView
+}
+
+// ToolView is a tool call the model made.
+type ToolView struct{ Name, Input, File string }
 
 // CommentRow is one task message; State says where it is ("queued",
 // "delivered with work turn 3", "withdrawn"; "" for one from before

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"lazy/api"
@@ -127,9 +128,14 @@ func reviewProject(t *testing.T) (*project, string) {
 	return p, p.info().BaseURL + "/review/" + ti.ID
 }
 
+// TestBrowserAskAnsweredByPolling: the fallback where the browser has no
+// EventSource (review.js follows the task's stream otherwise).
 func TestBrowserAskAnsweredByPolling(t *testing.T) {
 	p, url := reviewProject(t)
 	ctx := browser(t, 1280, 900, true)
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `delete window.EventSource;`}); err != nil {
+		t.Fatal(err)
+	}
 	do(t, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".toolbar"))
 	if got := eval[string](t, ctx, `document.body.dataset.pollMs || ''`); got != "10000" && got != "" {
 		t.Errorf("idle poll interval %q, want 10000", got)

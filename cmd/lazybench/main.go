@@ -550,6 +550,8 @@ func run(args []string) error {
 	r292 := gb("./daemon", "^BenchmarkReview292$", "20x")
 	spawn := gb("./supervisor", "^BenchmarkSpawnIdleTaskActors$", "1x")
 	drain := gb("./supervisor", "^BenchmarkDrainQueuedAsks$", "1x")
+	hub := gb("./supervisor", "^BenchmarkHubTranscriptEvents$", "20000x")
+	watched := gb("./proxy", "^BenchmarkModelCall(NoWatcher|Watched)$", "2000x")
 	raw := store["AddReviewComment"]["ns/op"] / 1e3
 	addRow("comment POST to durable reply, p50 (100 reviewers, 500/s)", post["CommentPostPaced"]["p50-ms"]*1e3, raw, "us", "raw store insert")
 	addRow("comment POST to durable reply, p99 (100 reviewers, 500/s)", post["CommentPostPaced"]["p99-ms"]*1e3, 20000, "us", "target")
@@ -576,6 +578,12 @@ func run(args []string) error {
 	addRow("idle task actor spawn (10,000)", spawn["SpawnIdleTaskActors"]["ns/actor"]/1e3, 0, "us/actor", "")
 	addRow("idle task actor heap", spawn["SpawnIdleTaskActors"]["heap-B/actor"], 0, "B/actor", "")
 	addRow("10,000 queued asks drain, FIFO per task", drain["DrainQueuedAsks"]["asks/s"], 0, "asks/s", "")
+	for _, n := range []string{"1", "10", "100"} {
+		h := hub["HubTranscriptEvents/Watchers"+n]
+		addRow("transcript events through the hub to "+n+" watcher(s), delivered", h["delivered/s"], h["events/s"], "/s", "published")
+	}
+	addRow("streamed model call, a watcher attached (transcript read)", watched["ModelCallWatched"]["ns/op"]/1e3, watched["ModelCallNoWatcher"]["ns/op"]/1e3, "us", "nobody watching")
+	addRow("  its allocations", watched["ModelCallWatched"]["allocs/op"], watched["ModelCallNoWatcher"]["allocs/op"], "", "nobody watching")
 	addRow("daemon start to ready", start["DaemonStartToReady"]["ns/op"]/1e6, 0, "ms", "")
 	if os.Getenv("LAZY_BENCH_SCALE") != "" {
 		scale := gb("./daemon", "^BenchmarkScaleTasks$", "1x")["ScaleTasks"]

@@ -49,6 +49,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("Approvals", func(t *testing.T) { testApprovals(t, open) })
 	t.Run("Usage", func(t *testing.T) { testUsage(t, open) })
 	t.Run("Egress", func(t *testing.T) { testEgress(t, open) })
+	t.Run("Transcripts", func(t *testing.T) { testTranscripts(t, open) })
 	t.Run("MarkLaunched", func(t *testing.T) { testMarkLaunched(t, open) })
 	t.Run("AnswerAsk", func(t *testing.T) { testAnswerAsk(t, open) })
 	t.Run("PassphraseTries", func(t *testing.T) { testPassphraseTries(t, open) })
@@ -327,6 +328,31 @@ func testEgress(t *testing.T, open Opener) {
 	must(t, err)
 	if len(es) != 2 || es[0].BytesDown != 40960 || es[0].Dest != "registry.test:443" || es[1].Refused != "egress_not_allowed" || es[1].Path != "http://elsewhere.test:80/x" {
 		t.Fatalf("egress: %+v", es)
+	}
+}
+
+func testTranscripts(t *testing.T, open Opener) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	a, b := NewTask(""), NewTask("")
+	must(t, s.CreateTask(ctx, a))
+	must(t, s.CreateTask(ctx, b))
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	must(t, s.SaveTranscript(ctx, &store.Transcript{TaskID: a.ID, Turn: 2, Body: `{"turn":2}`, At: t0}))
+	must(t, s.SaveTranscript(ctx, &store.Transcript{TaskID: a.ID, Turn: 1, Body: `{"turn":1}`, At: t0}))
+	must(t, s.SaveTranscript(ctx, &store.Transcript{TaskID: b.ID, Turn: 1, Body: `{"other":1}`, At: t0}))
+	// a second save of a turn replaces the first
+	must(t, s.SaveTranscript(ctx, &store.Transcript{TaskID: a.ID, Turn: 2, Body: `{"turn":2,"again":true}`, At: t0.Add(time.Second)}))
+	must(t, s.Close())
+	s = open(t, dir) // durable
+	ts, err := s.ListTranscripts(ctx, a.ID)
+	must(t, err)
+	if len(ts) != 2 || ts[0].Turn != 1 || ts[0].Body != `{"turn":1}` || ts[1].Turn != 2 || ts[1].Body != `{"turn":2,"again":true}` || !ts[1].At.Equal(t0.Add(time.Second)) {
+		t.Fatalf("transcripts of a: %+v", ts)
+	}
+	none, err := s.ListTranscripts(ctx, NewTask("").ID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) || len(none) != 0 {
+		t.Fatalf("transcripts of a task with none: %+v, %v", none, err)
 	}
 }
 

@@ -537,7 +537,9 @@
     }
   }
 
-  // ---- the island: poll threads, refresh what changed ----
+  // ---- the island: threads and the status bar follow the task's event
+  // stream (each event: the threads JSON fetched again); polling only where
+  // there is no EventSource or the stream is refused ----
   if (!task || !document.querySelector('.review-head')) return;
 
   const threadsURL = '/api/review/' + encodeURIComponent(task) + '/threads';
@@ -619,10 +621,34 @@
         fingerprint = fp;
       }
     } catch (e) { /* the daemon may be restarting: try again later */ }
+    if (source) { body.dataset.pollMs = 'stream'; return; } // the next event fetches again
     body.dataset.pollMs = String(next);
     timer = setTimeout(() => poll(false), next);
   }
 
+  let source = null, kickTimer = null;
+  function kick() {
+    if (kickTimer) return;
+    kickTimer = setTimeout(() => { kickTimer = null; poll(false); }, 100);
+  }
+  function listen() {
+    if (!window.EventSource) return;
+    source = new EventSource('/api/tasks/' + encodeURIComponent(task) + '/events');
+    source.onopen = kick; // (re)connected: catch up
+    source.onmessage = (m) => {
+      let ev;
+      try { ev = JSON.parse(m.data); } catch (e) { return; }
+      if (ev.kind === 'net' || ev.kind === 'transcript') return;
+      if (ev.kind === 'daemon_stopped') { source.close(); source = null; poll(false); return; }
+      kick();
+    };
+    source.onerror = () => {
+      // refused outright (not served, logged out): poll instead
+      if (source && source.readyState === EventSource.CLOSED) { source = null; poll(false); }
+    };
+  }
+
   document.addEventListener('rv:layout', () => { refresh(); });
+  listen();
   poll(false);
 })();

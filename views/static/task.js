@@ -4,7 +4,9 @@
 // status, the current turn, commits, turns, messages). The forms are not in
 // those regions, so what the reviewer is typing stays. Where the stream is
 // not served (the dev server) or drops for good, it polls every 5 s. The
-// server renders everything: this script only moves its HTML.
+// server renders everything: this script only moves its HTML, except the
+// running turn's transcript, which it extends from each `transcript` event
+// (as text: never as HTML) rather than fetching the page for every piece.
 (function () {
   'use strict';
   var body = document.body;
@@ -52,6 +54,58 @@
     }
   }
 
+  // transcript adds a part to its turn's transcript; a part the page lacks
+  // the place for, or one that follows a gap, makes it fetch the page
+  function transcript(p) {
+    if (!p) { return; }
+    var box = document.getElementById('turn-' + p.turn + '-transcript');
+    if (!box) { schedule(); return; }
+    var seq = parseInt(box.dataset.seq || '0', 10);
+    if (p.seq <= seq) { return; }
+    if (p.seq > seq + 1) { schedule(); return; }
+    box.dataset.seq = String(p.seq);
+    if (p.truncated) {
+      var note = document.createElement('p');
+      note.className = 'hint truncated';
+      note.textContent = 'The transcript stops here: a turn keeps at most 64 KiB of it.';
+      box.appendChild(note);
+      return;
+    }
+    var calls = box.querySelector('.calls');
+    var call = calls.querySelector('[data-call="' + p.call + '"]');
+    if (!call) {
+      call = document.createElement('div');
+      call.className = 'call';
+      call.dataset.call = String(p.call);
+      var pre = document.createElement('pre');
+      pre.className = 'call-text';
+      call.appendChild(pre);
+      calls.appendChild(call);
+    }
+    if (p.text) { call.querySelector('.call-text').textContent += p.text; }
+    if (p.tool) {
+      var t = document.createElement('div');
+      t.className = 'tool';
+      var name = document.createElement('code');
+      name.className = 'tool-name';
+      name.textContent = p.tool.name;
+      var input = document.createElement('code');
+      input.className = 'tool-input';
+      input.textContent = p.tool.input || '';
+      t.appendChild(name);
+      t.appendChild(document.createTextNode(' '));
+      t.appendChild(input);
+      call.appendChild(t);
+      if (p.tool.file) {
+        var f = document.createElement('code');
+        f.className = 'file';
+        f.textContent = p.tool.file;
+        box.querySelector('.files').appendChild(f);
+      }
+    }
+    if (p.tokens) { box.querySelector('.tokens').textContent = String(p.tokens); }
+  }
+
   function stop() {
     if (source) { source.close(); source = null; }
     if (poller) { clearInterval(poller); poller = null; }
@@ -71,6 +125,7 @@
       var ev;
       try { ev = JSON.parse(m.data); } catch (e) { return; }
       if (ev.kind === 'net') { return; }
+      if (ev.kind === 'transcript') { transcript(ev.transcript); return; }
       if (ev.kind === 'daemon_stopped') { source.close(); source = null; poll(); return; }
       schedule();
     };

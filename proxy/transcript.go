@@ -1,0 +1,318 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"lazy/api"
+)
+
+// Transcripts (CONTRACT §17): what a task's model call replied — its text
+// and the tools it called — read from the reply as it streams past, after
+// the scrubber, for the live view and the turn's stored transcript. A
+// route's parser turns its protocol into calls on a Transcript; the proxy
+// masks every real credential and the task's placeholders in what it hands
+// on (a secret may be split across two text pieces, which the byte scrubber
+// sees apart). Nothing of this runs for a call whose task nobody watches or
+// keeps: Options.Transcript answers nil.
+
+// Transcript receives what one model call's reply said, in order. Its
+// methods are called from the goroutine copying the reply, never at once;
+// they must not block.
+type Transcript interface {
+	OnText(text string)
+	OnToolCall(name, input string)
+	OnUsage(u api.CallUsage)
+	// End: the reply was read to its end or cut; nothing follows.
+	End()
+}
+
+// ReplyParser reads a reply's bytes as they pass and calls its Transcript.
+// Feed gets each read in order; End follows the last.
+type ReplyParser interface {
+	Feed(b []byte)
+	End()
+}
+
+// replyParsers makes the parser of a model route's reply, by route: the
+// Anthropic Messages route here; the other protocols' routes add theirs.
+var replyParsers = map[string]func(contentType string, t Transcript) ReplyParser{
+	"anthropic": newAnthropicParser,
+}
+
+// routeOf names the protocol of a model call's path ("" for one whose
+// reply carries no transcript, such as count_tokens).
+func routeOf(path string) string {
+	if path == "/v1/messages" {
+		return "anthropic"
+	}
+	return ""
+}
+
+// transcriptBody wraps a task's reply (after the scrubber and the usage
+// scanner) when Options.Transcript asks for it; otherwise the reply's body
+// stays as it was.
+func (p *Proxy) transcriptBody(resp *http.Response, pl *plan) {
+	if p.o.Transcript == nil || resp.StatusCode != http.StatusOK {
+		return
+	}
+	mk := replyParsers[routeOf(resp.Request.URL.Path)]
+	if mk == nil {
+		return
+	}
+	t := p.o.Transcript(pl.grant.TaskID, pl.grant.TaskRef)
+	if t == nil {
+		return
+	}
+	mt := &maskedTranscript{t: t, secrets: append(p.secrets(pl), p.placeholdersOf(pl.grant.TaskID)...)}
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	resp.Body = &transcriptReader{r: resp.Body, parse: mk(ct, mt), end: func() {
+		if pl.usageSeen {
+			mt.OnUsage(pl.usage)
+		}
+		mt.End()
+	}}
+}
+
+// placeholdersOf lists the task's placeholders in the grants snapshot.
+func (p *Proxy) placeholdersOf(taskID string) secretSet {
+	var s secretSet
+	if snap := p.o.Grants.Load(); snap != nil {
+		for k, g := range *snap {
+			if g.TaskID == taskID {
+				s = append(s, []byte(k))
+			}
+		}
+	}
+	return s
+}
+
+// transcriptReader hands each read to the parser; at the end (EOF, an
+// error or Close) it ends the transcript once.
+type transcriptReader struct {
+	r     io.ReadCloser
+	parse ReplyParser
+	end   func()
+	done  bool
+}
+
+func (t *transcriptReader) Read(b []byte) (int, error) {
+	n, err := t.r.Read(b)
+	if n > 0 && !t.done {
+		t.parse.Feed(b[:n])
+	}
+	if err != nil {
+		t.finish()
+	}
+	return n, err
+}
+
+func (t *transcriptReader) Close() error {
+	t.finish()
+	return t.r.Close()
+}
+
+func (t *transcriptReader) finish() {
+	if !t.done {
+		t.done = true
+		t.parse.End()
+		t.end()
+	}
+}
+
+// maskedTranscript masks secrets in what it hands on: text is held back
+// while its tail may start a secret, so one split across pieces is masked
+// whole.
+type maskedTranscript struct {
+	t       Transcript
+	secrets secretSet
+	held    []byte
+}
+
+func (m *maskedTranscript) OnText(text string) {
+	m.held = append(m.held, text...)
+	m.secrets.maskAll(m.held)
+	keep := m.secrets.heldTail(m.held)
+	if out := len(m.held) - keep; out > 0 {
+		m.t.OnText(string(m.held[:out]))
+		m.held = append(m.held[:0], m.held[out:]...)
+	}
+}
+
+func (m *maskedTranscript) OnToolCall(name, input string) {
+	m.flush()
+	n, _ := m.secrets.maskString(name)
+	in, _ := m.secrets.maskString(input)
+	m.t.OnToolCall(n, in)
+}
+
+func (m *maskedTranscript) OnUsage(u api.CallUsage) { m.t.OnUsage(u) }
+
+func (m *maskedTranscript) End() {
+	m.flush()
+	m.t.End()
+}
+
+// flush hands on what is held: a tail that may have started a secret and
+// never finished is masked as the scrubber masks one at a stream's end.
+func (m *maskedTranscript) flush() {
+	if len(m.held) == 0 {
+		return
+	}
+	if keep := m.secrets.heldTail(m.held); keep > 0 {
+		for i := len(m.held) - keep; i < len(m.held); i++ {
+			m.held[i] = '*'
+		}
+	}
+	m.t.OnText(string(m.held))
+	m.held = m.held[:0]
+}
+
+// maxReplyLine bounds one SSE line (or a JSON reply) the parser reads; a
+// longer one is skipped, not kept.
+const maxReplyLine = 1 << 20
+
+// anthropicParser reads the Messages API's reply: server-sent events
+// (content_block_start, content_block_delta with text_delta or
+// input_json_delta, content_block_stop) or one JSON message.
+type anthropicParser struct {
+	t      Transcript
+	sse    bool
+	line   []byte
+	skip   bool // the line is past maxReplyLine: dropped to its end
+	blocks map[int]*toolBlock
+}
+
+type toolBlock struct {
+	name  string
+	input []byte
+}
+
+func newAnthropicParser(contentType string, t Transcript) ReplyParser {
+	return &anthropicParser{t: t, sse: contentType == "text/event-stream", blocks: map[int]*toolBlock{}}
+}
+
+func (a *anthropicParser) Feed(b []byte) {
+	if !a.sse {
+		if len(a.line)+len(b) <= maxReplyLine {
+			a.line = append(a.line, b...)
+		} else {
+			a.skip = true
+		}
+		return
+	}
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			a.add(b)
+			return
+		}
+		a.add(b[:i])
+		if !a.skip {
+			a.event(bytes.TrimSuffix(a.line, []byte{'\r'}))
+		}
+		a.line, a.skip = a.line[:0], false
+		b = b[i+1:]
+	}
+}
+
+func (a *anthropicParser) add(b []byte) {
+	if a.skip {
+		return
+	}
+	if len(a.line)+len(b) > maxReplyLine {
+		a.skip, a.line = true, a.line[:0]
+		return
+	}
+	a.line = append(a.line, b...)
+}
+
+// anthropicEvent is the part of an SSE data line the transcript reads.
+type anthropicEvent struct {
+	Type         string `json:"type"`
+	Index        int    `json:"index"`
+	ContentBlock *struct {
+		Type  string          `json:"type"`
+		Text  string          `json:"text"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	} `json:"content_block"`
+	Delta *struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+	} `json:"delta"`
+}
+
+func (a *anthropicParser) event(line []byte) {
+	data, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
+		return
+	}
+	var e anthropicEvent
+	if json.Unmarshal(bytes.TrimSpace(data), &e) != nil {
+		return
+	}
+	switch e.Type {
+	case "content_block_start":
+		if cb := e.ContentBlock; cb != nil {
+			switch cb.Type {
+			case "text":
+				if cb.Text != "" {
+					a.t.OnText(cb.Text)
+				}
+			case "tool_use", "server_tool_use":
+				tb := &toolBlock{name: cb.Name}
+				if len(cb.Input) > 0 && string(cb.Input) != "{}" {
+					tb.input = append(tb.input, cb.Input...)
+				}
+				a.blocks[e.Index] = tb
+			}
+		}
+	case "content_block_delta":
+		if d := e.Delta; d != nil {
+			switch d.Type {
+			case "text_delta":
+				a.t.OnText(d.Text)
+			case "input_json_delta":
+				if tb := a.blocks[e.Index]; tb != nil && len(tb.input) <= api.MaxToolInput {
+					tb.input = append(tb.input, d.PartialJSON...)
+				}
+			}
+		}
+	case "content_block_stop":
+		if tb := a.blocks[e.Index]; tb != nil {
+			delete(a.blocks, e.Index)
+			a.t.OnToolCall(tb.name, string(tb.input))
+		}
+	}
+}
+
+func (a *anthropicParser) End() {
+	if a.sse || a.skip {
+		return
+	}
+	var m struct {
+		Content []struct {
+			Type  string          `json:"type"`
+			Text  string          `json:"text"`
+			Name  string          `json:"name"`
+			Input json.RawMessage `json:"input"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(a.line, &m) != nil {
+		return
+	}
+	for _, c := range m.Content {
+		switch c.Type {
+		case "text":
+			a.t.OnText(c.Text)
+		case "tool_use", "server_tool_use":
+			a.t.OnToolCall(c.Name, strings.TrimSpace(string(c.Input)))
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"lazy/api"
+)
+
+// recorded is a Transcript that keeps what it was told.
+type recorded struct {
+	mu    sync.Mutex
+	text  strings.Builder
+	tools []string
+	usage *api.CallUsage
+	ended int
+}
+
+func (r *recorded) OnText(s string) { r.mu.Lock(); r.text.WriteString(s); r.mu.Unlock() }
+func (r *recorded) OnToolCall(name, input string) {
+	r.mu.Lock()
+	r.tools = append(r.tools, name+" "+input)
+	r.mu.Unlock()
+}
+func (r *recorded) OnUsage(u api.CallUsage) { r.mu.Lock(); r.usage = &u; r.mu.Unlock() }
+func (r *recorded) End()                    { r.mu.Lock(); r.ended++; r.mu.Unlock() }
+
+// transcriptFixture is a proxy over upstream whose Transcript answer is
+// want (asked counts the calls that asked).
+func transcriptFixture(t *testing.T, upstream http.Handler, want func() Transcript) (*fixture, *atomic.Int64) {
+	t.Helper()
+	up := httptest.NewServer(upstream)
+	t.Cleanup(up.Close)
+	cfg := cfgFor(up.URL, "provider")
+	f := &fixture{t: t, home: t.TempDir(), grants: &atomic.Pointer[Grants]{}}
+	g := Grants{}
+	f.grants.Store(&g)
+	var asked atomic.Int64
+	p, err := New(Options{Config: &cfg, Home: f.home, Grants: f.grants, Transcript: func(taskID, ref string) Transcript {
+		asked.Add(1)
+		return want()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.p = p
+	f.srv = httptest.NewServer(p)
+	t.Cleanup(f.srv.Close)
+	f.writeCred("provider", realKey)
+	return f, &asked
+}
+
+// sseUpstream streams text pieces as text_delta events, then one tool_use
+// block whose input comes in two input_json_delta events.
+func sseUpstream(pieces []string, tool, input1, input2 string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		send := func(v any) {
+			b, _ := json.Marshal(v)
+			fmt.Fprintf(w, "event: x\ndata: %s\n\n", b)
+			fl.Flush()
+		}
+		send(map[string]any{"type": "message_start", "message": map[string]any{"usage": map[string]int{"input_tokens": 7, "output_tokens": 1}}})
+		send(map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]string{"type": "text", "text": ""}})
+		for _, p := range pieces {
+			send(map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "text_delta", "text": p}})
+		}
+		send(map[string]any{"type": "content_block_stop", "index": 0})
+		send(map[string]any{"type": "content_block_start", "index": 1, "content_block": map[string]any{"type": "tool_use", "id": "t1", "name": tool, "input": map[string]any{}}})
+		send(map[string]any{"type": "content_block_delta", "index": 1, "delta": map[string]string{"type": "input_json_delta", "partial_json": input1}})
+		send(map[string]any{"type": "content_block_delta", "index": 1, "delta": map[string]string{"type": "input_json_delta", "partial_json": input2}})
+		send(map[string]any{"type": "content_block_stop", "index": 1})
+		send(map[string]any{"type": "message_delta", "usage": map[string]int{"output_tokens": 12}})
+		send(map[string]any{"type": "message_stop"})
+	})
+}
+
+// TestTranscriptFromStream: a streamed reply's text and tool call reach the
+// Transcript with the real key and the task's placeholder masked, each
+// split across two text pieces (which the byte scrubber sees apart, as JSON
+// strings of two events); the usage and the end follow.
+func TestTranscriptFromStream(t *testing.T) {
+	rec := &recorded{}
+	var ph string
+	pieces := func() []string {
+		return []string{"Hello ", "the key is " + realKey[:10], realKey[10:] + " and ", "mine is " + ph[:9], ph[9:] + ". Done."}
+	}
+	var f *fixture
+	f, asked := transcriptFixture(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sseUpstream(pieces(), "Write", `{"file_path":"a.go","content":"`+realKey[:5], realKey[5:]+`"}`).ServeHTTP(w, r)
+	}), func() Transcript { return rec })
+	hdr := f.key("tx")
+	ph = hdr["x-api-key"]
+	resp := f.do("POST", "/v1/messages", hdr, msgBody)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	got := rec.text.String()
+	t.Logf("transcript text: %q; tools %q; usage %+v", got, rec.tools, rec.usage)
+	want := "Hello the key is " + strings.Repeat("*", len(realKey)) + " and mine is " + strings.Repeat("*", len(ph)) + ". Done."
+	if got != want {
+		t.Errorf("text %q\nwant %q", got, want)
+	}
+	if len(rec.tools) != 1 || !strings.HasPrefix(rec.tools[0], `Write {"file_path":"a.go"`) || strings.Contains(rec.tools[0], "REALKEY") {
+		t.Errorf("tools %q", rec.tools)
+	}
+	if rec.usage == nil || rec.usage.InputTokens != 7 || rec.usage.OutputTokens != 12 || rec.ended != 1 || asked.Load() != 1 {
+		t.Errorf("usage %+v, ended %d, asked %d", rec.usage, rec.ended, asked.Load())
+	}
+	if strings.Contains(string(body), realKey) {
+		t.Error("the client got the real key")
+	}
+}
+
+// TestTranscriptFromJSON: a whole JSON reply is read at its end; a call
+// whose Transcript answer is nil is not read at all, and its reply is the
+// same.
+func TestTranscriptFromJSON(t *testing.T) {
+	rec := &recorded{}
+	on := true
+	up := newUpstream(t)
+	f, asked := transcriptFixture(t, up.Server, func() Transcript {
+		if on {
+			return rec
+		}
+		return nil
+	})
+	hdr := f.key("tj")
+	read := func() string {
+		resp := f.do("POST", "/v1/messages", hdr, msgBody)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b)
+	}
+	first := read()
+	on = false
+	second := read()
+	if rec.text.String() != "stub answer to: hi" || rec.ended != 1 || asked.Load() != 2 {
+		t.Errorf("text %q, ended %d, asked %d", rec.text.String(), rec.ended, asked.Load())
+	}
+	if first != second {
+		t.Errorf("replies differ:\n%s\n%s", first, second)
+	}
+	// count_tokens carries no transcript: not asked
+	resp := f.do("POST", "/v1/messages/count_tokens", hdr, msgBody)
+	resp.Body.Close()
+	if asked.Load() != 2 {
+		t.Errorf("count_tokens asked for a transcript")
+	}
+}
