@@ -122,8 +122,10 @@ func NewDriver(name, permissionMode string) (Driver, error) {
 		return Script{ClaudeCode{PermissionMode: permissionMode}}, nil
 	case "codex":
 		return Codex{}, nil
+	case "gemini":
+		return Gemini{PermissionMode: permissionMode}, nil
 	}
-	return nil, fmt.Errorf("agent.driver: unknown driver %q; use claude-code, codex or script", name)
+	return nil, fmt.Errorf("agent.driver: unknown driver %q; use claude-code, codex, gemini or script", name)
 }
 
 // Errors runners return.

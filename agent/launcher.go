@@ -294,6 +294,13 @@ func (l *Launcher) runTurn(ctx context.Context, req *TurnRequest, notice string)
 	if Sandboxed(l.Runner) && l.ProxyPort != 0 {
 		spec.Env = append(spec.Env, ProxyEnv(l.ProxyPort)...)
 	}
+	if c, ok := l.Driver.(Configurer); ok {
+		// the client's own configuration, written over the agent's copy
+		spec.Env = append(spec.Env, c.ClientEnv(l.BaseURL)...)
+		if err := WriteDecoys(home, c.HomeFiles()); err != nil {
+			return Result{}, Outcome{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+	}
 	release, err := l.prepare(ctx, *req, &spec)
 	if err != nil {
 		return Result{}, Outcome{}, err

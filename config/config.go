@@ -121,6 +121,9 @@ type Credentials struct {
 	Editor   EditorCredential   `koanf:"editor"`
 	// OpenAI is the OpenAI API key the codex driver's calls get
 	OpenAI EditorCredential `koanf:"openai"`
+	// Gemini is the Gemini API key the proxy puts on the gemini driver's
+	// calls (CONTRACT §16); default file <home>/credentials/gemini.
+	Gemini EditorCredential `koanf:"gemini"`
 }
 
 // ProviderCredential is the real model-provider credential.
@@ -148,6 +151,9 @@ type Proxy struct {
 	// OpenAI is where OpenAI Responses traffic (POST /v1/responses, the
 	// codex driver) goes; its credential "provider" is [credentials.openai]
 	OpenAI Upstream `koanf:"openai"`
+	// Gemini is where the Gemini routes (/v1beta/models/..., the gemini
+	// driver) go; its credential "provider" is [credentials.gemini]
+	Gemini Upstream `koanf:"gemini"`
 }
 
 // Upstream is one provider's upstream and its credential setting.
@@ -155,6 +161,14 @@ type Upstream struct {
 	Upstream   string `koanf:"upstream"`
 	Credential string `koanf:"credential"`
 }
+
+// GeminiUpstream is the default of proxy.gemini.upstream.
+const GeminiUpstream = "https://generativelanguage.googleapis.com"
+
+// CredentialGemini is how Targets records proxy.gemini's "provider": the
+// Gemini key, another secret than credentials.provider, so an origin
+// shared with an Anthropic target is a collision.
+const CredentialGemini = "gemini"
 
 // proxy.no_grant values.
 const (
@@ -241,7 +255,8 @@ func Defaults() Config {
 		},
 		Credentials: Credentials{Provider: ProviderCredential{Kind: KindAPIKey}},
 		Proxy: Proxy{Upstream: "https://api.anthropic.com", Credential: CredentialNone, EditorUpstream: "https://api2.cursor.sh", NoGrant: NoGrantPassthrough,
-			OpenAI: Upstream{Upstream: "https://api.openai.com", Credential: CredentialNone}},
+			OpenAI: Upstream{Upstream: "https://api.openai.com", Credential: CredentialNone},
+			Gemini: Upstream{Upstream: GeminiUpstream, Credential: CredentialNone}},
 		Storage: Storage{Backend: "sql", Sync: "full"},
 		Cluster: Cluster{Etcd: []string{"127.0.0.1:2379"}, Advertise: "127.0.0.1:0", Remote: "origin"},
 		Protect: Protect{Paths: []string{".lazy/config.toml"}},
@@ -372,6 +387,9 @@ func (c *Config) Validate() error {
 		return bad("credentials.provider.kind", "%q is not a credential kind; use api_key, oauth or auth_token", c.Credentials.Provider.Kind)
 	}
 	if err := checkUpstream("proxy.upstream", c.Proxy.Upstream, c.Proxy.Credential, "proxy.credential"); err != nil {
+		return err
+	}
+	if err := checkUpstream("proxy.gemini.upstream", c.Proxy.Gemini.Upstream, c.Proxy.Gemini.Credential, "proxy.gemini.credential"); err != nil {
 		return err
 	}
 	if err := checkUpstream("proxy.editor_upstream", c.Proxy.EditorUpstream, "", ""); err != nil {
@@ -612,6 +630,13 @@ func (c *Config) Targets() (map[string]Target, error) {
 			return nil, err
 		}
 	}
+	gcred := c.Proxy.Gemini.Credential
+	if gcred == CredentialProvider {
+		gcred = CredentialGemini
+	}
+	if err := add("proxy.gemini", c.Proxy.Gemini.Upstream, gcred); err != nil {
+		return nil, err
+	}
 	names := make([]string, 0, len(c.Models.Roles))
 	for n := range c.Models.Roles {
 		names = append(names, n)
@@ -717,7 +742,7 @@ func (c *Config) OpenAICredentialFile(home string) string {
 }
 
 // Drivers are the agent drivers (agent.driver, lazy task new --driver).
-var Drivers = []string{"claude-code", "codex", "script"}
+var Drivers = []string{"claude-code", "codex", "gemini", "script"}
 
 // KnownDriver reports a driver name lazy has.
 func KnownDriver(name string) bool {
@@ -727,6 +752,15 @@ func KnownDriver(name string) bool {
 		}
 	}
 	return false
+}
+
+// GeminiCredentialFile is the configured Gemini key file, or
+// <home>/credentials/gemini when none is configured.
+func (c *Config) GeminiCredentialFile(home string) string {
+	if c.Credentials.Gemini.File != "" {
+		return ExpandPath(c.Credentials.Gemini.File)
+	}
+	return filepath.Join(home, "credentials", "gemini")
 }
 
 // PortRange returns the port window as numbers.

@@ -146,9 +146,28 @@ func TestOriginAndTargets(t *testing.T) {
 	cfg.Proxy.Credential = CredentialProvider
 	cfg.Models.Roles = map[string]Role{"coder": {Endpoint: "https://api.anthropic.com/x", Credential: CredentialProvider}}
 	ts, err := cfg.Targets()
-	// one shared Anthropic target, beside [proxy.openai]'s own
-	if err != nil || len(ts) != 2 || ts["https://api.anthropic.com:443"].Credential != CredentialProvider {
-		t.Fatalf("got %v %v, want one shared target", ts, err)
+	if err != nil || len(ts) != 3 || ts["https://api.anthropic.com:443"].Credential != CredentialProvider {
+		t.Fatalf("got %v %v, want one shared Anthropic target beside [proxy.openai]'s and [proxy.gemini]'s own", ts, err)
+	}
+}
+
+// TestGeminiOriginCollision: proxy.gemini's "provider" is the Gemini key,
+// another secret than credentials.provider, so it may not share an origin
+// with a target that carries the Anthropic credential or none.
+func TestGeminiOriginCollision(t *testing.T) {
+	for _, cred := range []string{CredentialProvider, CredentialNone} {
+		cfg := Defaults()
+		cfg.Proxy.Upstream, cfg.Proxy.Credential = "http://127.0.0.1:9", cred
+		cfg.Proxy.Gemini = Upstream{Upstream: "http://127.0.0.1:9/", Credential: CredentialProvider}
+		if _, err := cfg.Targets(); err == nil || !strings.Contains(err.Error(), "proxy.gemini") {
+			t.Errorf("proxy.upstream credential %q on the Gemini origin: got %v, want a collision naming proxy.gemini", cred, err)
+		}
+	}
+	cfg := Defaults()
+	cfg.Proxy.Gemini = Upstream{Upstream: "http://127.0.0.1:9", Credential: CredentialNone}
+	cfg.Proxy.Upstream = "http://127.0.0.1:9"
+	if _, err := cfg.Targets(); err != nil {
+		t.Errorf("both none on one origin: got %v, want no collision", err)
 	}
 }
 

@@ -38,10 +38,12 @@ func isMissing(err error) bool {
 }
 
 // credentialKindEditor is the editor agent's key (no kind of its own);
-// credentialKindOpenAI the OpenAI key the codex driver's calls get.
+// credentialKindOpenAI the OpenAI key the codex driver's calls get;
+// credentialKindGemini the Gemini API key ([credentials.gemini]).
 const (
 	credentialKindEditor = "editor"
 	credentialKindOpenAI = "openai"
+	credentialKindGemini = "gemini"
 )
 
 // checkCredential reads the credential file at path as kind (a provider
@@ -54,6 +56,8 @@ func checkCredential(path, kind string, now time.Time) error {
 		what = "editor key"
 	case credentialKindOpenAI:
 		what = "OpenAI key"
+	case credentialKindGemini:
+		what = "Gemini API key"
 	}
 	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -160,7 +164,7 @@ func tokenShape(v, kind string) error {
 
 func sectionOf(kind string) string {
 	switch kind {
-	case credentialKindEditor, credentialKindOpenAI:
+	case credentialKindEditor, credentialKindOpenAI, credentialKindGemini:
 		return kind
 	}
 	return "provider"
@@ -176,6 +180,8 @@ func tokenName(kind string) string {
 		return "editor agent's key"
 	case credentialKindOpenAI:
 		return "OpenAI API key (sk-proj-… or sk-…)"
+	case credentialKindGemini:
+		return "Gemini API key (AIza…, from Google AI Studio)"
 	}
 	return "API key"
 }
@@ -209,6 +215,15 @@ func credentialChecks(cfg *config.Config, home string, now time.Time) (missing, 
 			return missing, err
 		}
 	}
+	if needsGeminiFile(cfg) {
+		if err := checkCredential(cfg.GeminiCredentialFile(home), credentialKindGemini, now); isMissing(err) {
+			if missing == nil {
+				missing = err
+			}
+		} else if err != nil {
+			return missing, err
+		}
+	}
 	return missing, nil
 }
 
@@ -230,6 +245,11 @@ func needsProviderFile(cfg *config.Config) bool {
 // needsOpenAIFile reports whether [proxy.openai] takes [credentials.openai].
 func needsOpenAIFile(cfg *config.Config) bool {
 	return cfg.Proxy.OpenAI.Credential == config.CredentialProvider
+}
+
+// needsGeminiFile reports whether [proxy.gemini] takes [credentials.gemini].
+func needsGeminiFile(cfg *config.Config) bool {
+	return cfg.Proxy.Gemini.Credential == config.CredentialProvider
 }
 
 // CheckCredentials is the start's check of the credential files of the

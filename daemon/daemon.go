@@ -374,6 +374,9 @@ func agentCommand(cfg *config.Config, self string) []string {
 	if cfg.Agent.Driver == "script" && (cfg.Agent.Command == "" || cfg.Agent.Command == "claude") {
 		return []string{self, "script-agent"}
 	}
+	if cfg.Agent.Driver == "gemini" && (cfg.Agent.Command == "" || cfg.Agent.Command == "claude") {
+		return []string{"gemini"}
+	}
 	return strings.Fields(cfg.Agent.Command)
 }
 
@@ -429,7 +432,7 @@ func hidden(home, state string) []string {
 // (inside it they are hidden with it).
 func hiddenFiles(home string, cfg *config.Config) []string {
 	var out []string
-	for _, f := range []string{cfg.ProviderCredentialFile(home), cfg.EditorCredentialFile(home)} {
+	for _, f := range []string{cfg.ProviderCredentialFile(home), cfg.EditorCredentialFile(home), cfg.GeminiCredentialFile(home)} {
 		if rel, err := filepath.Rel(home, f); err == nil && !strings.HasPrefix(rel, "..") {
 			continue
 		}
@@ -806,6 +809,11 @@ func (d *Daemon) mint(c *credentials, taskID, ref, role string) (map[string]stri
 		// codex reads its key from OPENAI_API_KEY and calls [proxy.openai]
 		return d.sup.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: map[string]actors.MintVar{
 			agent.EnvOpenAIKey: {Kind: proxy.KindOpenAI, ShapeOf: c.openAIShape()}}})
+	}
+	if cfg.Agent.Driver == "gemini" {
+		// the gemini client carries one key, GEMINI_API_KEY, on the Gemini
+		// routes only (CONTRACT §16)
+		return d.sup.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: map[string]actors.MintVar{agent.EnvGeminiAPIKey: {Kind: proxy.KindGemini}}})
 	}
 	kind := cfg.Credentials.Provider.Kind
 	envVar := map[string]string{config.KindAPIKey: agent.EnvAPIKey, config.KindOAuth: agent.EnvOAuth, config.KindAuthToken: agent.EnvAuthToken}[kind]

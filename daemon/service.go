@@ -495,6 +495,13 @@ func (c *credentials) check(role string) error {
 		}
 		return nil
 	}
+	if cfg.Agent.Driver == "gemini" {
+		// gemini calls [proxy.gemini] only: its key is the one it needs
+		if needsGeminiFile(cfg) {
+			return checkCredential(cfg.GeminiCredentialFile(c.home), credentialKindGemini, time.Now())
+		}
+		return nil
+	}
 	if c.needsProvider(role) {
 		if err := checkCredential(cfg.ProviderCredentialFile(c.home), cfg.Credentials.Provider.Kind, time.Now()); err != nil {
 			return err

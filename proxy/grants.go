@@ -162,10 +162,27 @@ func randomPart() string {
 }
 
 // NewPlaceholder mints a placeholder shaped like the real credential:
-// its prefix, "svc-", then a random part.
+// its prefix, "svc-", then a random part. A Gemini key (KindGemini) has a
+// fixed shape, "AIza" and 35 characters of [A-Za-z0-9_-], 39 in all: its
+// placeholder is "AIza", "svc-" (whose characters are all in that
+// alphabet) and 31 random characters (186 bits), so the client and any
+// format check take it for a key while the proxy and a reader still see
+// the marker.
 func NewPlaceholder(kind, real string) string {
+	if kind == KindGemini {
+		return GeminiKeyPrefix + "svc-" + randomPart()[:markLen]
+	}
 	return PlaceholderPrefix(kind, real) + "svc-" + randomPart()
 }
+
+// KindGemini is the placeholder kind of a Gemini API key (GEMINI_API_KEY).
+const KindGemini = "gemini"
+
+// GeminiKeyPrefix starts every Gemini API key; GeminiKeyLen is its length.
+const (
+	GeminiKeyPrefix = "AIza"
+	GeminiKeyLen    = 39
+)
 
 // NewEditorPlaceholder mints the editor agent's placeholder: key_svc_<random>.
 func NewEditorPlaceholder() string { return "key_svc_" + randomPart() }

@@ -135,6 +135,22 @@ type grantIndex struct {
 
 const randLen = 32 // base64url of 192 bits
 
+// markLen is how much of the random part after the marker identifies a
+// placeholder: the 31 characters a Gemini key's fixed length leaves (the
+// others have 32; 186 bits still never collide).
+const markLen = 31
+
+// randMark is the identifying part of placeholder k: the markLen
+// characters after its first "svc-" or "svc_" marker (the random part may
+// hold another).
+func randMark(k string) (string, bool) {
+	i := strings.Index(k, "svc")
+	if i < 0 || len(k)-(i+4) < markLen || (k[i+3] != '-' && k[i+3] != '_') {
+		return "", false
+	}
+	return k[i+4 : i+4+markLen], true
+}
+
 func (p *Proxy) grantsByRand() map[string]*Grant {
 	snap := p.o.Grants.Load()
 	if ix := p.index.Load(); ix != nil && ix.snap == snap {
@@ -143,9 +159,9 @@ func (p *Proxy) grantsByRand() map[string]*Grant {
 	ix := &grantIndex{snap: snap, byRand: map[string]*Grant{}}
 	if snap != nil {
 		for k, g := range *snap {
-			if len(k) >= randLen {
+			if m, ok := randMark(k); ok {
 				g := g
-				ix.byRand[k[len(k)-randLen:]] = &g
+				ix.byRand[m] = &g
 			}
 		}
 	}
@@ -164,13 +180,13 @@ func (p *Proxy) foreignToken(s string, own *Grant) *Grant {
 		}
 		i += off + 4 // past "svc-" or "svc_"
 		off = i - 3
-		if i+randLen > len(s) {
+		if i+markLen > len(s) {
 			return nil
 		}
 		if byRand == nil {
 			byRand = p.grantsByRand()
 		}
-		if g, ok := byRand[s[i:i+randLen]]; ok && g.TaskID != own.TaskID {
+		if g, ok := byRand[s[i:i+markLen]]; ok && g.TaskID != own.TaskID {
 			return g
 		}
 	}

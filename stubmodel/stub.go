@@ -1,7 +1,9 @@
 // Package stubmodel is the project's stand-in model upstream for tests and
-// `lazy demo`: it answers the routes the real client uses (POST /v1/messages
-// as JSON or as an SSE stream, POST /v1/messages/count_tokens, HEAD
-// /api/hello; OpenAI's POST /v1/responses, openai.go) on loopback, and records every request it received so tests can
+// `lazy demo`: it answers the routes the real clients use (Anthropic's POST
+// /v1/messages as JSON or as an SSE stream, POST /v1/messages/count_tokens,
+// HEAD /api/hello; OpenAI's POST /v1/responses, openai.go; Gemini's
+// /v1beta/models/<model>:generateContent and :streamGenerateContent,
+// gemini.go) on loopback, and records every request it received so tests can
 // see exactly what reached the upstream.
 package stubmodel
 
@@ -138,8 +140,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, At: time.Now()})
 		s.mu.Unlock()
 	}
+	if s.Status != 0 && strings.HasPrefix(r.URL.Path, "/v1beta/") {
+		writeGeminiError(w, s.Status, "INTERNAL", "stub configured to fail")
+		return
+	}
 	if s.Status != 0 {
 		writeError(w, s.Status, "api_error", "stub configured to fail")
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1beta/") {
+		s.serveGemini(w, r, body)
 		return
 	}
 	switch {
