@@ -41,10 +41,12 @@ const maxReserve = 1 << 40
 // is held at its length / bytesPerToken + DefaultReserveOutput and streamed.
 func (p *Proxy) reservation(r *http.Request, pl *plan) int64 {
 	maxKey := "max_tokens"
-	switch r.URL.Path {
-	case "/v1/messages":
-	case OpenAIRoute:
+	switch {
+	case r.URL.Path == "/v1/messages":
+	case r.URL.Path == OpenAIRoute:
 		maxKey = "max_output_tokens"
+	case pl.gemini:
+		maxKey = "" // generationConfig.maxOutputTokens is nested: the default hold
 	default:
 		return 0
 	}
@@ -62,7 +64,10 @@ func (p *Proxy) reservation(r *http.Request, pl *plan) int64 {
 		return min(n/bytesPerToken+DefaultReserveOutput, maxReserve)
 	}
 	b := pl.body.bytes()
-	out, ok := maxTokensOf(b, maxKey)
+	out, ok := int64(0), false
+	if maxKey != "" {
+		out, ok = maxTokensOf(b, maxKey)
+	}
 	if !ok {
 		out = DefaultReserveOutput
 	}

@@ -35,6 +35,7 @@ func (p *Proxy) secrets(pl *plan) secretSet {
 	add(pl.cred, pl.rt.provider)
 	add(pl.editorCred, pl.rt.editorKey)
 	add(pl.openaiCred, pl.rt.openaiKey)
+	add(pl.geminiCred, pl.rt.geminiKey)
 	return s
 }
 
@@ -79,6 +80,9 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		defer func() {
 			if pl.openai { // OpenAI Responses: its events, parsed (openai.go)
 				resp.Body = newResponsesUsage(resp.Body, resp.Header.Get("Content-Type"), &pl.usage, &pl.usageSeen, &pl.usageDone)
+				return
+			} else if pl.gemini { // Gemini: its SSE or JSON, parsed (gemini.go)
+				resp.Body = newGeminiUsage(resp.Body, pl, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
 				return
 			}
 			pl.usageScan.reset(resp.Body, &pl.usage, &pl.usageSeen, &pl.usageDone)

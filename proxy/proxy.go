@@ -153,6 +153,9 @@ type routes struct {
 	provider  *CredentialFile
 	kind      string
 	editorKey *CredentialFile
+	// gemini is proxy.gemini's target, geminiKey credentials.gemini (gemini.go)
+	gemini    target
+	geminiKey *CredentialFile
 	noGrant   string
 	// tcpGrants: agents run in no sandbox (agent.runner = "process") and
 	// present their placeholders on the TCP listener; otherwise a
@@ -236,7 +239,8 @@ func (p *Proxy) Reconfigure(cfg *config.Config) error {
 	rt := &routes{roles: map[string]target{}, kind: cfg.Credentials.Provider.Kind, noGrant: cfg.Proxy.NoGrant,
 		tcpGrants: cfg.Agent.Runner == config.RunnerProcess, maxConns: cfg.Sandbox.MaxConnections,
 		provider:  p.credentialFile(old, cfg.ProviderCredentialFile(p.o.Home), func(r *routes) *CredentialFile { return r.provider }),
-		editorKey: p.credentialFile(old, cfg.EditorCredentialFile(p.o.Home), func(r *routes) *CredentialFile { return r.editorKey })}
+		editorKey: p.credentialFile(old, cfg.EditorCredentialFile(p.o.Home), func(r *routes) *CredentialFile { return r.editorKey }),
+		geminiKey: p.credentialFile(old, cfg.GeminiCredentialFile(p.o.Home), func(r *routes) *CredentialFile { return r.geminiKey })}
 	if rt.primary, err = mk(cfg.Proxy.Upstream, true); err != nil {
 		return fmt.Errorf("proxy.upstream: %w", err)
 	}
@@ -256,6 +260,9 @@ func (p *Proxy) Reconfigure(cfg *config.Config) error {
 			t.credential = config.CredentialNone
 		}
 		rt.roles[name] = t
+	}
+	if rt.gemini, err = mk(cfg.Proxy.Gemini.Upstream, true); err != nil {
+		return fmt.Errorf("proxy.gemini.upstream: %w", err)
 	}
 	eu, err := url.Parse(cfg.Proxy.EditorUpstream)
 	if err != nil {
@@ -309,12 +316,13 @@ type plan struct {
 	// upstreamErr is why no upstream answered (the traffic line's error)
 	upstreamErr string
 	reserved    int64 // replay budget held by this request
-	// cred, editorCred and openaiCred are the real credentials as read for
-	// this request (one stat each), injected by the transport and known to
-	// the scrubber
-	cred, editorCred, openaiCred *Credential
-	// openai: the OpenAI Responses route (its refusals in OpenAI's shape)
-	openai bool
+	// cred, editorCred, openaiCred and geminiCred are the real credentials
+	// as read for this request (one stat each), injected by the transport
+	// and known to the scrubber
+	cred, editorCred, openaiCred, geminiCred *Credential
+	// openai: the OpenAI Responses route (its refusals in OpenAI's shape);
+	// gemini: a Gemini route (Google's shape, gemini.go)
+	openai, gemini bool
 	// stopWatchdog stops the body watchdog once the body is read.
 	stopWatchdog func()
 	bodyTimedOut atomic.Bool
@@ -354,7 +362,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := p.now()
-	pl := &plan{rt: p.routes.Load(), via: viaOf(r.Context()), stopWatchdog: func() {}, openai: isOpenAIRoute(r.URL.Path)}
+	pl := &plan{rt: p.routes.Load(), via: viaOf(r.Context()), stopWatchdog: func() {}, openai: isOpenAIRoute(r.URL.Path), gemini: isGeminiRoute(r)}
 	rec := &statusWriter{ResponseWriter: w, p: p, pl: pl}
 	logPath := r.URL.EscapedPath()
 	defer func() {
@@ -423,6 +431,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	} else if pl.openai {
 		if !p.planOpenAI(rec, r, pl) {
+			return
+		}
+	} else if pl.gemini {
+		if !p.planGemini(rec, r, pl) {
 			return
 		}
 	} else if !p.planModel(rec, r, pl) {
@@ -746,6 +758,7 @@ var causeText = map[string]string{
 	CauseWrongGrantKind:     "this placeholder was minted for another route (the editor key only on /_svc/<agent>/..., OPENAI_API_KEY only on /v1/responses, an Anthropic key only on the Anthropic routes)",
 	CauseOpenAIMissing:      "the real OpenAI key is missing on this machine; write it to the file named by credentials.openai.file (default ~/.lazy/credentials/openai)",
 	CauseNoGrant:            "no placeholder credential was presented and proxy.no_grant = \"refuse\"; agents get theirs at launch",
+	CauseGeminiMissing:      "the real Gemini API key is missing on this machine; write it to the file named by credentials.gemini.file (default ~/.lazy/credentials/gemini)",
 	CauseNotFromSandbox:     "a placeholder is accepted only through its task's own sandbox socket, and this request came on the TCP listener from a process in no sandbox; agents under agent.runner = \"process\" (no sandbox) use the TCP listener",
 }
 
@@ -792,7 +805,7 @@ func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool
 		pl.chain = []target{pl.rt.primary}
 		return true
 	}
-	if isEditorGrant(g) || isOpenAIGrant(g) {
+	if isEditorGrant(g) || isOpenAIGrant(g) || isGeminiGrant(g) {
 		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
 		return false
 	}
@@ -1039,6 +1052,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		// editor route substitutes the key where the client put it instead.
 		out.Header.Del("x-api-key")
 		out.Header.Del("Authorization")
+		out.Header.Del("x-goog-api-key")
 	}
 	// an encoded response could carry a secret past the scrubber
 	out.Header.Set("Accept-Encoding", "identity")
@@ -1167,6 +1181,11 @@ func (p *Proxy) inject(out *http.Request, t target, pl *plan) error {
 		}
 	case config.CredentialOpenAI:
 		out.Header.Set("Authorization", "Bearer "+pl.openaiCred.Value)
+	case config.CredentialGemini:
+		if pl.geminiCred == nil {
+			return &refusal{cause: CauseGeminiMissing, msg: causeText[CauseGeminiMissing]}
+		}
+		out.Header.Set("x-goog-api-key", pl.geminiCred.Value)
 	case "editor":
 		if pl.session {
 			return nil
@@ -1234,6 +1253,10 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 func writeAPIError(w http.ResponseWriter, status int, kind, msg, cause string) {
 	if sw, ok := w.(*statusWriter); ok && sw.pl != nil && sw.pl.openai {
 		writeOpenAIError(w, status, kind, msg, cause)
+		return
+	}
+	if sw, ok := w.(*statusWriter); ok && sw.pl != nil && sw.pl.gemini {
+		writeGeminiError(w, status, msg, cause) // Google's shape on its routes
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

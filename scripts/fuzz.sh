@@ -28,6 +28,7 @@ targets=( # package:target:executions
   ./proxy:FuzzParseCredential:100000x
   ./proxy:FuzzEchoingUpstream:30000x
   ./proxy:FuzzResponsesUsage:30000x
+  ./proxy:FuzzGeminiUsage:50000x
   ./review:FuzzShellQuote:300000x
   ./review:FuzzParseRemedy:300000x
   ./httpapi:FuzzCommentJSON:15000x

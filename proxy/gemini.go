@@ -1,0 +1,309 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	sse "github.com/tmaxmax/go-sse"
+
+	"lazy/config"
+)
+
+// The Gemini routes (CONTRACT §16): POST /v1beta/models/<model>:generateContent,
+// :streamGenerateContent (?alt=sse) and :countTokens, as the gemini CLI
+// sends them with an API key. Everything the Anthropic route has holds:
+// the grant is found from the key the client presents (x-goog-api-key),
+// the real Gemini key ([credentials.gemini]) replaces it on the way to
+// proxy.gemini.upstream and nowhere else, refusals come in Google's error
+// shape, replies are scrubbed of the real key (an echo trips the wire),
+// canaries and budgets apply, and usage is read from usageMetadata.
+//
+// The key is never taken from, nor put into, the URL: the API also takes
+// it as ?key=, but a URL ends up in logs (the client's, an upstream's,
+// any gateway's), so a request with a key parameter is refused whatever
+// it holds, and the only query kept is alt.
+
+// CauseKeyInQuery: the client put a key in the URL's query (refused: a
+// URL is logged).
+const CauseKeyInQuery = "key_in_query"
+
+// geminiMethods are the model methods the route forwards.
+var geminiMethods = map[string]bool{"generateContent": true, "streamGenerateContent": true, "countTokens": true}
+
+// isGeminiRoute reports a path under the Gemini API's version prefix.
+func isGeminiRoute(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/v1beta/") }
+
+// ParseGeminiRoute splits /v1beta/models/<model>:<method>. The model name
+// is the agent's input: 1 to 128 characters of [A-Za-z0-9._-] starting
+// with a letter or digit, and the method one of geminiMethods.
+func ParseGeminiRoute(path string) (model, method string, ok bool) {
+	rest, found := strings.CutPrefix(path, "/v1beta/models/")
+	if !found {
+		return "", "", false
+	}
+	model, method, found = strings.Cut(rest, ":")
+	if !found || !geminiMethods[method] || len(model) == 0 || len(model) > 128 {
+		return "", "", false
+	}
+	for i := 0; i < len(model); i++ {
+		c := model[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case (c == '.' || c == '-' || c == '_') && i > 0:
+		default:
+			return "", "", false
+		}
+	}
+	return model, method, true
+}
+
+// isGeminiGrant reports a grant minted for a Gemini key (GEMINI_API_KEY).
+func isGeminiGrant(g *Grant) bool { return strings.HasPrefix(g.Placeholder, GeminiKeyPrefix+"svc-") }
+
+// geminiStatus is Google's status name of an HTTP status.
+func geminiStatus(code int) string {
+	switch code {
+	case http.StatusBadRequest:
+		return "INVALID_ARGUMENT"
+	case http.StatusUnauthorized:
+		return "UNAUTHENTICATED"
+	case http.StatusForbidden:
+		return "PERMISSION_DENIED"
+	case http.StatusNotFound:
+		return "NOT_FOUND"
+	case http.StatusMethodNotAllowed:
+		return "UNIMPLEMENTED"
+	case http.StatusTooManyRequests:
+		return "RESOURCE_EXHAUSTED"
+	case 499:
+		return "CANCELLED"
+	case http.StatusBadGateway, http.StatusServiceUnavailable:
+		return "UNAVAILABLE"
+	case http.StatusRequestTimeout, http.StatusGatewayTimeout:
+		return "DEADLINE_EXCEEDED"
+	}
+	return "INTERNAL"
+}
+
+// writeGeminiError answers in Google's error shape,
+// {"error": {"code", "message", "status", "details"}}, the cause (if any)
+// as a google.rpc.ErrorInfo reason in the details and in x-lazy-refused.
+func writeGeminiError(w http.ResponseWriter, status int, msg, cause string) {
+	w.Header().Set("Content-Type", "application/json")
+	if cause != "" {
+		w.Header().Set("x-lazy-refused", cause)
+	}
+	w.WriteHeader(status)
+	e := map[string]any{"code": status, "message": msg, "status": geminiStatus(status)}
+	if cause != "" {
+		e["details"] = []any{map[string]string{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": cause, "domain": "lazy"}}
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": e})
+}
+
+// geminiPresented is every key the client sent on a Gemini route: the
+// x-goog-api-key header, and what presented reads (x-api-key, the token
+// of Authorization), so a placeholder is found wherever it was put.
+func geminiPresented(h http.Header) []string {
+	var out []string
+	for _, v := range h.Values("x-goog-api-key") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return append(out, presented(h)...)
+}
+
+// planGemini handles the Gemini routes: the route and query checked, the
+// grant found, the budget, the target and its credential.
+func (p *Proxy) planGemini(w http.ResponseWriter, r *http.Request, pl *plan) bool {
+	if _, _, ok := ParseGeminiRoute(r.URL.Path); !ok || r.Method != http.MethodPost {
+		writeGeminiError(w, http.StatusNotFound, "lazy proxy: "+r.Method+" "+r.URL.EscapedPath()+" is not a proxied Gemini route (only POST /v1beta/models/<model>:generateContent, :streamGenerateContent and :countTokens, the model 1-128 characters of [A-Za-z0-9._-])", "")
+		return false
+	}
+	q := r.URL.Query()
+	if q.Has("key") {
+		p.refuseStatus(w, pl, http.StatusBadRequest, "", CauseKeyInQuery, "lazy proxy: the API key is taken from the x-goog-api-key header only, never the URL (a URL is logged); set GEMINI_API_KEY and let the client send it")
+		return false
+	}
+	for k := range q {
+		if k != "alt" {
+			writeGeminiError(w, http.StatusBadRequest, "lazy proxy: the query parameter "+k+" is not forwarded on the Gemini routes (only alt)", "")
+			return false
+		}
+	}
+	var g *Grant
+	for _, v := range geminiPresented(r.Header) {
+		got, cause := p.resolve(v)
+		if cause != "" {
+			p.refuse(w, pl, cause, causeText[cause])
+			return false
+		}
+		if got == nil {
+			continue
+		}
+		if g != nil && got.TaskID != g.TaskID {
+			pl.grant = g
+			p.trip(pl, TripForeignPlaceholder)
+			p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, "lazy proxy: this request carries another task's placeholder; the task's grant is revoked")
+			return false
+		}
+		g = got
+	}
+	if g != nil && !p.admit(w, pl, g) {
+		return false
+	}
+	pl.grant = g
+	pl.chain = []target{pl.rt.gemini}
+	if g == nil {
+		pl.role, pl.taskRef = r.Header.Get("x-svc-role"), r.Header.Get("x-svc-task-id")
+		if pl.rt.noGrant == config.NoGrantRefuse {
+			p.refuse(w, pl, CauseNoGrant, causeText[CauseNoGrant])
+			return false
+		}
+		return true // as presented, nothing of ours added
+	}
+	if !isGeminiGrant(g) || g.Local {
+		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
+		return false
+	}
+	if p.o.OverBudget != nil {
+		if over, why := p.o.OverBudget(g.TaskID); over {
+			p.refuseStatus(w, pl, http.StatusTooManyRequests, "rate_limit_error", CauseBudgetExceeded, "lazy proxy: "+why)
+			return false
+		}
+	}
+	if pl.rt.gemini.credential == config.CredentialGemini {
+		c, err := pl.rt.geminiKey.Load()
+		if err != nil {
+			p.refuse(w, pl, CauseGeminiMissing, causeText[CauseGeminiMissing])
+			return false
+		}
+		if c.Expired(p.now()) {
+			p.refuse(w, pl, CauseProviderExpired, causeText[CauseProviderExpired])
+			return false
+		}
+		pl.geminiCred = &c
+	}
+	return true
+}
+
+// CauseGeminiMissing: the real Gemini key's file is missing.
+const CauseGeminiMissing = "gemini_credential_missing"
+
+// geminiUsage reads a Gemini reply as it passes, on a goroutine of its own
+// fed through a pipe: an SSE stream (alt=sse) with go-sse's parser, each
+// event's usageMetadata kept (a stream's counts are totals so far), or
+// one JSON object (or the JSON array of a stream without alt=sse). The
+// client's bytes are passed on as they come; the parser only copies them.
+type geminiUsage struct {
+	r    io.ReadCloser
+	pw   *io.PipeWriter
+	done chan struct{}
+	pl   *plan
+	once sync.Once
+}
+
+// maxGeminiJSON bounds a JSON reply read for its usage (an SSE event is
+// bounded by maxGeminiEvent); past it the usage is not read.
+const (
+	maxGeminiJSON  = 32 << 20
+	maxGeminiEvent = 4 << 20
+)
+
+func newGeminiUsage(body io.ReadCloser, pl *plan, eventStream bool) *geminiUsage {
+	pr, pw := io.Pipe()
+	u := &geminiUsage{r: body, pw: pw, done: make(chan struct{}), pl: pl}
+	go func() {
+		defer close(u.done)
+		defer func() { _, _ = io.Copy(io.Discard, pr) }() // a writer never waits on a parser that gave up
+		if eventStream {
+			for ev, err := range sse.Read(pr, &sse.ReadConfig{MaxEventSize: maxGeminiEvent}) {
+				if err != nil {
+					return
+				}
+				u.record([]byte(ev.Data))
+			}
+			return
+		}
+		b, err := io.ReadAll(io.LimitReader(pr, maxGeminiJSON+1))
+		if err != nil || len(b) > maxGeminiJSON {
+			return
+		}
+		b = bytes.TrimSpace(b)
+		if len(b) > 0 && b[0] == '[' {
+			var chunks []json.RawMessage
+			if json.Unmarshal(b, &chunks) == nil {
+				for _, c := range chunks {
+					u.record(c)
+				}
+			}
+			return
+		}
+		u.record(b)
+	}()
+	return u
+}
+
+// record keeps the usage one response (or chunk) reports. Google counts
+// cached tokens inside promptTokenCount and bills thoughts as output:
+// input_tokens is the prompt less the cache read, output_tokens the
+// candidates and the thoughts.
+func (u *geminiUsage) record(b []byte) {
+	var m struct {
+		UsageMetadata *struct {
+			Prompt     *int64 `json:"promptTokenCount"`
+			Candidates *int64 `json:"candidatesTokenCount"`
+			Cached     *int64 `json:"cachedContentTokenCount"`
+			Thoughts   *int64 `json:"thoughtsTokenCount"`
+		} `json:"usageMetadata"`
+	}
+	if json.Unmarshal(b, &m) != nil || m.UsageMetadata == nil {
+		return
+	}
+	um := m.UsageMetadata
+	val := func(v *int64) int64 {
+		if v == nil || *v < 0 {
+			return 0
+		}
+		return *v
+	}
+	if um.Prompt == nil && um.Candidates == nil && um.Cached == nil && um.Thoughts == nil {
+		return
+	}
+	cached := val(um.Cached)
+	u.pl.usage.InputTokens = max(val(um.Prompt)-cached, 0)
+	u.pl.usage.CacheReadInputTokens = cached
+	u.pl.usage.OutputTokens = val(um.Candidates) + val(um.Thoughts)
+	u.pl.usageSeen = true
+}
+
+func (u *geminiUsage) Read(p []byte) (int, error) {
+	n, err := u.r.Read(p)
+	if n > 0 {
+		_, _ = u.pw.Write(p[:n]) // waits for the parser to take the bytes
+	}
+	if err == io.EOF {
+		u.finish(nil)
+		u.pl.usageDone = true
+	}
+	return n, err
+}
+
+// finish ends the parser's input and waits for it: its usage is known
+// when Read returns EOF or Close returns.
+func (u *geminiUsage) finish(err error) {
+	u.once.Do(func() {
+		_ = u.pw.CloseWithError(err)
+		<-u.done
+	})
+}
+
+func (u *geminiUsage) Close() error {
+	u.finish(io.ErrUnexpectedEOF)
+	return u.r.Close()
+}
