@@ -97,6 +97,11 @@ func writeGeminiError(w http.ResponseWriter, status int, msg, cause string) {
 	if cause != "" {
 		w.Header().Set("x-lazy-refused", cause)
 	}
+	if cause == CauseBudgetExceeded {
+		// the gemini client retries a 429 unless its message says no quota
+		// is left ("limit: 0"), which is what a used budget is
+		msg += " (this task's token budget: remaining limit: 0; raise it with `lazy task budget TASK --tokens N`)"
+	}
 	w.WriteHeader(status)
 	e := map[string]any{"code": status, "message": msg, "status": geminiStatus(status)}
 	if cause != "" {
