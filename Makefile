@@ -7,6 +7,7 @@ export LAZY_TEST_CLAUDE ?= $(CLAUDE_DIR)/node_modules/.bin/claude
 AGENTS_DIR ?= $(HOME)/.cache/lazy/agents
 export AGENTS_DIR
 export LAZY_TEST_CODEX ?= $(AGENTS_DIR)/node_modules/.bin/codex
+export LAZY_TEST_GEMINI ?= $(AGENTS_DIR)/node_modules/.bin/gemini
 STATICCHECK ?= $(shell command -v staticcheck 2>/dev/null || echo $$($(GO) env GOPATH)/bin/staticcheck)
 
 

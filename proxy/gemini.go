@@ -100,7 +100,7 @@ func writeGeminiError(w http.ResponseWriter, status int, msg, cause string) {
 	if cause == CauseBudgetExceeded {
 		// the gemini client retries a 429 unless its message says no quota
 		// is left ("limit: 0"), which is what a used budget is
-		msg += " (this task's token budget: remaining limit: 0; raise it with `lazy task budget TASK --tokens N`)"
+		msg += " (remaining limit: 0)"
 	}
 	w.WriteHeader(status)
 	e := map[string]any{"code": status, "message": msg, "status": geminiStatus(status)}
