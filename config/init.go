@@ -17,8 +17,8 @@ port_window = [26000, 26099]   # the dashboard and the proxy take free ports her
 # proxy_listen = "127.0.0.1:26011"
 
 [agent]
-driver = "claude-code"          # claude-code | script
-command = "claude"              # the executable the driver runs
+driver = "claude-code"          # claude-code | gemini | script
+command = "claude"              # the executable the driver runs ("gemini" for driver = "gemini")
 runner = "auto"                 # auto: bwrap sandbox when installed, else agents are refused |
                                 # bwrap | docker | process (no sandbox: the agent can read your files)
 # permission_mode = "acceptEdits"  # bypassPermissions only inside a sandbox (auto, bwrap, docker)
@@ -32,6 +32,8 @@ kind = "api_key"                # api_key | oauth | auth_token
 # file = "~/.lazy/credentials/provider"   # bare token, or JSON {"token": "...", "expires_at": "RFC 3339"}
 # [credentials.editor]          # the editor agent's real key
 # file = "~/.lazy/credentials/editor"
+# [credentials.gemini]          # the Gemini API key (AIza...) for driver = "gemini"
+# file = "~/.lazy/credentials/gemini"
 
 [proxy]
 upstream = "https://api.anthropic.com"
@@ -42,6 +44,10 @@ no_grant = "passthrough"        # traffic with no placeholder: "passthrough" (as
 # [[proxy.fallback]]
 # upstream = "https://fallback.example"
 # credential = "provider"
+
+# [proxy.gemini]                # the Gemini routes (/v1beta/models/...) of driver = "gemini"
+# upstream = "https://generativelanguage.googleapis.com"
+# credential = "provider"       # the key of [credentials.gemini] | "none"
 
 # [models.roles.local]
 # endpoint = "http://127.0.0.1:11434"
