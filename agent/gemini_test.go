@@ -63,3 +63,15 @@ func TestGeminiClientConfig(t *testing.T) {
 		t.Errorf("NewDriver gemini: %v %v", d, err)
 	}
 }
+
+// TestGeminiLostSession: gemini's refusal of a session it no longer has
+// makes the launcher start a new conversation, as claude's does.
+func TestGeminiLostSession(t *testing.T) {
+	out := Outcome{Stderr: []byte("Error resuming session: Invalid session identifier \"1111\".\n  Searched for sessions in /h/.gemini/tmp/w/chats.\n"), ExitCode: 42}
+	if !lostSession(out) {
+		t.Error("gemini's lost session is not recognised")
+	}
+	if lostSession(Outcome{Stderr: []byte("some other failure")}) {
+		t.Error("any failure taken for a lost session")
+	}
+}

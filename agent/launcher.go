@@ -216,8 +216,14 @@ func LostNotice(session string) string {
 // conversation with the session it was told to resume (claude's "No
 // conversation found with session ID: …").
 func lostSession(out Outcome) bool {
-	const said = "no conversation found with session id"
-	return strings.Contains(strings.ToLower(string(out.Stderr)), said) || strings.Contains(strings.ToLower(string(out.Stdout)), said)
+	// claude's words, then gemini's (0.61: "Error resuming session: Invalid
+	// session identifier ...", exit 42)
+	for _, said := range []string{"no conversation found with session id", "error resuming session: invalid session identifier"} {
+		if strings.Contains(strings.ToLower(string(out.Stderr)), said) || strings.Contains(strings.ToLower(string(out.Stdout)), said) {
+			return true
+		}
+	}
+	return false
 }
 
 // freshPrompt is the prompt of a turn that starts a new conversation
