@@ -149,7 +149,7 @@ func (a *TaskActor) prepareAsk(j *job, commentID string) runJob {
 	}
 	a.publish(api.Event{Kind: api.EventTurnStart, Turn: tu.Number, Label: tu.Label(), Detail: "ask turn"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
-		Session: a.task.SessionID, SessionDriver: a.task.Driver, SessionCommand: a.task.AgentCommand, Ask: true, Prompt: tu.Prompt, Number: tu.Number}
+		Session: a.task.SessionID, SessionDriver: a.task.Driver, SessionCommand: a.task.AgentCommand, Ask: true, Prompt: tu.Prompt, Number: tu.Number, Driver: a.task.Agent}
 	launcher, repo := a.deps.Launcher, a.taskRepo()
 	return func(ctx context.Context, onStart func(int), _ renderPrompt) jobResult {
 		req.OnStart = onStart

@@ -43,6 +43,9 @@ func (a *TaskActor) agentNotice() string {
 	if a.deps.Agent == nil || a.task.SessionID == "" || a.task.Driver == "" {
 		return ""
 	}
+	if a.task.Agent != "" {
+		return "" // the task's own agent (task new --driver) never changes
+	}
 	drv, cmd := a.deps.Agent()
 	if drv == a.task.Driver && cmd == a.task.AgentCommand {
 		return ""
@@ -162,7 +165,7 @@ func (a *TaskActor) prepareWork(j *job, turnID string) runJob {
 	a.publish(api.Event{Kind: api.EventTurnStart, Turn: tu.Number, Label: tu.Label(), Detail: tu.Label() + " (" + tu.Trigger + ")"})
 	req := agent.TurnRequest{TaskID: a.id, Ref: a.task.Ref(), Role: a.task.Role, Worktree: a.task.Worktree, Branch: a.task.Branch,
 		Session: a.task.SessionID, SessionDriver: a.task.Driver, SessionCommand: a.task.AgentCommand, Brief: a.task.Prompt,
-		Prompt: tu.Prompt, Number: tu.Number}
+		Prompt: tu.Prompt, Number: tu.Number, Driver: a.task.Agent}
 	launcher, repo := a.deps.Launcher, a.taskRepo()
 	j.message = tu.Prompt
 	setup, commands := a.startSetup(j)

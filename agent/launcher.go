@@ -30,6 +30,9 @@ type TurnRequest struct {
 	// (its driver's name and command; "" : not recorded, resume as is). A
 	// launcher running another agent starts a new conversation instead.
 	SessionDriver, SessionCommand string
+	// Driver is the task's own agent (lazy task new --driver); "": the
+	// launcher's Driver and Command
+	Driver string
 	// Brief is the task's own prompt, quoted into the prompt of a work
 	// turn that starts a new conversation mid-task.
 	Brief string
@@ -68,6 +71,9 @@ type Launcher struct {
 	AskTimeout  time.Duration
 	// Placeholders returns env var → placeholder for the task's role.
 	Placeholders func(ctx context.Context, taskID, ref, role string) (map[string]string, error)
+	// For is the driver and command of a task's own agent (lazy task new
+	// --driver NAME) when it is not Driver (nil: every task runs Driver)
+	For func(name string) (Driver, []string, error)
 	// Sockets opens the task's own proxy socket for a sandboxed turn and
 	// returns its host path (bound into the sandbox) and the release the
 	// turn calls when it ends. nil: no socket (the agent calls BaseURL).
@@ -192,6 +198,32 @@ func (l *Launcher) Agent() (driver, command string) {
 	return l.Driver.Name(), strings.Join(l.Command, " ")
 }
 
+// pick is the driver and command of a turn: the launcher's, or the task's
+// own driver (TurnRequest.Driver) with that driver's command (For).
+func (l *Launcher) pick(req *TurnRequest) (Driver, []string, error) {
+	if req.Driver == "" || req.Driver == l.Driver.Name() || l.For == nil {
+		return l.Driver, l.Command, nil
+	}
+	d, cmd, err := l.For(req.Driver)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: the task's driver: %v", ErrUnavailable, err)
+	}
+	return d, cmd, nil
+}
+
+// DefaultCommand is the executable a driver runs when the config names
+// none for it: the npm packages' own commands (the script driver is
+// the daemon's own binary, which the daemon gives).
+func DefaultCommand(driver string) string {
+	switch driver {
+	case "gemini":
+		return "gemini"
+	case "codex":
+		return "codex"
+	}
+	return "claude"
+}
+
 // AgentName is "driver: command", as a task's agent is shown.
 func AgentName(driver, command string) string {
 	if command == "" {
@@ -248,7 +280,11 @@ func freshPrompt(notice, brief, prompt string) string {
 // refuses because it lost the session. Result.Driver and Command are the
 // agent that ran.
 func (l *Launcher) RunTurn(ctx context.Context, req TurnRequest) (Result, Outcome, error) {
-	drv, cmd := l.Agent()
+	d, command, err := l.pick(&req)
+	if err != nil {
+		return Result{}, Outcome{}, err
+	}
+	drv, cmd := d.Name(), strings.Join(command, " ")
 	var notice string
 	if req.Session != "" && req.SessionDriver != "" && (req.SessionDriver != drv || req.SessionCommand != cmd) {
 		notice = ChangedNotice(AgentName(req.SessionDriver, req.SessionCommand), AgentName(drv, cmd))
@@ -275,7 +311,10 @@ func (l *Launcher) runTurn(ctx context.Context, req *TurnRequest, notice string)
 		return Result{}, Outcome{}, fmt.Errorf("%w: mint placeholders: %v", ErrUnavailable, err)
 	}
 	home := l.HomeFor(req.Ref)
-	drv := l.Driver
+	drv, command, err := l.pick(req)
+	if err != nil {
+		return Result{}, Outcome{}, err
+	}
 	if ra, ok := drv.(RunnerAware); ok {
 		drv = ra.InSandbox(Sandboxed(l.Runner))
 	}
@@ -291,7 +330,7 @@ func (l *Launcher) runTurn(ctx context.Context, req *TurnRequest, notice string)
 		timeout = l.AskTimeout
 	}
 	spec := Spec{
-		Name: fmt.Sprintf("%s-%d", req.Ref, req.Number), Command: l.Command, Args: args,
+		Name: fmt.Sprintf("%s-%d", req.Ref, req.Number), Command: command, Args: args,
 		Dir: req.Worktree, Home: home, Env: append(Env(l.DaemonEnv, home, l.BaseURL, ph), l.ExtraEnv...),
 		Ask: req.Ask, Share: l.Share, Limits: l.Limits,
 		Timeout: timeout, Hide: l.Hide, HideFile: l.HideFile, OnStart: req.OnStart,
@@ -300,7 +339,7 @@ func (l *Launcher) runTurn(ctx context.Context, req *TurnRequest, notice string)
 	if Sandboxed(l.Runner) && l.ProxyPort != 0 {
 		spec.Env = append(spec.Env, ProxyEnv(l.ProxyPort)...)
 	}
-	if c, ok := l.Driver.(Configurer); ok {
+	if c, ok := drv.(Configurer); ok {
 		// the client's own configuration, written over the agent's copy
 		spec.Env = append(spec.Env, c.ClientEnv(l.BaseURL)...)
 		if err := WriteDecoys(home, c.HomeFiles()); err != nil {

@@ -64,6 +64,9 @@ type NewTaskArgs struct {
 	// BudgetTokens bounds the task's input + output tokens (0: the
 	// config's agent.budget_tokens)
 	BudgetTokens int64 `json:"budget_tokens,omitempty"`
+	// Driver is the task's agent (config.Drivers; "": the
+	// config's agent.driver)
+	Driver string `json:"driver,omitempty"`
 }
 
 // NewTaskResult is the reply of taskNew.

@@ -253,6 +253,17 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	share, limits, extraEnv := sandboxSettings(cfg, o.Root)
 	launcher := &agent.Launcher{
 		Driver: driver, Runner: runner, Command: agentCommand(cfg, o.SelfExe),
+		For: func(name string) (agent.Driver, []string, error) {
+			// a task's own driver (lazy task new --driver), its npm command
+			drv, err := agent.NewDriver(name, d.live.Get().Agent.PermissionMode)
+			if err != nil {
+				return nil, nil, err
+			}
+			if name == "script" {
+				return drv, []string{o.SelfExe, "script-agent"}, nil
+			}
+			return drv, []string{agent.DefaultCommand(name)}, nil
+		},
 		BaseURL: proxyURL, DaemonEnv: o.Environ, AgentsDir: paths.Agents,
 		GitDir: filepath.Join(o.Root, ".git"), Hide: hidden(home, paths.State), HideFile: hiddenFiles(home, cfg),
 		ProxyPort: proxyPort, Self: o.SelfExe, Share: share, Limits: limits, ExtraEnv: extraEnv,
@@ -798,19 +809,25 @@ func (d *Daemon) wake(ctx context.Context) error {
 
 // mint returns the placeholder env of a task's role.
 func (d *Daemon) mint(c *credentials, taskID, ref, role string) (map[string]string, error) {
-	if t, err := d.st.GetTask(context.Background(), taskID); err == nil && t.Tripwire != "" {
-		return nil, fmt.Errorf("no new grant: %s", t.Tripwire)
+	cfg := d.live.Get()
+	driver := cfg.Agent.Driver
+	if t, err := d.st.GetTask(context.Background(), taskID); err == nil {
+		if t.Tripwire != "" {
+			return nil, fmt.Errorf("no new grant: %s", t.Tripwire)
+		}
+		if t.Agent != "" {
+			driver = t.Agent // lazy task new --driver
+		}
 	}
-	if err := c.check(role); err != nil {
+	if err := c.check(role, driver); err != nil {
 		return nil, err // the turn fails naming the file and the fix, not on the proxy's 401
 	}
-	cfg := d.live.Get()
-	if cfg.Agent.Driver == "codex" {
+	if driver == "codex" {
 		// codex reads its key from OPENAI_API_KEY and calls [proxy.openai]
 		return d.sup.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: map[string]actors.MintVar{
 			agent.EnvOpenAIKey: {Kind: proxy.KindOpenAI, ShapeOf: c.openAIShape()}}})
 	}
-	if cfg.Agent.Driver == "gemini" {
+	if driver == "gemini" {
 		// the gemini client carries one key, GEMINI_API_KEY, on the Gemini
 		// routes only (CONTRACT §16)
 		return d.sup.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: map[string]actors.MintVar{agent.EnvGeminiAPIKey: {Kind: proxy.KindGemini}}})

@@ -304,5 +304,5 @@ func (d *Daemon) credentialTrouble() error {
 	if d.svc == nil {
 		return nil
 	}
-	return d.svc.creds.check("")
+	return d.svc.creds.check("", "")
 }

@@ -140,7 +140,10 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 			return nil, usage("--scope %q is not a valid glob: %v", g, err)
 		}
 	}
-	if err := s.creds.gate(a.Role); err != nil {
+	if a.Driver != "" && !config.KnownDriver(a.Driver) {
+		return nil, usage("--driver %q is not a driver: use %s (or leave it out for agent.driver)", a.Driver, strings.Join(config.Drivers, ", "))
+	}
+	if err := s.creds.gate(a.Role, a.Driver); err != nil {
 		return nil, err
 	}
 	if s.runnerReady != nil {
@@ -173,7 +176,7 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 	}
 	now := time.Now().UTC()
 	t := &store.Task{Title: title(a.Prompt), Prompt: a.Prompt, Status: task.Running, Role: a.Role,
-		Parent: parent, CreatedAt: now, UpdatedAt: now, LastActivity: now, BudgetTokens: a.BudgetTokens}
+		Parent: parent, CreatedAt: now, UpdatedAt: now, LastActivity: now, BudgetTokens: a.BudgetTokens, Agent: a.Driver}
 	if a.BudgetTokens < 0 {
 		return nil, usage("--budget-tokens %d: give 0 (no budget) or more tokens", a.BudgetTokens)
 	}
@@ -474,8 +477,8 @@ func (c *credentials) needsProvider(role string) bool {
 
 // gate refuses a launch whose upstream needs a provider credential that is
 // not there or cannot be used (checkCredential says which and the fix).
-func (c *credentials) gate(role string) error {
-	if err := c.check(role); err != nil {
+func (c *credentials) gate(role, driver string) error {
+	if err := c.check(role, driver); err != nil {
 		return &UsageError{Msg: err.Error()}
 	}
 	return nil
@@ -483,19 +486,22 @@ func (c *credentials) gate(role string) error {
 
 // check is what is wrong now with the credential files a launch for role
 // needs (nil: nothing).
-func (c *credentials) check(role string) error {
+func (c *credentials) check(role, driver string) error {
 	if c == nil {
 		return nil
 	}
 	cfg := c.live.Get()
-	if cfg.Agent.Driver == "codex" {
+	if driver == "" {
+		driver = cfg.Agent.Driver
+	}
+	if driver == "codex" {
 		// codex calls [proxy.openai] only: its key is the one it needs
 		if needsOpenAIFile(cfg) {
 			return checkCredential(cfg.OpenAICredentialFile(c.home), credentialKindOpenAI, time.Now())
 		}
 		return nil
 	}
-	if cfg.Agent.Driver == "gemini" {
+	if driver == "gemini" {
 		// gemini calls [proxy.gemini] only: its key is the one it needs
 		if needsGeminiFile(cfg) {
 			return checkCredential(cfg.GeminiCredentialFile(c.home), credentialKindGemini, time.Now())

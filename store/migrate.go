@@ -206,6 +206,9 @@ var migrations = []migration{
 			PRIMARY KEY (task_id, turn)
 		)`,
 	}},
+	{31, "tasks.agent: the driver a task was created with (lazy task new --driver)", []string{
+		`ALTER TABLE tasks ADD COLUMN agent TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

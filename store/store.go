@@ -39,6 +39,9 @@ type Task struct {
 	// for a task whose agent was not recorded yet.
 	Driver       string `json:"driver,omitempty"`
 	AgentCommand string `json:"agent_command,omitempty"`
+	// Agent is the driver chosen for the task at its creation (lazy task
+	// new --driver); "": the config's agent.driver.
+	Agent string `json:"agent,omitempty"`
 	// Turns counts the task's work turns that have begun (taken from the
 	// queue: running or ended); Asks its ask turns, Setups its setup
 	// turns. "turns" means work turns everywhere (docs/GUIDE.md, "Turns").

@@ -42,10 +42,11 @@ func geminiPath(t *testing.T) string {
 // the key it was sent (an upstream that leaks what it got).
 const echoKey = "ECHO-THE-KEY"
 
-// useGemini switches a project to the gemini driver with its own upstream:
+// useGemini switches a project to the gemini driver (asDefault: as
+// agent.driver; else for tasks made with --driver gemini) with its own upstream:
 // the stub behind a second listener (one origin carries one credential),
 // which echoes the key on echoKey. It returns the real Gemini key.
-func (p *project) useGemini(t *testing.T, gemini string) string {
+func (p *project) useGemini(t *testing.T, gemini string, asDefault bool) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -67,7 +68,10 @@ func (p *project) useGemini(t *testing.T, gemini string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := strings.Replace(string(b), `driver = "script"`, fmt.Sprintf("driver = \"gemini\"\ncommand = %q", gemini), 1)
+	cfg := string(b)
+	if asDefault {
+		cfg = strings.Replace(cfg, `driver = "script"`, fmt.Sprintf("driver = \"gemini\"\ncommand = %q", gemini), 1)
+	}
 	cfg += fmt.Sprintf("\n[proxy.gemini]\nupstream = %q\ncredential = \"provider\"\n", srv.URL)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -117,7 +121,7 @@ func scanAgents(t *testing.T, p *project, real string, stop <-chan struct{}) <-c
 func TestRealGeminiThroughProxy(t *testing.T) {
 	gemini := geminiPath(t)
 	p := newProject(t, "") // the default runner: bwrap
-	real := p.useGemini(t, gemini)
+	real := p.useGemini(t, gemini, true)
 	p.lazy(0, "daemon", "start")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -264,4 +268,48 @@ func TestRealGeminiThroughProxy(t *testing.T) {
 		t.Errorf("the grant registry holds no AIza-shaped placeholder: %s", reg)
 	}
 	t.Logf("leak hunt: %d files and the process table searched; %d hits", files, hits)
+}
+
+// TestRealGeminiTaskDriver: under agent.driver = "script", a task made
+// with --driver gemini runs the gemini CLI (found on the daemon's PATH)
+// through the Gemini route, beside a task of the scripted agent.
+func TestRealGeminiTaskDriver(t *testing.T) {
+	gemini := geminiPath(t)
+	p := newProject(t, "")
+	real := p.useGemini(t, gemini, false)
+	for i, kv := range p.env {
+		if strings.HasPrefix(kv, "PATH=") {
+			p.env[i] = "PATH=" + filepath.Dir(gemini) + ":" + strings.TrimPrefix(kv, "PATH=")
+		}
+	}
+	p.lazy(0, "daemon", "start")
+	p.lazy(1, "task", "new", "--code", "bad", "--driver", "nope", "-m", "x")
+	p.lazy(0, "task", "new", "--code", "g", "--driver", "gemini", "-m", "say hi")
+	p.lazy(0, "task", "new", "--code", "s", "-m", "@answer scripted")
+	g := p.waitStatus("g", "blocked")
+	p.waitStatus("s", "blocked")
+	if !strings.HasPrefix(g.Agent, "gemini") {
+		t.Errorf("task g's agent %q, want gemini", g.Agent)
+	}
+	if s := p.show("s"); !strings.HasPrefix(s.Agent, "script") {
+		t.Errorf("task s's agent %q, want the config's script", s.Agent)
+	}
+	if out := p.lazy(0, "task", "show", "g"); !strings.Contains(out, "stub answer to: say hi") {
+		t.Errorf("task g:\n%s", out)
+	}
+	sawGemini, sawAnthropic := false, false
+	for _, r := range p.stub.Requests() {
+		switch {
+		case strings.HasPrefix(r.Path, "/v1beta/"):
+			sawGemini = true
+			if r.Header.Get("x-goog-api-key") != real {
+				t.Errorf("%s: the upstream did not get the real Gemini key", r.Path)
+			}
+		case r.Path == "/v1/messages":
+			sawAnthropic = true
+		}
+	}
+	if !sawGemini || !sawAnthropic {
+		t.Errorf("gemini calls %v, scripted agent's calls %v: want both", sawGemini, sawAnthropic)
+	}
 }

@@ -45,6 +45,7 @@ func (a *app) taskCmd() *cobra.Command {
 	newCmd.Flags().StringVar(&na.Parent, "parent", "", "the branch to start from and merge into (default: the current branch)")
 	newCmd.Flags().StringArrayVar(&na.Scope, "scope", nil, "a glob of paths the task may touch (repeatable)")
 	newCmd.Flags().Int64Var(&na.BudgetTokens, "budget-tokens", 0, "input + output tokens the task may spend (default: agent.budget_tokens; 0 there: no budget)")
+	newCmd.Flags().StringVar(&na.Driver, "driver", "", "the task's agent: claude-code, codex, gemini or script (default: agent.driver)")
 	_ = newCmd.MarkFlagRequired("message")
 
 	list := &cobra.Command{
