@@ -217,3 +217,44 @@ func benchTranscript(b *testing.B, watched bool) {
 // transcript) and with a watcher (it is parsed, masked and handed on).
 func BenchmarkModelCallNoWatcher(b *testing.B) { benchTranscript(b, false) }
 func BenchmarkModelCallWatched(b *testing.B)   { benchTranscript(b, true) }
+
+// BenchmarkServeGeminiRequest is BenchmarkServeModelRequest on the Gemini
+// route: a streamGenerateContent?alt=sse call whose reply is read for its
+// usageMetadata by go-sse on the reader's goroutine.
+func BenchmarkServeGeminiRequest(b *testing.B) {
+	home := b.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "credentials", "gemini"), []byte(realGeminiKey), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg := cfgFor("http://127.0.0.1:1", "none")
+	cfg.Proxy.Gemini.Upstream = "http://127.0.0.1:2"
+	ph := NewPlaceholder(KindGemini, "")
+	g := Grants{ph: {Placeholder: ph, TaskRef: "b", TaskID: strings.Repeat("b", 32), EnvVar: "GEMINI_API_KEY"}}
+	ptr := &atomic.Pointer[Grants]{}
+	ptr.Store(&g)
+	reply := []byte("data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"one two \"}]}}],\"usageMetadata\":{\"promptTokenCount\":10,\"totalTokenCount\":10}}\r\n\r\n" +
+		"data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"text\":\"three\"}]},\"finishReason\":\"STOP\"}],\"usageMetadata\":{\"promptTokenCount\":10,\"candidatesTokenCount\":3,\"totalTokenCount\":13}}\r\n\r\n")
+	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr, Port: 1, Publish: func(api.Traffic) {},
+		Transport: rtFunc(func(r *http.Request) (*http.Response, error) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(bytes.NewReader(reply)),
+				ContentLength: -1, Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
+		})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(geminiBody)
+	b.ReportAllocs()
+	for b.Loop() {
+		req := originForm(httptest.NewRequest("POST", "http://127.0.0.1:1/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", bytes.NewReader(body)))
+		req.Header.Set("x-goog-api-key", ph)
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+	}
+}
