@@ -34,7 +34,7 @@ func newGeminiFixture(t *testing.T, h http.Handler) *geminiFixture {
 	t.Cleanup(up.Close)
 	cfg := config.Defaults()
 	cfg.Agent.Runner = config.RunnerProcess
-	cfg.Proxy.Gemini = config.ProviderUpstream{Upstream: up.URL, Credential: config.CredentialProvider}
+	cfg.Proxy.Gemini = config.Upstream{Upstream: up.URL, Credential: config.CredentialProvider}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
