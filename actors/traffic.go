@@ -16,8 +16,8 @@ type Filter struct {
 	// Transcript includes the running turns' transcript events (with
 	// Tasks): the proxy reads replies for them only while one asks
 	Transcript bool
-	IDs   map[string]bool
-	Refs  map[string]bool
+	IDs        map[string]bool
+	Refs       map[string]bool
 	// Local leaves out the events other members of a cluster published:
 	// what each member tells of its own tasks is its own (notify)
 	Local bool
