@@ -223,6 +223,11 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 	case errors.As(err, &ce):
 		return jobResult{err: review.MergeConflict(t.Ref(), t.Parent, ce.Files)}
 	case errors.As(err, &rc):
+		// merge or squash take the change whole: offer them only when
+		// the whole change merges; otherwise the next step is a sync
+		if m, derr := gitx.DryMerge(ctx, root, base, head); derr == nil && !m.Clean {
+			return jobResult{err: review.MergeConflict(t.Ref(), t.Parent, m.Conflicts)}
+		}
 		return jobResult{err: review.RebaseConflict(t.Ref(), t.Parent, rc.Commit, args.Reason, rc.Files)}
 	case err != nil:
 		return jobResult{err: err}

@@ -106,7 +106,7 @@ func (a *TaskActor) addComment(body string) (*CommentAdded, error) {
 		return nil, fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
 	}
 	if a.task.Status.Ended() {
-		return nil, fmt.Errorf("task %s has ended (%s), so no agent will read a message; start a new task (lazy task new -m ...) to go on: %w", a.task.Ref(), a.task.Status, ErrEnded)
+		return nil, fmt.Errorf("task %s: %w (%s), so no agent will read a message; start a new task (lazy task new -m ...) to go on", a.task.Ref(), ErrEnded, a.task.Status)
 	}
 	now := a.now()
 	c := review.ReviewComment{ID: task.NewID(now), TaskID: a.id, Intent: review.Comment, Body: body, Actor: review.Human,

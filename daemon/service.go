@@ -353,6 +353,9 @@ func (s *Service) Comment(ctx context.Context, ref, body string) (*api.CommentRe
 	if strings.TrimSpace(body) == "" {
 		return nil, usage("the comment is empty: lazy comment TASK -m \"text\"")
 	}
+	if len(body) > maxCommentBody { // the same bound as a review comment: it rides a prompt
+		return nil, usage("the message is %d bytes; keep it under %d (put long text in a file of the task's branch and point to it)", len(body), maxCommentBody)
+	}
 	t, err := s.Resolve(ctx, ref)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -135,7 +136,9 @@ next:
 			names = append(names, g.name)
 		}
 		for _, s := range task.Statuses {
-			names = append(names, string(s))
+			if !slices.Contains(names, string(s)) { // "running" is a group and a status
+				names = append(names, string(s))
+			}
 		}
 		return "", nil, echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("no task status %q: filter with ?status= one of %s (several joined with commas), or leave it out for every task that has not ended", part, strings.Join(names, ", ")))
 	}
@@ -223,6 +226,7 @@ func (h *handler) tasksPage(c echo.Context) error {
 			}
 		}
 		p.Filters = append([]views.FilterTab{live}, p.Filters...)
+		p.Narrowed = !slices.ContainsFunc(p.Filters, func(f views.FilterTab) bool { return f.Current })
 	}
 	return h.render(c, http.StatusOK, "tasks", p)
 }

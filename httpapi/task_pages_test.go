@@ -147,8 +147,15 @@ func TestTasksPageFiltersAndOrder(t *testing.T) {
 			t.Errorf("the filtered page lacks %s", want)
 		}
 	}
+	// a status no tab names: the page says it shows only those
+	if body := serve(t, h, "GET", "/?status=blocked", "", "").Body.String(); !strings.Contains(body, "Showing blocked tasks only.") {
+		t.Errorf("a one-status filter does not say so:\n%s", body)
+	}
+	if body := serve(t, h, "GET", "/?status=needs", "", "").Body.String(); strings.Contains(body, "tasks only.") {
+		t.Error("a tab's filter says it narrows")
+	}
 	rec := serve(t, h, "GET", "/?status=<done>", "", "")
-	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "no task status &#34;&lt;done&gt;&#34;") || !strings.Contains(rec.Body.String(), "needs, running, ended, all, running, blocked") {
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "no task status &#34;&lt;done&gt;&#34;") || !strings.Contains(rec.Body.String(), "needs, running, ended, all, blocked, conflict") {
 		t.Errorf("an unknown status: %d %s", rec.Code, rec.Body)
 	}
 }

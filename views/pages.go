@@ -30,6 +30,9 @@ type TasksPage struct {
 	Shown string
 	// Hidden is how many ended tasks the default view leaves out
 	Hidden int
+	// Narrowed marks a filter no tab names (?status=blocked): the page says
+	// it shows only those, so a short list is not read as every task
+	Narrowed bool
 	// Draft is what a refused new task form held
 	Draft NewTaskDraft
 	// NeedsYou is how many tasks wait for the reviewer (blocked,

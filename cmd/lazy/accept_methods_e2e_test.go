@@ -126,14 +126,17 @@ func TestSyncConflictsSayUnblock(t *testing.T) {
 func TestAcceptMethods(t *testing.T) {
 	p := newProject(t, "process")
 	p.lazy(0, "daemon", "start")
-	for _, c := range []string{"ff", "mg", "sq", "rb", "rbx", "mgx"} {
+	for _, c := range []string{"ff", "mg", "sq", "rb", "rbx", "mgx", "rby"} {
 		script := twoCommits(c)
 		if strings.HasSuffix(c, "x") { // edits what main will edit too
 			script = "@write main.go package main // " + c + "\n@commit " + c + " edits main.go"
 		}
+		if c == "rby" { // edits main.go and puts it back: the whole merges, a replay does not
+			script = "@write main.go package main // rby\n@commit rby edits main.go\n@write main.go package main\\n\n@commit rby puts main.go back\n@write rby.txt y\n@commit rby adds a file"
+		}
 		p.lazy(0, "task", "new", "--code", c, "-m", script)
 	}
-	for _, c := range []string{"ff", "mg", "sq", "rb", "rbx", "mgx"} {
+	for _, c := range []string{"ff", "mg", "sq", "rb", "rbx", "mgx", "rby"} {
 		p.waitStatus(c, "blocked")
 	}
 	main := func() string { return trimGit(t, p.root, "rev-parse", "main") }
@@ -241,8 +244,13 @@ func TestAcceptMethods(t *testing.T) {
 	// merge with the sync remedy; nothing moves
 	gitxtest.Commit(t, p.root, "main edits main.go", map[string]string{"main.go": "package main // main\n"})
 	old = main()
-	if _, errs, code := p.run("accept", "rbx", "--reason", "r", "--method", "rebase"); code != 1 || !strings.Contains(errs, "stops on conflicts") || !strings.Contains(errs, "--method merge") {
-		t.Errorf("a conflicting rebase: exit %d\n%s", code, errs)
+	// a replay that stops where the whole change merges: merge or squash
+	// is the way; where the whole conflicts too, the next step is a sync
+	if _, errs, code := p.run("accept", "rby", "--reason", "r", "--method", "rebase"); code != 1 || !strings.Contains(errs, "stops on conflicts") || !strings.Contains(errs, "--method merge") {
+		t.Errorf("a conflicting rebase of a change that merges: exit %d\n%s", code, errs)
+	}
+	if _, errs, code := p.run("accept", "rbx", "--reason", "r", "--method", "rebase"); code != 1 || !strings.Contains(errs, "does not merge cleanly") || !strings.Contains(errs, "run: lazy sync rbx") || strings.Contains(errs, "--method merge") {
+		t.Errorf("a conflicting rebase of a change that conflicts whole: exit %d\n%s", code, errs)
 	}
 	if _, errs, code := p.run("accept", "mgx", "--reason", "r"); code != 1 || !strings.Contains(errs, "does not merge cleanly") || !strings.Contains(errs, "run: lazy sync mgx") {
 		t.Errorf("a conflicting merge: exit %d\n%s", code, errs)

@@ -173,10 +173,15 @@ func TestTaskMessageRidesTheNextWorkTurn(t *testing.T) {
 		t.Fatalf("work turn 4's prompt lacks MSG-TWO: %q", seen[len(seen)-1].Prompt)
 	}
 
+	// a message rides a prompt: the review comment's bound holds for it
+	if _, errOut, code := p.run("comment", "msg", "-m", strings.Repeat("m", 70000)); code != 1 || !strings.Contains(errOut, "keep it under 65536") {
+		t.Fatalf("a 70,000-byte message: exit %d, %q; want 1 and the bound", code, errOut)
+	}
+
 	// an ended task takes no message
 	p.lazy(0, "task", "cancel", "msg")
 	_, errOut, code := p.run("comment", "msg", "-m", "too late")
-	if code != 1 || !strings.Contains(errOut, "has ended") || !strings.Contains(errOut, "lazy task new") {
+	if code != 1 || !strings.Contains(errOut, "has ended") || !strings.Contains(errOut, "lazy task new") || strings.Count(errOut, "has ended") != 1 {
 		t.Fatalf("comment on an ended task: exit %d, %q; want 1 and what to do", code, errOut)
 	}
 }

@@ -169,7 +169,7 @@ func (a *app) syncCmd() *cobra.Command {
 		Short: "Merge the parent branch into the task branch (exit 1 on conflicts: unblock the task, the agent resolves them)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			fmt.Fprintln(a.errOut, "syncing (waits behind questions the agent is answering)...")
+			fmt.Fprintln(a.errOut, "syncing (a question the agent is answering finishes first)...")
 			r, err := call(cmd, a, api.CmdSync, api.SyncArgs{Task: argv[0], Wait: true})
 			if err != nil {
 				return err
