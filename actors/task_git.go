@@ -134,7 +134,7 @@ func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) 
 				seen = args.Head
 			}
 			commits, _ := gitx.CommitsSince(ctx, root, seen, head)
-			return jobResult{err: review.HeadMoved(t.Ref(), seen, head, commits)}
+			return jobResult{err: review.HeadMoved(t.Ref(), seen, head, args.Reason, commits)}
 		}
 	}
 	comments, err := deps.Store.ListReviewComments(ctx, t.ID)

@@ -346,7 +346,7 @@ func TestReviewForms(t *testing.T) {
 	}
 	// head_moved: the new commits listed, the way back to review them
 	f.acceptFn = func(api.AcceptArgs) (*api.TaskInfo, error) {
-		return nil, review.HeadMoved("fix-login", "abc123", "def456", []string{"def4567 add backdoor.sh"})
+		return nil, review.HeadMoved("fix-login", "abc123", "def456", "looks good", []string{"def4567 add backdoor.sh"})
 	}
 	body = follow(t, h, serve(t, h, "POST", "/review/fix-login/accept", "application/x-www-form-urlencoded", "reason=r&head=abc123")).Body.String()
 	if !strings.Contains(body, "moved since you reviewed it") || !strings.Contains(body, "<code>def4567 add backdoor.sh</code>") || !strings.Contains(body, `class="review-new"`) {

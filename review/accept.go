@@ -201,13 +201,13 @@ func CheckHead(head string) error {
 // HeadMoved is the refusal of an accept whose reviewer saw head seen while
 // the branch is at now: commits lists what was committed since (nil when
 // the branch was rewritten rather than added to).
-func HeadMoved(ref, seen, now string, commits []string) *Refusal {
+func HeadMoved(ref, seen, now, reason string, commits []string) *Refusal {
 	msg := fmt.Sprintf("The branch of task %s moved since you reviewed it (you saw %s, it is at %s): nothing was merged.", ref, short(seen), short(now))
 	if len(commits) == 0 {
 		msg = fmt.Sprintf("The branch of task %s was rewritten since you reviewed it (you saw %s, it is at %s): nothing was merged.", ref, short(seen), short(now))
 	}
 	return &Refusal{Message: msg, Remedy: &Remedy{Reason: ReasonHeadMoved, Next: "Reload and review the new commits, then accept what you reviewed.",
-		Command: "lazy accept " + ShellQuote(ref) + " --head " + short(now) + " --reason REASON", UIAction: ActionReview, Commits: commits}}
+		Command: "lazy accept " + ShellQuote(ref) + " --head " + short(now) + " --reason " + ShellQuote(orReviewed(reason)), UIAction: ActionReview, Commits: commits}}
 }
 
 func short(sha string) string {
