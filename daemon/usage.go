@@ -90,9 +90,9 @@ func (u *taskUsage) add(c store.UsageCall) {
 	}
 }
 
-// addCall adds one call to a count: a request, and its tokens.
+// addCall adds a row's calls to a count: its requests, and their tokens.
 func addCall(x *api.Usage, c store.UsageCall) {
-	x.Requests++
+	x.Requests += c.Calls()
 	x.ChargedTokens += c.Charged()
 	x.InputTokens += c.InputTokens
 	x.OutputTokens += c.OutputTokens
@@ -112,7 +112,7 @@ func (b *usageBook) record(tr api.Traffic) {
 		b.log.Warn("usage: task not found", "task", tr.TaskRef, "err", err)
 		return
 	}
-	c := &store.UsageCall{ID: task.NewID(tr.Time), TaskID: tr.TaskID, Role: tr.Role, Status: tr.Status, Refused: tr.Refused, At: tr.Time}
+	c := store.UsageCall{TaskID: tr.TaskID, Role: tr.Role, Status: tr.Status, Refused: tr.Refused, At: tr.Time, Requests: 1}
 	if tr.Usage != nil {
 		c.InputTokens, c.OutputTokens = tr.Usage.InputTokens, tr.Usage.OutputTokens
 		c.CacheReadInputTokens, c.CacheCreationInputTokens = tr.Usage.CacheReadInputTokens, tr.Usage.CacheCreationInputTokens
@@ -123,7 +123,7 @@ func (b *usageBook) record(tr api.Traffic) {
 	b.mu.Lock()
 	u.held = max(u.held-tr.Reserved, 0)
 	c.Turn = b.running[tr.TaskID]
-	u.add(*c)
+	u.add(c)
 	role := tr.Role
 	if role == "" {
 		role = "default"
@@ -133,7 +133,7 @@ func (b *usageBook) record(tr api.Traffic) {
 		r = &api.Usage{}
 		b.byRole[role] = r
 	}
-	addCall(r, *c)
+	addCall(r, c)
 	b.mu.Unlock()
 	b.rows.add(c)
 }
@@ -252,43 +252,66 @@ func (b *usageBook) roles() map[string]api.Usage {
 // (`lazy daemon stop`, SIGTERM) writes every row first.
 const usageFlushEvery = 50 * time.Millisecond
 
-// usageBatchMax is a batch written at once, before usageFlushEvery is up.
+// usageBatchMax is the most rows a batch gathers before it is written,
+// before usageFlushEvery is up.
 const usageBatchMax = 1024
 
-// usageRows writes the book's rows behind the calls: each call appends its
-// row in memory (a lock and an append on the proxy's path), and one
-// goroutine writes what has gathered in one store write (one INSERT of many
-// rows, one commit) usageFlushEvery after the first row of a batch came.
+// usageRows writes the book's rows behind the calls: each call is added to
+// its row of the batch in memory (a lock, a map lookup and a few sums on
+// the proxy's path), and one goroutine writes the batch in one store write
+// (one transaction, one commit) usageFlushEvery after its first call came.
+// A batch has one row per task, turn, role, status and refusal cause
+// (usageKey), counting its calls (store.UsageCall.Requests) and summing
+// their tokens: under load a task's hundreds of calls of a batch are one
+// row, and the store's work per call is nearly nothing.
 type usageRows struct {
 	st  store.Store
 	log *slog.Logger
 
 	mu     sync.Mutex
-	rows   []*store.UsageCall
+	rows   []*store.UsageCall // the batch's rows, in the order they began
+	byKey  map[usageKey]*store.UsageCall
 	closed bool
 
 	wake chan struct{} // a batch began
-	full chan struct{} // a batch reached usageBatchMax
+	full chan struct{} // a batch reached usageBatchMax rows
 	quit chan struct{}
 	done chan struct{}
 	once sync.Once
 }
 
+// usageKey is what the calls of one row share.
+type usageKey struct {
+	task, role, refused string
+	turn, status        int
+}
+
 func newUsageRows(st store.Store, log *slog.Logger) *usageRows {
-	w := &usageRows{st: st, log: log, wake: make(chan struct{}, 1), full: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	w := &usageRows{st: st, log: log, byKey: map[usageKey]*store.UsageCall{}, wake: make(chan struct{}, 1), full: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 	go w.loop()
 	return w
 }
 
-// add queues one call's row (written at once after close).
-func (w *usageRows) add(c *store.UsageCall) {
+// add counts one call (c, of Requests 1) in its row of the batch (written
+// at once after close).
+func (w *usageRows) add(c store.UsageCall) {
+	k := usageKey{task: c.TaskID, role: c.Role, refused: c.Refused, turn: c.Turn, status: c.Status}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		w.write([]*store.UsageCall{c})
+		c.ID = task.NewID(c.At)
+		w.write([]*store.UsageCall{&c})
 		return
 	}
-	w.rows = append(w.rows, c)
+	if row := w.byKey[k]; row != nil {
+		row.Merge(c)
+		w.mu.Unlock()
+		return
+	}
+	row := &c
+	row.ID = task.NewID(c.At)
+	w.byKey[k] = row
+	w.rows = append(w.rows, row)
 	n := len(w.rows)
 	w.mu.Unlock()
 	signal := func(ch chan struct{}) {
@@ -335,6 +358,7 @@ func (w *usageRows) flush() {
 	w.mu.Lock()
 	rows := w.rows
 	w.rows = nil
+	clear(w.byKey)
 	w.mu.Unlock()
 	if len(rows) > 0 {
 		w.write(rows)
@@ -345,7 +369,11 @@ func (w *usageRows) write(rows []*store.UsageCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := w.st.AddUsage(ctx, rows...); err != nil {
-		w.log.Error("usage: record model calls; their counts are in memory until the daemon restarts", "calls", len(rows), "err", err)
+		var calls int64
+		for _, r := range rows {
+			calls += r.Calls()
+		}
+		w.log.Error("usage: record model calls; their counts are in memory until the daemon restarts", "calls", calls, "err", err)
 	}
 }
 

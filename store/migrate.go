@@ -209,6 +209,9 @@ var migrations = []migration{
 	{31, "tasks.agent: the driver a task was created with (lazy task new --driver)", []string{
 		`ALTER TABLE tasks ADD COLUMN agent TEXT NOT NULL DEFAULT ''`,
 	}},
+	{32, "usage_calls.requests: a row counts the calls of one task, turn, role, status and refusal of a batch", []string{
+		`ALTER TABLE usage_calls ADD COLUMN requests INTEGER NOT NULL DEFAULT 1`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

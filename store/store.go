@@ -169,9 +169,12 @@ type Approval struct {
 	Blob string `json:"blob,omitempty"`
 }
 
-// UsageCall is one model call of a task as the proxy saw it: what the
-// upstream's reply said it cost (zero tokens for count_tokens and refused
-// calls, which count as requests).
+// UsageCall is a task's model calls as the proxy saw them: what the
+// upstream's replies said they cost (zero tokens for count_tokens and
+// refused calls, which count as requests). A row counts Requests calls of
+// one task, turn, role, status and refusal cause, their tokens summed (the
+// daemon writes one row for such calls of one batch); At and ID are its
+// first call's. Rows written before schema version 32 are one call each.
 type UsageCall struct {
 	ID                       string `json:"id" gorm:"primaryKey;size:32"`
 	TaskID                   string `json:"task_id" gorm:"size:32;index"`
@@ -188,10 +191,30 @@ type UsageCall struct {
 	// cut before its reply ended (0: input + output, all it cost)
 	ChargedTokens int64     `json:"charged_tokens,omitempty"`
 	At            time.Time `json:"at"`
+	// Requests is how many calls the row counts (0, in a row of a file
+	// store written before it was counted: one)
+	Requests int64 `json:"requests,omitempty" gorm:"not null;default:1"`
 }
 
-// Charged is what the call counts against the task's budget.
+// Calls is how many calls the row counts.
+func (c UsageCall) Calls() int64 { return max(c.Requests, 1) }
+
+// Charged is what the row's calls count against the task's budget.
 func (c UsageCall) Charged() int64 { return max(c.ChargedTokens, c.InputTokens+c.OutputTokens) }
+
+// Merge adds call d (of the same task, turn, role, status and refusal) to
+// the row c: its requests and tokens. What they charged stays the sum of
+// each one's Charged.
+func (c *UsageCall) Merge(d UsageCall) {
+	if c.ChargedTokens != 0 || d.ChargedTokens != 0 {
+		c.ChargedTokens = c.Charged() + d.Charged()
+	}
+	c.Requests = c.Calls() + d.Calls()
+	c.InputTokens += d.InputTokens
+	c.OutputTokens += d.OutputTokens
+	c.CacheReadInputTokens += d.CacheReadInputTokens
+	c.CacheCreationInputTokens += d.CacheCreationInputTokens
+}
 
 // TableName is the table of usage calls.
 func (UsageCall) TableName() string { return "usage_calls" }

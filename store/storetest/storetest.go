@@ -235,13 +235,22 @@ func testUsage(t *testing.T, open Opener) {
 	must(t, s.AddUsage(ctx, &store.UsageCall{ID: task.NewID(t0), TaskID: a.ID, Turn: 3, Status: 429, Refused: "budget_exceeded", At: t0.Add(5 * time.Second)},
 		&store.UsageCall{ID: task.NewID(t0), TaskID: a.ID, Turn: 4, Status: 200, InputTokens: 9, ChargedTokens: 40, At: t0.Add(6 * time.Second)}))
 	must(t, s.AddUsage(ctx)) // nothing to write
+	// a row of several calls, as the daemon writes the calls of one batch
+	many := store.UsageCall{ID: task.NewID(t0), TaskID: a.ID, Turn: 4, Role: "fast", Status: 200, InputTokens: 10, OutputTokens: 1, At: t0.Add(7 * time.Second)}
+	many.Merge(store.UsageCall{InputTokens: 20, OutputTokens: 2, ChargedTokens: 50})
+	many.Merge(store.UsageCall{InputTokens: 30, OutputTokens: 3, CacheCreationInputTokens: 4})
+	must(t, s.AddUsage(ctx, &many))
 	must(t, s.Close())
 	s = open(t, dir) // durable
 	us, err := s.ListUsage(ctx, a.ID)
 	must(t, err)
-	if len(us) != 5 || us[0].InputTokens != 100 || us[2].Turn != 3 || us[3].Refused != "budget_exceeded" || us[1].CacheReadInputTokens != 3 ||
-		us[4].Turn != 4 || us[4].Charged() != 40 {
+	if len(us) != 6 || us[0].InputTokens != 100 || us[2].Turn != 3 || us[3].Refused != "budget_exceeded" || us[1].CacheReadInputTokens != 3 ||
+		us[4].Turn != 4 || us[4].Charged() != 40 || us[0].Calls() != 1 || us[4].Calls() != 1 {
 		t.Fatalf("usage: %+v", us)
+	}
+	// 11 + 50 (cut: its hold) + 33
+	if m := us[5]; m.Calls() != 3 || m.InputTokens != 60 || m.OutputTokens != 6 || m.CacheCreationInputTokens != 4 || m.Charged() != 94 {
+		t.Fatalf("a row of 3 calls read back as %+v (charged %d)", m, m.Charged())
 	}
 	got, err := s.GetTask(ctx, a.ID)
 	must(t, err)
