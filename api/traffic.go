@@ -1,7 +1,7 @@
 package api
 
 import (
-	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -65,7 +65,11 @@ func (u CallUsage) IsZero() bool { return u == CallUsage{} }
 // Line renders the traffic line of CONTRACT §6. Every field is made safe for
 // one line: a byte outside printable ASCII, or a space, is written %XX, so no
 // path or header can forge a line of its own.
-func (t Traffic) Line() string {
+func (t Traffic) Line() string { return string(t.AppendLine(nil)) }
+
+// AppendLine appends the line Line renders to b (the proxy builds each
+// call's line into a buffer of its own, no string per field).
+func (t *Traffic) AppendLine(b []byte) []byte {
 	ref, role := dash(t.TaskRef), dash(t.Role)
 	unverified := false
 	if t.TaskRef == "" && t.ClaimedRef != "" {
@@ -74,38 +78,48 @@ func (t Traffic) Line() string {
 	if t.Role == "" && t.ClaimedRole != "" {
 		role, unverified = t.ClaimedRole+"?", true
 	}
-	var s string
+	b = append(b, "net> "...)
+	b = t.Time.UTC().AppendFormat(b, time.RFC3339)
+	for _, f := range [...]string{ref, role, t.Method, t.Path} {
+		b = appendSafe(append(b, ' '), f)
+	}
+	b = strconv.AppendInt(append(b, " -> "...), int64(t.Status), 10)
 	if t.Egress {
 		// CONTRACT §15: bytes each way where a model call names its upstream
-		s = fmt.Sprintf("net> %s %s %s %s %s -> %d %d/%d %dms", t.Time.UTC().Format(time.RFC3339), safe(ref), safe(role), safe(t.Method), safe(t.Path), t.Status, t.BytesUp, t.BytesDown, t.Millis)
+		b = strconv.AppendInt(append(b, ' '), t.BytesUp, 10)
+		b = strconv.AppendInt(append(b, '/'), t.BytesDown, 10)
 	} else {
-		s = fmt.Sprintf("net> %s %s %s %s %s -> %d %s %dms", t.Time.UTC().Format(time.RFC3339), safe(ref), safe(role), safe(t.Method), safe(t.Path), t.Status, safe(dash(t.Upstream)), t.Millis)
+		b = appendSafe(append(b, ' '), dash(t.Upstream))
 	}
+	b = append(strconv.AppendInt(append(b, ' '), t.Millis, 10), "ms"...)
 	if u := t.Usage; u != nil {
-		s += fmt.Sprintf(" tokens: %d in / %d out", u.InputTokens, u.OutputTokens)
+		b = strconv.AppendInt(append(b, " tokens: "...), u.InputTokens, 10)
+		b = append(strconv.AppendInt(append(b, " in / "...), u.OutputTokens, 10), " out"...)
 		if u.CacheReadInputTokens > 0 || u.CacheCreationInputTokens > 0 {
-			s += fmt.Sprintf(" (cache %d read / %d written)", u.CacheReadInputTokens, u.CacheCreationInputTokens)
+			b = strconv.AppendInt(append(b, " (cache "...), u.CacheReadInputTokens, 10)
+			b = append(strconv.AppendInt(append(b, " read / "...), u.CacheCreationInputTokens, 10), " written)"...)
 		}
 	}
 	if t.Refused != "" {
-		s += " refused: " + safe(t.Refused)
+		b = appendSafe(append(b, " refused: "...), t.Refused)
 	}
 	if t.Tripwire != "" {
-		s += " tripwire: " + safe(t.Tripwire)
+		b = appendSafe(append(b, " tripwire: "...), t.Tripwire)
 	}
 	if t.Error != "" {
 		// words kept readable; control bytes dropped, so no forged line
-		s += " error: " + strings.Map(func(r rune) rune {
+		b = append(b, " error: "...)
+		b = append(b, strings.Map(func(r rune) rune {
 			if r < 0x20 || r == 0x7f {
 				return -1
 			}
 			return r
-		}, strings.Join(strings.Fields(t.Error), " "))
+		}, strings.Join(strings.Fields(t.Error), " "))...)
 	}
 	if unverified {
-		s += " (attribution unverified: x-svc headers, no grant)"
+		b = append(b, " (attribution unverified: x-svc headers, no grant)"...)
 	}
-	return s
+	return b
 }
 
 func dash(s string) string {
@@ -115,25 +129,16 @@ func dash(s string) string {
 	return s
 }
 
-// safe percent-encodes every byte that is a space or not printable ASCII.
-func safe(s string) string {
-	clean := true
+// appendSafe appends s with every byte that is a space or not printable
+// ASCII percent-encoded.
+func appendSafe(b []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c <= ' ' || c >= 0x7f {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c <= ' ' || c >= 0x7f {
-			fmt.Fprintf(&b, "%%%02X", c)
+			b = append(b, '%', hex[c>>4], hex[c&0xf])
 		} else {
-			b.WriteByte(c)
+			b = append(b, c)
 		}
 	}
-	return b.String()
+	return b
 }

@@ -187,30 +187,64 @@ func TestReaderSplits(t *testing.T) {
 	}
 }
 
-// TestReaderSizedToItsSource: a reader sized to its source (a model
-// call's body of declared length) finds a mark split at every offset, also
-// when the source is longer than it said (the buffer is only smaller,
-// never a limit) and when it is tiny; a clean source passes whole.
-func TestReaderSizedToItsSource(t *testing.T) {
+// TestReaderScansInPlace: read into buffers of every size — smaller than
+// a piece, about one, the body's own length as the proxy's hold reads it,
+// larger — a mark split between the source's reads at every offset is
+// found and no byte from its start on is handed on; a clean source passes
+// whole and the reader passes iotest's checks.
+func TestReaderScansInPlace(t *testing.T) {
 	s, ds := setOf(t, "task-a")
 	m := ds["task-a"].Marks[0]
 	body := strings.Repeat("x", 40) + m + strings.Repeat("y", 3000)
 	at := strings.Index(body, m)
-	for _, size := range []int64{0, 5, int64(len(body)), int64(len(body) / 3)} {
+	sizes := []int{1, Window - 2, Window - 1, Window, Window + 1, 2 * Window, len(body), len(body) + 1, 64 << 10}
+	for _, size := range sizes {
 		for cut := 1; cut < at+len(m)+2; cut++ {
 			src := io.MultiReader(strings.NewReader(body[:cut]), strings.NewReader(body[cut:]))
 			var got Owner
-			out, err := io.ReadAll(s.ReaderSize(src, size, func(o Owner) { got = o }))
-			if !errors.Is(err, ErrFound) || got.TaskID != "task-a" || len(out) > at {
-				t.Fatalf("size %d, cut %d: err %v, owner %v, %d bytes handed on (the mark starts at %d)", size, cut, err, got, len(out), at)
+			r := s.Reader(src, func(o Owner) { got = o })
+			var out []byte
+			buf := make([]byte, size)
+			var err error
+			for {
+				var n int
+				n, err = r.Read(buf)
+				out = append(out, buf[:n]...)
+				if err != nil {
+					break
+				}
+			}
+			if !errors.Is(err, ErrFound) || got.TaskID != "task-a" || len(out) > at || string(out) != body[:len(out)] {
+				t.Fatalf("reads of %d, cut %d: err %v, owner %v, %d bytes handed on (the mark starts at %d)", size, cut, err, got, len(out), at)
 			}
 		}
 	}
 	clean := strings.Repeat("the quick brown fox 0123456789 ", 500)
-	for _, size := range []int64{0, 10, int64(len(clean)), int64(len(clean)) * 2} {
-		if err := iotest.TestReader(s.ReaderSize(strings.NewReader(clean), size, nil), []byte(clean)); err != nil {
-			t.Fatalf("size %d: %v", size, err)
+	for _, size := range sizes {
+		r := s.Reader(iotest.HalfReader(strings.NewReader(clean)), nil)
+		buf := make([]byte, size)
+		var out []byte
+		for {
+			n, err := r.Read(buf)
+			out = append(out, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("reads of %d: %v", size, err)
+			}
 		}
+		if string(out) != clean {
+			t.Fatalf("reads of %d: %d bytes of %d passed, or changed", size, len(out), len(clean))
+		}
+		if err := iotest.TestReader(s.Reader(strings.NewReader(clean), nil), []byte(clean)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// the proxy's hold: the whole body read at once into a buffer of its length
+	full := make([]byte, len(clean))
+	if n, err := io.ReadFull(s.Reader(strings.NewReader(clean), nil), full); err != nil || n != len(clean) || string(full) != clean {
+		t.Fatalf("read whole: %d bytes, err %v", n, err)
 	}
 }
 

@@ -149,11 +149,14 @@ type Scanner struct {
 // NewScanner starts a stream.
 func (s *Set) NewScanner() *Scanner { return &Scanner{set: s} }
 
-// scan feeds b and reports the first hit.
+// scan feeds b and reports the first hit. The window's first Window bytes
+// of b may begin in earlier chunks (the ring last); after them it lies in
+// b, and the byte leaving it is read from b itself.
 func (sc *Scanner) scan(b []byte) (Owner, bool) {
 	s := sc.set
 	h, pos, n := sc.h, sc.pos, sc.n
-	for _, c := range b {
+	head := min(len(b), Window)
+	for _, c := range b[:head] {
 		if n == Window {
 			h -= uint64(sc.last[pos]) * pow
 		} else {
@@ -173,6 +176,28 @@ func (sc *Scanner) scan(b []byte) (Owner, bool) {
 				return o, true
 			}
 		}
+	}
+	if len(b) > Window {
+		bits, shift := s.bits, s.shift
+		for i := Window; i < len(b); i++ {
+			h = (h-uint64(b[i-Window])*pow)*base + uint64(b[i])
+			if x := h >> shift; bits[x/64]&(1<<(x%64)) == 0 {
+				continue
+			}
+			if y := (h * 0xBF58476D1CE4E5B9) >> shift; bits[y/64]&(1<<(y%64)) == 0 {
+				continue
+			}
+			w := b[i+1-Window : i+1]
+			for _, p := range s.exact[h] {
+				if p.text == string(w) {
+					copy(sc.last[:], w)
+					sc.h, sc.pos, sc.n = h, 0, Window
+					return p.owner, true
+				}
+			}
+		}
+		copy(sc.last[:], b[len(b)-Window:])
+		pos = 0
 	}
 	sc.h, sc.pos, sc.n = h, pos, n
 	return Owner{}, false
@@ -214,87 +239,92 @@ var ErrFound = errors.New("a decoy secret of a sandbox home is in this request: 
 // once with the owner), and the last Window-1 bytes read are held back until
 // the next read shows they start no piece. At the end of src what is held is
 // handed on.
+//
+// The scan runs in the caller's buffer: a read of p reads src into p behind
+// the bytes held back, scans what came, and keeps only the new Window-1
+// bytes aside (p of fewer than Window bytes goes through a small buffer in
+// the reader). A model call's body read whole costs no copy of it and
+// no buffer of its size.
 func (s *Set) Reader(src io.Reader, onHit func(Owner)) io.Reader {
 	if s == nil || len(s.exact) == 0 {
 		return src
 	}
-	return s.ReaderSize(src, -1, onHit)
-}
-
-// readerBuf is the buffer of a reader of a source of unknown or large size.
-const readerBuf = 32 << 10
-
-// ReaderSize is Reader for a source of size bytes (-1: unknown): its
-// buffer is no larger than such a source needs (a model call's body of a
-// few KiB does not cost 32 KiB of garbage).
-func (s *Set) ReaderSize(src io.Reader, size int64, onHit func(Owner)) io.Reader {
-	if s == nil || len(s.exact) == 0 {
-		return src
-	}
-	n := readerBuf
-	if size >= 0 && size+Window < readerBuf {
-		n = max(int(size)+Window, 2*Window)
-	}
-	return &reader{src: src, sc: Scanner{set: s}, onHit: onHit, buf: make([]byte, n)}
+	return &reader{src: src, sc: Scanner{set: s}, onHit: onHit}
 }
 
 type reader struct {
 	src   io.Reader
 	sc    Scanner
 	onHit func(Owner)
-	buf   []byte
-	a, b  int // buf[a:b] may be handed on
-	c     int // buf[b:c] is held back
+	held  [Window - 1]byte // read and scanned, not yet handed on
+	nh    int
+	small [8 * Window]byte // for reads of fewer than Window bytes
+	ready []byte           // of small: scanned, clean, to hand on
 	err   error
 	hit   bool
 }
 
 func (r *reader) Read(p []byte) (int, error) {
+	if len(r.ready) > 0 {
+		n := copy(p, r.ready)
+		r.ready = r.ready[n:]
+		return n, nil
+	}
 	if r.hit {
 		return 0, ErrFound
 	}
-	for r.a == r.b {
-		if r.err != nil {
-			return 0, r.err
-		}
-		// keep the held tail at the start, read after it
-		r.c = copy(r.buf, r.buf[r.b:r.c])
-		r.a, r.b = 0, 0
-		n, err := r.src.Read(r.buf[r.c:])
-		if n > 0 {
-			if o, ok := r.sc.scan(r.buf[r.c : r.c+n]); ok {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	buf := p
+	if len(p) < Window {
+		buf = r.small[:]
+	}
+	for {
+		k := copy(buf, r.held[:r.nh]) // len(buf) >= Window > r.nh
+		m, err := r.src.Read(buf[k:])
+		if m > 0 {
+			if o, ok := r.sc.scan(buf[k : k+m]); ok {
 				r.hit = true
 				if r.onHit != nil {
 					r.onHit(o)
 				}
 				return 0, ErrFound
 			}
-			r.c += n
 		}
+		total, hand := k+m, k+m-(Window-1)
 		if err != nil {
-			r.err = err
-			r.b = r.c // the end: nothing more can complete a piece
+			r.err, r.nh = err, 0
+			hand = total // the end: nothing more can complete a piece
 		} else {
-			r.b = max(0, r.c-(Window-1))
+			r.nh = copy(r.held[:], buf[max(hand, 0):total])
 		}
+		if hand <= 0 {
+			if err != nil {
+				return 0, err
+			}
+			continue // all of it held back: read on
+		}
+		if len(p) < Window {
+			r.ready = buf[:hand]
+			n := copy(p, r.ready)
+			r.ready = r.ready[n:]
+			return n, nil
+		}
+		return hand, nil
 	}
-	n := copy(p, r.buf[r.a:r.b])
-	r.a += n
-	return n, nil
 }
 
 // ReadCloser is Reader for a body that must be closed.
 func (s *Set) ReadCloser(src io.ReadCloser, onHit func(Owner)) io.ReadCloser {
-	return s.ReadCloserSize(src, -1, onHit)
-}
-
-// ReadCloserSize is ReaderSize for a body that must be closed.
-func (s *Set) ReadCloserSize(src io.ReadCloser, size int64, onHit func(Owner)) io.ReadCloser {
 	if s == nil || len(s.exact) == 0 {
 		return src
 	}
 	return struct {
 		io.Reader
 		io.Closer
-	}{s.ReaderSize(src, size, onHit), src}
+	}{s.Reader(src, onHit), src}
 }

@@ -112,8 +112,7 @@ func (p *Proxy) canaryCheck(w http.ResponseWriter, r *http.Request, pl *plan) bo
 		return false
 	}
 	if r.Body != nil && r.Body != http.NoBody {
-		// sized to the body: net/http holds the client to its declared length
-		r.Body = p.canaries().ReadCloserSize(r.Body, r.ContentLength, func(o canary.Owner) { pl.canaryHit.Store(&o) })
+		r.Body = p.canaries().ReadCloser(r.Body, func(o canary.Owner) { pl.canaryHit.Store(&o) })
 	}
 	return true
 }
@@ -149,10 +148,9 @@ func (p *Proxy) readAhead(w http.ResponseWriter, r *http.Request, pl *plan) bool
 		p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, canaryText)
 		return false
 	case err == io.EOF || err == io.ErrUnexpectedEOF:
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{bytes.NewReader(buf[:n]), r.Body}
+		// all of it, in memory: net/http sends it with the headers in one
+		// write (the server closes the request's own body)
+		r.Body = io.NopCloser(bytes.NewReader(buf[:n]))
 	case err != nil:
 		if pl.bodyTimedOut.Load() {
 			writeAPIError(w, http.StatusRequestTimeout, "invalid_request_error", fmt.Sprintf("lazy proxy: the request body did not arrive within %s", p.bodyTimeout()), CauseBodyTimeout)

@@ -131,9 +131,7 @@ func (p *Proxy) serveEgress(w http.ResponseWriter, r *http.Request) {
 		}
 		tr.Millis = p.now().Sub(start).Milliseconds()
 		tr.BytesUp, tr.BytesDown, tr.Refused, tr.Error = et.up.Load(), et.down.Load(), et.refused, et.err
-		if p.log.Enabled(r.Context(), slog.LevelInfo) {
-			p.log.Info(tr.Line())
-		}
+		p.logTraffic(r.Context(), slog.LevelInfo, &tr)
 		if p.o.Publish != nil {
 			p.o.Publish(tr)
 		}

@@ -394,9 +394,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if pl.held > 0 {
 			tr.Reserved, tr.Charged = pl.held, pl.charge()
 		}
-		if p.log.Enabled(r.Context(), slog.LevelInfo) {
-			p.log.Info(tr.Line())
-		}
+		p.logTraffic(r.Context(), slog.LevelInfo, &tr)
 		if p.o.Publish != nil {
 			p.o.Publish(tr)
 		}
@@ -585,8 +583,13 @@ func (b *replayBody) add(c []byte) {
 	}
 }
 
-// reader reads the whole body from its start.
+// reader reads the whole body from its start. A body of one chunk is a
+// *bytes.Reader, which net/http knows is in memory: it sends the request's
+// headers and body in one write instead of flushing the headers first.
 func (b *replayBody) reader() io.Reader {
+	if len(b.chunks) == 1 {
+		return bytes.NewReader(b.chunks[0])
+	}
 	rs := make([]io.Reader, len(b.chunks))
 	for i, c := range b.chunks {
 		rs[i] = bytes.NewReader(c)

@@ -35,7 +35,8 @@ const benchBudget = 1 << 40
 // no sandbox). It prints "ADDR <proxy address> <placeholder>".
 //
 // LAZYBENCH_CPUPROFILE=FILE writes a CPU profile of the daemon from the
-// moment it is ready until the process is told to stop (SIGTERM).
+// moment it is ready until the process is told to stop (SIGTERM);
+// LAZYBENCH_MEMPROFILE=FILE its allocations (pprof's allocs) at the stop.
 func serveDaemon(args []string) error {
 	fs := flag.NewFlagSet("serve-daemon", flag.ExitOnError)
 	up := fs.String("upstream", "", "upstream URL")
@@ -101,6 +102,15 @@ func serveDaemon(args []string) error {
 			return err
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if prof := os.Getenv("LAZYBENCH_MEMPROFILE"); prof != "" {
+		defer func() {
+			f, err := os.Create(prof)
+			if err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
 	}
 	fmt.Printf("ADDR %s %s\n", strings.TrimPrefix(d.Info().ProxyURL, "http://"), ph)
 	select {
