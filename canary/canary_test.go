@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	mrand "math/rand/v2"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -268,6 +269,7 @@ func TestSetWith(t *testing.T) {
 // BenchmarkScan: one multi-pattern pass over a model call's body, with the
 // decoys of 10 and of 1,000 tasks.
 func BenchmarkScan(b *testing.B) {
+	b.Run("tasks=1", func(b *testing.B) { benchScan(b, 1) })
 	b.Run("tasks=10", func(b *testing.B) { benchScan(b, 10) })
 	b.Run("tasks=1000", func(b *testing.B) { benchScan(b, 1000) })
 }
@@ -285,5 +287,84 @@ func benchScan(b *testing.B, n int) {
 		if _, ok := s.Find(body); ok {
 			b.Fatal("hit")
 		}
+	}
+}
+
+// TestScanAgainstNaive: the set and a scanner fed random chunks agree with
+// a plain search for every Window bytes of every mark, over random text
+// with pieces of marks (and near misses: a piece with one byte changed)
+// placed at random offsets; the reader never hands on a byte of the first
+// piece.
+func TestScanAgainstNaive(t *testing.T) {
+	s, ds := setOf(t, "task-a", "task-b")
+	var marks []string
+	for _, d := range ds {
+		marks = append(marks, d.Marks...)
+	}
+	first := func(text string) int { // where the first piece starts, or -1
+		best := -1
+		for _, m := range marks {
+			for i := 0; i+Window <= len(m); i++ {
+				if at := strings.Index(text, m[i:i+Window]); at >= 0 && (best < 0 || at < best) {
+					best = at
+				}
+			}
+		}
+		return best
+	}
+	rng := mrand.New(mrand.NewPCG(1, 2))
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+/=\\\" {}:,\n"
+	hits := 0
+	for round := range 3000 {
+		text := make([]byte, rng.IntN(300))
+		for i := range text {
+			text[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		for range rng.IntN(3) {
+			m := marks[rng.IntN(len(marks))]
+			i := rng.IntN(len(m) - Window + 1)
+			n := Window - 1 + rng.IntN(len(m)-i-Window+2)
+			p := []byte(m[i : i+n])
+			if rng.IntN(2) == 0 {
+				p[rng.IntN(len(p))] ^= 0x20 // a near miss (or a piece still, if long enough)
+			}
+			at := rng.IntN(len(text) + 1)
+			text = append(text[:at], append(p, text[at:]...)...)
+		}
+		want := first(string(text))
+		if want >= 0 {
+			hits++
+		}
+		_, found := s.Find(text)
+		_, foundStr := s.FindString(string(text))
+		if found != (want >= 0) || foundStr != found {
+			t.Fatalf("round %d: Find %v, FindString %v, a piece at %d of %q", round, found, foundStr, want, text)
+		}
+		// a stream in random chunks, read through the reader in random sizes
+		var src []io.Reader
+		for rest := text; len(rest) > 0; {
+			n := 1 + rng.IntN(min(len(rest), 1+rng.IntN(64)))
+			src = append(src, bytes.NewReader(rest[:n]))
+			rest = rest[n:]
+		}
+		r := s.Reader(io.MultiReader(src...), nil)
+		var out []byte
+		buf := make([]byte, 1+rng.IntN(80))
+		var err error
+		for err == nil {
+			var n int
+			n, err = r.Read(buf)
+			out = append(out, buf[:n]...)
+		}
+		switch {
+		case want >= 0 && (!errors.Is(err, ErrFound) || len(out) > want):
+			t.Fatalf("round %d: a piece at %d: err %v, %d bytes handed on", round, want, err, len(out))
+		case want < 0 && (err != io.EOF || !bytes.Equal(out, text)):
+			t.Fatalf("round %d: no piece: err %v, %d of %d bytes", round, err, len(out), len(text))
+		}
+	}
+	t.Logf("3000 texts, %d with a piece of a mark", hits)
+	if hits < 500 || hits > 2500 {
+		t.Fatalf("%d of 3000 texts with a piece: the test no longer tries both", hits)
 	}
 }

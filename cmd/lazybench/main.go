@@ -415,6 +415,7 @@ func run(args []string) error {
 	rounds := fs.Int("rounds", 3, "interleaved rounds")
 	dur := fs.Duration("duration", 2*time.Second, "per measurement")
 	proxyOnly := fs.Bool("proxy-only", false, "the proxy table alone, no Go benchmarks")
+	before := fs.String("daemon-before", "", "a lazybench binary of another build: its daemon is measured in the same rounds and set beside this one's")
 	_ = fs.Parse(args)
 	self, err := os.Executable()
 	if err != nil {
@@ -446,11 +447,20 @@ func run(args []string) error {
 		return err
 	}
 	defer dm.stop()
-	targets := []struct {
+	type target struct {
 		name, url, key string
 		srv            *server // the proxy process, for its CPU
-	}{{"direct", up.addr, realKey, nil}, {"bare", bare.addr, "ignored", bare}, {"plain", plain.addr, "ignored", plain},
+	}
+	targets := []target{{"direct", up.addr, realKey, nil}, {"bare", bare.addr, "ignored", bare}, {"plain", plain.addr, "ignored", plain},
 		{"lazy", lz.addr, placeholder, lz}, {"daemon", dm.addr, dm.key, dm}}
+	var dmBefore *server
+	if *before != "" {
+		if dmBefore, err = spawn(*before, "serve-daemon", "--upstream", up.addr); err != nil {
+			return err
+		}
+		defer dmBefore.stop()
+		targets = append(targets, target{"before", dmBefore.addr, dmBefore.key, dmBefore})
+	}
 	type key struct{ target, figure string }
 	samples := map[key][]float64{}
 	add := func(t, f string, v float64) { samples[key{t, f}] = append(samples[key{t, f}], v) }
@@ -504,6 +514,24 @@ func run(args []string) error {
 		{"SSE added time to first event", "us", added("daemon", "ttfb"), added("bare", "ttfb"), added("plain", "ttfb"), 0, "", 0, false},
 	}
 	printHead(os.Stdout, head)
+	if dmBefore != nil {
+		fmt.Fprintf(os.Stdout, "\nthis daemon against the daemon of %s, same rounds; ratios to the tuned bare proxy\n", *before)
+		fmt.Fprintf(os.Stdout, "%-36s %14s %7s %14s %7s %14s\n", "figure", "before", "ratio", "after", "ratio", "tuned bare")
+		for _, c := range []struct {
+			name, unit, fig string
+			added           bool
+		}{{"throughput, 64 clients", "req/s", "rps_64", false}, {"CPU per request, 64 clients", "us", "cpu_64", false},
+			{"added p50 over direct, 1 client", "us", "p50_1", true}, {"added p50 over direct, 64 clients", "us", "p50_64", true},
+			{"p99, 1 client", "us", "p99_1", false}, {"p99, 64 clients", "us", "p99_64", false}} {
+			get := m
+			if c.added {
+				get = added
+			}
+			b, a, t := get("before", c.fig), get("daemon", c.fig), get("bare", c.fig)
+			fmt.Fprintf(os.Stdout, "%-36s %10.1f %-3s %7.2f %10.1f %-3s %7.2f %10.1f %s\n", c.name, b, c.unit, b/t, a, c.unit, a/t, t, c.unit)
+		}
+		fmt.Fprintf(os.Stdout, "%-36s %10.1f %-3s %7s %10.1f %-3s %7s %10.1f %s\n", "peak RSS under load", hwm(dmBefore), "MB", "", dmHWM, "MB", "", bareHWM, "MB")
+	}
 
 	// the second table: the proxy component (proxy.New alone, no daemon)
 	var rows []row
