@@ -101,7 +101,8 @@ func (r *budgetRig) settled(t *testing.T, n int64) (charged, in, out, held int64
 		}
 		if total.Requests >= n && stored >= n {
 			r.book.mu.Lock()
-			held = r.book.tasks[r.taskID].held
+			u, _ := r.book.tasks.Load(r.taskID)
+			held = u.(*taskUsage).held
 			r.book.mu.Unlock()
 			return total.ChargedTokens, total.InputTokens, total.OutputTokens, held
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"lazy/actors"
@@ -19,6 +20,7 @@ import (
 type trouble struct {
 	mu sync.Mutex
 	m  map[string]*modelTrouble
+	n  atomic.Int32 // len(m): a call that succeeds while none fails takes no lock
 }
 
 type modelTrouble struct {
@@ -34,6 +36,9 @@ func (t *trouble) record(tr api.Traffic) *api.Event {
 		return nil
 	}
 	failed := tr.Error != "" || tr.Status >= 500 || tr.Refused == proxy.CauseBudgetExceeded
+	if !failed && t.n.Load() == 0 {
+		return nil // nothing to clear
+	}
 	t.mu.Lock()
 	if t.m == nil {
 		t.m = map[string]*modelTrouble{}
@@ -42,6 +47,7 @@ func (t *trouble) record(tr api.Traffic) *api.Event {
 	if !failed {
 		if tr.Status < 400 {
 			delete(t.m, tr.TaskID)
+			t.n.Store(int32(len(t.m)))
 		}
 		t.mu.Unlock()
 		return nil
@@ -59,6 +65,7 @@ func (t *trouble) record(tr api.Traffic) *api.Event {
 	if first {
 		cur = &modelTrouble{since: tr.Time}
 		t.m[tr.TaskID] = cur
+		t.n.Store(int32(len(t.m)))
 	}
 	cur.cause, cur.last = cause, tr.Time
 	cur.count++

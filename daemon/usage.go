@@ -27,8 +27,11 @@ type usageBook struct {
 	log  *slog.Logger
 	rows *usageRows
 
-	mu      sync.Mutex
-	tasks   map[string]*taskUsage
+	// tasks: task id → *taskUsage, loaded once (read without mu: every
+	// call looks its task up)
+	tasks sync.Map
+
+	mu      sync.Mutex     // the counts of every taskUsage, running, byRole
 	running map[string]int // task id → number of the turn running now
 	byRole  map[string]*api.Usage
 }
@@ -44,7 +47,7 @@ type taskUsage struct {
 // newUsageBook starts the book and its row writer; close writes the rows
 // still waiting.
 func newUsageBook(st store.Store, log *slog.Logger) *usageBook {
-	return &usageBook{st: st, log: log, rows: newUsageRows(st, log), tasks: map[string]*taskUsage{}, running: map[string]int{}, byRole: map[string]*api.Usage{}}
+	return &usageBook{st: st, log: log, rows: newUsageRows(st, log), running: map[string]int{}, byRole: map[string]*api.Usage{}}
 }
 
 // close writes the rows that wait and stops the writer; a call recorded
@@ -53,11 +56,8 @@ func (b *usageBook) close() { b.rows.close() }
 
 // load reads a task's calls and budget from the store once.
 func (b *usageBook) load(ctx context.Context, taskID string) (*taskUsage, error) {
-	b.mu.Lock()
-	u := b.tasks[taskID]
-	b.mu.Unlock()
-	if u != nil {
-		return u, nil
+	if u, ok := b.tasks.Load(taskID); ok {
+		return u.(*taskUsage), nil
 	}
 	t, err := b.st.GetTask(ctx, taskID)
 	if err != nil {
@@ -67,17 +67,12 @@ func (b *usageBook) load(ctx context.Context, taskID string) (*taskUsage, error)
 	if err != nil {
 		return nil, err
 	}
-	u = &taskUsage{budget: t.BudgetTokens}
+	u := &taskUsage{budget: t.BudgetTokens}
 	for _, c := range calls {
 		u.add(c)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if cur := b.tasks[taskID]; cur != nil {
-		return cur, nil // loaded meanwhile
-	}
-	b.tasks[taskID] = u
-	return u, nil
+	cur, _ := b.tasks.LoadOrStore(taskID, u) // or the one loaded meanwhile
+	return cur.(*taskUsage), nil
 }
 
 func (u *taskUsage) add(c store.UsageCall) {

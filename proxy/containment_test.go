@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -552,5 +553,63 @@ func TestRotationSeenAtOnce(t *testing.T) {
 	write(target, "sk-ant-api03-FFFFFF")
 	if c, _ := g.Load(); c.Value != "sk-ant-api03-FFFFFF" {
 		t.Fatalf("a symlinked credential's change not seen: %q", c.Value)
+	}
+}
+
+// TestRotationSeenUnderConcurrentLoads: while goroutines load the
+// credential all the time (most answers come without the lock), every
+// rotation is seen by each Load that begins after it was written — also by
+// one that begins while another Load is reading the file again.
+func TestRotationSeenUnderConcurrentLoads(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "provider")
+	value := func(i int) string { return fmt.Sprintf("sk-ant-api03-ROT%06d", i) }
+	if err := os.WriteFile(path, []byte(value(0)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &CredentialFile{Path: path}
+	var written atomic.Int64 // the last rotation whose write returned
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				min := written.Load() // written before this Load begins
+				c, err := f.Load()
+				var got int64
+				if err == nil {
+					_, err = fmt.Sscanf(c.Value, "sk-ant-api03-ROT%06d", &got)
+				}
+				if err != nil || got < min {
+					errs <- fmt.Errorf("a Load begun after rotation %d answered %q (%v)", min, c.Value, err)
+					return
+				}
+			}
+		}()
+	}
+	for i := 1; i <= 300; i++ {
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, []byte(value(i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+		written.Store(int64(i))
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
 	}
 }

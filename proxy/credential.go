@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -27,8 +28,10 @@ func (c Credential) Expired(now time.Time) bool {
 // identity changed (inode, device, modification or change time, size), so a
 // rotated credential is used on the next request without a relaunch, even one
 // written in place within the same second at the same size. An unchanged one
-// costs one non-blocking read of an inotify watch on its directory (or one
-// stat where no watch can see every change).
+// costs one non-blocking look at an inotify watch on its directory (or one
+// stat where no watch can see every change), taken without a lock: the
+// calls of many requests at once do not queue behind each other's system
+// call.
 type CredentialFile struct {
 	Path string
 
@@ -39,10 +42,21 @@ type CredentialFile struct {
 	cred  Credential
 	err   error
 	read  bool
-	// last is the last Load's answer and when it was given, for Recent
-	last    Credential
-	lastErr error
-	lastAt  time.Time
+	// cur is the answer while the watch sees nothing queued (nil: none, or
+	// no watch: Load takes mu and stats); reloading is set while a Load
+	// holds mu, from before it drains the watch until it stored what it read
+	cur       atomic.Pointer[loaded]
+	reloading atomic.Bool
+	// last is the last Load's answer and lastAt when it was given (unix
+	// nanoseconds), for Recent
+	last   atomic.Pointer[loaded]
+	lastAt atomic.Int64
+}
+
+// loaded is one answer of Load.
+type loaded struct {
+	cred Credential
+	err  error
 }
 
 // fileID is what tells one version of a file from another.
@@ -65,21 +79,40 @@ var ErrNoCredential = errors.New("credential missing")
 // this request comes from Load itself, and one not injected here needs no
 // stat per request to be recognised.
 func (f *CredentialFile) Recent(maxAge time.Duration) (Credential, error) {
-	f.mu.Lock()
-	if !f.lastAt.IsZero() && time.Since(f.lastAt) < maxAge {
-		c, err := f.last, f.lastErr
-		f.mu.Unlock()
-		return c, err
+	if l := f.last.Load(); l != nil && time.Since(time.Unix(0, f.lastAt.Load())) < maxAge {
+		return l.cred, l.err
 	}
-	f.mu.Unlock()
 	return f.Load()
 }
 
-// Load returns the current credential.
-func (f *CredentialFile) Load() (c Credential, err error) {
+// Load returns the current credential. While the directory's watch has
+// nothing queued and no other Load is reading the file again, it is the
+// answer stored last, read without the lock: a change made before this
+// call either is still queued (seen here) or was drained by a Load that
+// set reloading first and stores what it read before clearing it.
+func (f *CredentialFile) Load() (Credential, error) {
+	if f.cur.Load() != nil && !f.watch.pending() && !f.reloading.Load() {
+		if cur := f.cur.Load(); cur != nil {
+			f.answered(cur)
+			return cur.cred, cur.err
+		}
+	}
+	c, err := f.load()
+	f.answered(&loaded{c, err})
+	return c, err
+}
+
+func (f *CredentialFile) answered(l *loaded) {
+	f.last.Store(l)
+	f.lastAt.Store(time.Now().UnixNano())
+}
+
+// load reads the file again if it changed, under mu.
+func (f *CredentialFile) load() (Credential, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	defer func() { f.last, f.lastErr, f.lastAt = c, err, time.Now() }()
+	f.reloading.Store(true)
+	defer f.reloading.Store(false)
 	if f.read && f.watch != nil && !f.watch.changed() {
 		return f.cred, f.err // nothing in the directory changed since
 	}
@@ -89,13 +122,14 @@ func (f *CredentialFile) Load() (c Credential, err error) {
 	}
 	// the raw call: os.Stat allocates what this does not need
 	var st syscall.Stat_t
-	err = syscall.Stat(f.Path, &st)
-	if err != nil {
+	if err := syscall.Stat(f.Path, &st); err != nil {
 		f.read = false
+		f.cur.Store(nil)
 		return Credential{}, fmt.Errorf("%w: %s", ErrNoCredential, f.Path)
 	}
 	id := idOf(&st)
 	if f.read && id == f.id {
+		f.stored()
 		return f.cred, f.err
 	}
 	b, err := os.ReadFile(f.Path)
@@ -104,7 +138,16 @@ func (f *CredentialFile) Load() (c Credential, err error) {
 	}
 	f.cred, f.err = ParseCredential(b)
 	f.id, f.read = id, true
+	f.stored()
 	return f.cred, f.err
+}
+
+// stored makes what was read the answer while the watch sees no change;
+// mu held.
+func (f *CredentialFile) stored() {
+	if f.watch != nil {
+		f.cur.Store(&loaded{f.cred, f.err})
+	}
 }
 
 // ParseCredential reads a bare token or {"token": "...", "expires_at": "RFC 3339"}.

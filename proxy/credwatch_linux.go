@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // dirWatch tells whether anything changed in a directory since it was last
@@ -43,6 +45,13 @@ func newDirWatch(owner *CredentialFile, path string) *dirWatch {
 	w := &dirWatch{fd: fd}
 	runtime.AddCleanup(owner, func(fd int) { syscall.Close(fd) }, fd)
 	return w
+}
+
+// pending reports whether the queue holds anything, without draining it
+// (an error counts as something: the caller takes the slow way).
+func (w *dirWatch) pending() bool {
+	n, err := unix.IoctlGetInt(w.fd, unix.TIOCINQ) // FIONREAD: bytes queued
+	return err != nil || n > 0
 }
 
 // changed drains the queue and reports whether it held anything; an error

@@ -18,6 +18,7 @@ import (
 	"lazy/client"
 	"lazy/config"
 	"lazy/daemon"
+	"lazy/internal/logfile"
 )
 
 func (a *app) daemonCmd() *cobra.Command {
@@ -215,9 +216,13 @@ func (a *app) runForeground(ctx context.Context, detached bool) error {
 		return fmt.Errorf("open %s: %w", p.Log, err)
 	}
 	defer logFile.Close()
-	var w io.Writer = logFile
+	// the lines of many calls at once in one write (internal/logfile);
+	// every line is written before the file closes
+	lines := logfile.New(logFile)
+	defer lines.Close()
+	var w io.Writer = lines
 	if !detached {
-		w = io.MultiWriter(logFile, a.errOut)
+		w = io.MultiWriter(lines, a.errOut)
 	}
 	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"lazy/api"
 	"lazy/config"
 	"lazy/daemon"
+	"lazy/internal/logfile"
 	"lazy/proxy"
 )
 
@@ -36,7 +38,9 @@ const benchBudget = 1 << 40
 //
 // LAZYBENCH_CPUPROFILE=FILE writes a CPU profile of the daemon from the
 // moment it is ready until the process is told to stop (SIGTERM);
-// LAZYBENCH_MEMPROFILE=FILE its allocations (pprof's allocs) at the stop.
+// LAZYBENCH_MEMPROFILE=FILE its allocations (pprof's allocs) at the stop,
+// LAZYBENCH_MUTEXPROFILE=FILE its lock contention and blocking
+// (FILE.mutex, FILE.block).
 func serveDaemon(args []string) error {
 	fs := flag.NewFlagSet("serve-daemon", flag.ExitOnError)
 	up := fs.String("upstream", "", "upstream URL")
@@ -78,8 +82,11 @@ func serveDaemon(args []string) error {
 	if err != nil {
 		return err
 	}
-	// as `lazy daemon start` logs: text, at info, to the log file
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// as `lazy daemon start` logs: text, at info, to the log file, its
+	// lines gathered into writes (internal/logfile)
+	lines := logfile.New(logFile)
+	defer lines.Close()
+	log := slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	d, err := daemon.Start(ctx, daemon.Options{Root: root, Environ: env, Log: log, SelfExe: self})
 	if err != nil {
 		return fmt.Errorf("start the daemon: %w", err)
@@ -102,6 +109,18 @@ func serveDaemon(args []string) error {
 			return err
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	if prof := os.Getenv("LAZYBENCH_MUTEXPROFILE"); prof != "" {
+		runtime.SetMutexProfileFraction(5)
+		runtime.SetBlockProfileRate(10_000) // a blocking event of 10 µs or more
+		defer func() {
+			for _, kind := range []string{"mutex", "block"} {
+				if f, err := os.Create(prof + "." + kind); err == nil {
+					_ = pprof.Lookup(kind).WriteTo(f, 0)
+					f.Close()
+				}
+			}
+		}()
 	}
 	if prof := os.Getenv("LAZYBENCH_MEMPROFILE"); prof != "" {
 		defer func() {
