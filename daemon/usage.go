@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"lazy/api"
@@ -42,6 +43,15 @@ type taskUsage struct {
 	budget          int64
 	// held: the reservations of the task's calls on their way
 	held int64
+	// spent (charged + held) and limit (the budget) as they were when
+	// b.mu was last let go (mirror), for overBudget's look without it
+	spent, limit atomic.Int64
+}
+
+// mirror publishes the counts overBudget reads without b.mu; b.mu held.
+func (u *taskUsage) mirror() {
+	u.spent.Store(u.total.ChargedTokens + u.held)
+	u.limit.Store(u.budget)
 }
 
 // newUsageBook starts the book and its row writer; close writes the rows
@@ -71,6 +81,7 @@ func (b *usageBook) load(ctx context.Context, taskID string) (*taskUsage, error)
 	for _, c := range calls {
 		u.add(c)
 	}
+	u.mirror()
 	cur, _ := b.tasks.LoadOrStore(taskID, u) // or the one loaded meanwhile
 	return cur.(*taskUsage), nil
 }
@@ -119,6 +130,7 @@ func (b *usageBook) record(tr api.Traffic) {
 	u.held = max(u.held-tr.Reserved, 0)
 	c.Turn = b.running[tr.TaskID]
 	u.add(c)
+	u.mirror()
 	role := tr.Role
 	if role == "" {
 		role = "default"
@@ -156,6 +168,9 @@ func (b *usageBook) overBudget(taskID string) (bool, string) {
 	u, err := b.load(context.Background(), taskID)
 	if err != nil {
 		return false, ""
+	}
+	if limit := u.limit.Load(); limit <= 0 || u.spent.Load() < limit {
+		return false, "" // under it as of the last change; no lock
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -198,6 +213,7 @@ func (b *usageBook) reserve(taskID string, estimate func() int64) (int64, string
 		return 0, why // calls let through meanwhile took what was left
 	}
 	u.held += n
+	u.mirror()
 	return n, ""
 }
 
@@ -206,6 +222,7 @@ func (b *usageBook) setBudget(ctx context.Context, taskID string, tokens int64) 
 	if u, err := b.load(ctx, taskID); err == nil {
 		b.mu.Lock()
 		u.budget = tokens
+		u.mirror()
 		b.mu.Unlock()
 	}
 }
