@@ -383,6 +383,23 @@ func rssMB(pid int) (hwm, now float64) {
 	return hwm, now
 }
 
+// anonMB is a process's anonymous resident memory now (RssAnon: its heap,
+// stacks and the like; the rest of its RSS is the binary's pages, shared
+// with every process that maps it).
+func anonMB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "RssAnon:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
 func runLoad(self, url, key string, clients int, dur time.Duration, sse bool) (result, error) {
 	args := []string{"load", "--url", url, "--key", key, "--clients", strconv.Itoa(clients), "--duration", dur.String()}
 	if sse {
@@ -511,6 +528,7 @@ func run(args []string) error {
 		{"p99, 1 client", "us", m("daemon", "p99_1"), m("bare", "p99_1"), m("plain", "p99_1"), m("direct", "p99_1"), "<=", 1.1, false},
 		{"p99, 64 clients", "us", m("daemon", "p99_64"), m("bare", "p99_64"), m("plain", "p99_64"), m("direct", "p99_64"), "<=", 1.1, false},
 		{"peak RSS under load", "MB", dmHWM, bareHWM, plainHWM, 0, "<=", 40, true},
+		{"  RSS anonymous (heap, stacks), after", "MB", anonMB(dm.cmd.Process.Pid), anonMB(bare.cmd.Process.Pid), anonMB(plain.cmd.Process.Pid), 0, "", 0, false},
 		{"SSE added time to first event", "us", added("daemon", "ttfb"), added("bare", "ttfb"), added("plain", "ttfb"), 0, "", 0, false},
 	}
 	printHead(os.Stdout, head)
