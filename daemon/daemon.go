@@ -33,6 +33,7 @@ import (
 	"lazy/httpapi"
 	"lazy/proxy"
 	"lazy/review"
+	"lazy/statedir"
 	"lazy/store"
 	"lazy/supervisor"
 	"lazy/task"
@@ -66,7 +67,7 @@ type Daemon struct {
 	taskDeps *actors.TaskDeps
 	reload   *reloader
 	infoMu   sync.Mutex // guards info
-	paths    config.Paths
+	paths    statedir.Paths
 	log      *slog.Logger
 	st       store.Store
 	sup      *supervisor.Supervisor
@@ -88,7 +89,7 @@ var ErrRunning = errors.New("a daemon is already running for this project")
 
 // Start brings a daemon up; it serves until ctx ends or Stop is called.
 func Start(ctx context.Context, o Options) (*Daemon, error) {
-	home, err := config.Home(o.Environ)
+	home, err := statedir.Home(o.Environ)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +97,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	paths := config.PathsFor(home, o.Root)
+	paths := statedir.For(home, o.Root)
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -527,7 +528,7 @@ func (d *Daemon) Review() *Review { return d.review }
 func (d *Daemon) Supervisor() *supervisor.Supervisor { return d.sup }
 
 // Paths are the daemon's state paths.
-func (d *Daemon) Paths() config.Paths { return d.paths }
+func (d *Daemon) Paths() statedir.Paths { return d.paths }
 
 // Stop begins a graceful stop.
 func (d *Daemon) Stop() { d.stopFn() }
@@ -575,7 +576,7 @@ func ensureToken(path string) (string, error) {
 	return tok, nil
 }
 
-func openStore(cfg *config.Config, paths config.Paths) (store.Store, error) {
+func openStore(cfg *config.Config, paths statedir.Paths) (store.Store, error) {
 	sync := store.WithSync(cfg.Storage.Sync != "normal")
 	switch cfg.Storage.Backend {
 	case "file":
