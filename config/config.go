@@ -2,15 +2,13 @@
 // <root>/.lazy/config.toml, then environment overrides LAZY_<SECTION>__<KEY>,
 // into one typed Config, and validates it so that a bad key is named at start.
 //
-// It also owns where things live: the service home ($LAZY_HOME or ~/.lazy) and
-// the per-project state directory. It reads no environment of its own; callers
-// pass the environment in. Other packages receive plain values from here and
-// never import koanf.
+// Where things live (the service home and the per-project state directory)
+// is package statedir's, which the RPC client reads without koanf. config
+// reads no environment of its own; callers pass the environment in. Other
+// packages receive plain values from here and never import koanf.
 package config
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -30,6 +28,8 @@ import (
 	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
+
+	"lazy/statedir"
 )
 
 // Config is the whole of a project's settings.
@@ -651,58 +651,6 @@ func (c *Config) Targets() (map[string]Target, error) {
 	return out, nil
 }
 
-// Home is the service home: $LAZY_HOME, or ~/.lazy.
-func Home(environ []string) (string, error) {
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "LAZY_HOME="); ok && v != "" {
-			return filepath.Abs(v)
-		}
-	}
-	h, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("find home directory: %w (set LAZY_HOME)", err)
-	}
-	return filepath.Join(h, ".lazy"), nil
-}
-
-// Slug names a project's state dir: base name, "-", 8 hex of sha256(root).
-func Slug(root string) string {
-	sum := sha256.Sum256([]byte(root))
-	return filepath.Base(root) + "-" + hex.EncodeToString(sum[:])[:8]
-}
-
-// Paths are the files of one project's state directory.
-type Paths struct {
-	Home, Root, State                                   string
-	DaemonJSON, AuthToken, ProxyTokens, DB, Passphrase  string
-	DashboardToken                                      string
-	CanaryKey                                           string // the key the sandbox homes' decoys are derived from (package canary)
-	LogDir, Log, Agents, Worktrees, FileStore, Recovery string
-	CredentialsDir                                      string
-}
-
-// PathsFor lays out the state directory of the project at root.
-func PathsFor(home, root string) Paths {
-	st := filepath.Join(home, "daemon", Slug(root))
-	return Paths{
-		Home: home, Root: root, State: st,
-		DaemonJSON:     filepath.Join(st, "daemon.json"),
-		AuthToken:      filepath.Join(st, "auth-token"),
-		DashboardToken: filepath.Join(st, "dashboard-token"),
-		CanaryKey:      filepath.Join(st, "canary-key"),
-		ProxyTokens:    filepath.Join(st, "proxy-tokens.json"),
-		DB:             filepath.Join(st, "lazy.db"),
-		Passphrase:     filepath.Join(st, "passphrase"),
-		LogDir:         filepath.Join(st, "logs"),
-		Log:            filepath.Join(st, "logs", "daemon.log"),
-		Agents:         filepath.Join(st, "agents"),
-		Worktrees:      filepath.Join(st, "worktrees"),
-		FileStore:      filepath.Join(st, "store"),
-		Recovery:       filepath.Join(root, ".lazy", "recovery"),
-		CredentialsDir: filepath.Join(home, "credentials"),
-	}
-}
-
 // ExpandPath resolves a leading "~/" against the user's home directory.
 // An empty path stays empty.
 func ExpandPath(p string) string {
@@ -720,7 +668,7 @@ func (c *Config) ProviderCredentialFile(home string) string {
 	if c.Credentials.Provider.File != "" {
 		return ExpandPath(c.Credentials.Provider.File)
 	}
-	return filepath.Join(home, "credentials", "provider")
+	return filepath.Join(statedir.CredentialsDir(home), "provider")
 }
 
 // EditorCredentialFile is the configured editor key file, or
@@ -729,7 +677,7 @@ func (c *Config) EditorCredentialFile(home string) string {
 	if c.Credentials.Editor.File != "" {
 		return ExpandPath(c.Credentials.Editor.File)
 	}
-	return filepath.Join(home, "credentials", "editor")
+	return filepath.Join(statedir.CredentialsDir(home), "editor")
 }
 
 // OpenAICredentialFile is the configured OpenAI key file, or
@@ -738,7 +686,7 @@ func (c *Config) OpenAICredentialFile(home string) string {
 	if c.Credentials.OpenAI.File != "" {
 		return ExpandPath(c.Credentials.OpenAI.File)
 	}
-	return filepath.Join(home, "credentials", "openai")
+	return filepath.Join(statedir.CredentialsDir(home), "openai")
 }
 
 // Drivers are the agent drivers (agent.driver, lazy task new --driver).
@@ -760,7 +708,7 @@ func (c *Config) GeminiCredentialFile(home string) string {
 	if c.Credentials.Gemini.File != "" {
 		return ExpandPath(c.Credentials.Gemini.File)
 	}
-	return filepath.Join(home, "credentials", "gemini")
+	return filepath.Join(statedir.CredentialsDir(home), "gemini")
 }
 
 // PortRange returns the port window as numbers.

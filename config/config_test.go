@@ -171,20 +171,6 @@ func TestGeminiOriginCollision(t *testing.T) {
 	}
 }
 
-func TestPaths(t *testing.T) {
-	p := PathsFor("/h", "/src/proj")
-	if !strings.HasPrefix(p.State, "/h/daemon/proj-") || len(filepath.Base(p.State)) != len("proj-")+8 {
-		t.Errorf("state dir: got %s", p.State)
-	}
-	if p.Recovery != "/src/proj/.lazy/recovery" {
-		t.Errorf("recovery: got %s", p.Recovery)
-	}
-	h, _ := Home([]string{"LAZY_HOME=/tmp/lh"})
-	if h != "/tmp/lh" {
-		t.Errorf("home: got %s", h)
-	}
-}
-
 // FuzzConfigLoad loads arbitrary config files: an error or a config that
 // validates, never a panic.
 func FuzzConfigLoad(f *testing.F) {

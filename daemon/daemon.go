@@ -33,6 +33,7 @@ import (
 	"lazy/httpapi"
 	"lazy/proxy"
 	"lazy/review"
+	"lazy/statedir"
 	"lazy/store"
 	"lazy/supervisor"
 	"lazy/task"
@@ -66,7 +67,7 @@ type Daemon struct {
 	taskDeps *actors.TaskDeps
 	reload   *reloader
 	infoMu   sync.Mutex // guards info
-	paths    config.Paths
+	paths    statedir.Paths
 	log      *slog.Logger
 	st       store.Store
 	sup      *supervisor.Supervisor
@@ -88,7 +89,7 @@ var ErrRunning = errors.New("a daemon is already running for this project")
 
 // Start brings a daemon up; it serves until ctx ends or Stop is called.
 func Start(ctx context.Context, o Options) (*Daemon, error) {
-	home, err := config.Home(o.Environ)
+	home, err := statedir.Home(o.Environ)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +97,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	paths := config.PathsFor(home, o.Root)
+	paths := statedir.For(home, o.Root)
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -108,7 +109,6 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		o.Log.Warn(missingCred.Error() + "; task new refuses until it is there (no restart needed)")
 	}
 	d := &Daemon{cfg: cfg, live: newLiveConfig(cfg), home: home, paths: paths, log: o.Log, stopped: make(chan struct{})}
-	d.launcher = newLiveLauncher(d.runnerUsable)
 	if err := d.prepareState(); err != nil {
 		return nil, err
 	}
@@ -175,10 +175,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 
 	// Each part below is built whole, from parts built before it; nothing
-	// is set on a part after it is built. The actor tree is built before
-	// the proxy and the launcher (they call it), and a task's job calls
-	// the launcher only once the tree runs jobs: after the launcher is in
-	// place, when the daemon wakes its tasks or (in a cluster) joins.
+	// is set on a part after it is built. The launcher comes first, whole
+	// (the task deps hold it); the actor tree next, then the proxy (it
+	// asks the tree for grants) and its sockets. The two calls the launcher
+	// makes into parts built after it, minting a turn's placeholders (the
+	// tree) and opening its proxy socket, go through d: a task's job runs a
+	// turn only once the tree runs jobs, when the daemon wakes its tasks or
+	// (in a cluster) joins, and everything is built by then.
 	clusterOpts, err := clusterOptions(ctx, cfg, st, d.describe, func([]string) {
 		if err := d.wake(context.Background()); err != nil {
 			d.log.Error("wake the tasks of members that left", "err", err)
@@ -195,6 +198,41 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
+	share, limits, extraEnv := sandboxSettings(cfg, o.Root)
+	launcher := &agent.Launcher{
+		Driver: driver, Runner: runner, Command: agentCommand(cfg, o.SelfExe),
+		For: func(name string) (agent.Driver, []string, error) {
+			// a task's own driver (lazy task new --driver), its npm command
+			drv, err := agent.NewDriver(name, d.live.Get().Agent.PermissionMode)
+			if err != nil {
+				return nil, nil, err
+			}
+			if name == "script" {
+				return drv, []string{o.SelfExe, "script-agent"}, nil
+			}
+			return drv, []string{agent.DefaultCommand(name)}, nil
+		},
+		BaseURL: proxyURL, DaemonEnv: o.Environ, AgentsDir: paths.Agents,
+		GitDir: filepath.Join(o.Root, ".git"), Hide: hidden(home, paths.State), HideFile: hiddenFiles(home, cfg),
+		ProxyPort: proxyPort, Self: o.SelfExe, Share: share, Limits: limits, ExtraEnv: extraEnv,
+		TurnTimeout: cfg.TurnTimeoutDuration(), AskTimeout: cfg.AskTimeoutDuration(),
+		Placeholders: func(ctx context.Context, taskID, ref, role string) (map[string]string, error) {
+			return d.mint(creds, taskID, ref, role)
+		},
+		Sockets: func(taskID, ref string) (string, func(), error) {
+			if d.sockets == nil { // built below, before any turn runs
+				return "", nil, errors.New("proxy socket: the daemon is still starting (its proxy sockets are not open yet); retry the turn once `lazy daemon status` answers")
+			}
+			return d.sockets.Open(taskID, ref)
+		},
+		Slots:  agent.NewSlots(cfg.Agent.MaxConcurrent),
+		Setup:  cfg.Setup.Run,
+		Decoys: decoys.Decoys,
+	}
+	if err := launcher.Validate(); err != nil {
+		return nil, err
+	}
+	d.launcher = newLiveLauncher(launcher, d.runnerUsable)
 	guesses := &approval.Limiter{Book: st, Now: o.Now}
 	modelErrs := &trouble{}
 	d.taskDeps = &actors.TaskDeps{Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: d.launcher.HomeFor, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, Setup: d.launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
@@ -250,36 +288,6 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if d.sockets, err = proxy.NewSockets(prx, filepath.Join(paths.State, "sockets")); err != nil {
 		return nil, err
 	}
-	share, limits, extraEnv := sandboxSettings(cfg, o.Root)
-	launcher := &agent.Launcher{
-		Driver: driver, Runner: runner, Command: agentCommand(cfg, o.SelfExe),
-		For: func(name string) (agent.Driver, []string, error) {
-			// a task's own driver (lazy task new --driver), its npm command
-			drv, err := agent.NewDriver(name, d.live.Get().Agent.PermissionMode)
-			if err != nil {
-				return nil, nil, err
-			}
-			if name == "script" {
-				return drv, []string{o.SelfExe, "script-agent"}, nil
-			}
-			return drv, []string{agent.DefaultCommand(name)}, nil
-		},
-		BaseURL: proxyURL, DaemonEnv: o.Environ, AgentsDir: paths.Agents,
-		GitDir: filepath.Join(o.Root, ".git"), Hide: hidden(home, paths.State), HideFile: hiddenFiles(home, cfg),
-		ProxyPort: proxyPort, Self: o.SelfExe, Share: share, Limits: limits, ExtraEnv: extraEnv,
-		TurnTimeout: cfg.TurnTimeoutDuration(), AskTimeout: cfg.AskTimeoutDuration(),
-		Placeholders: func(ctx context.Context, taskID, ref, role string) (map[string]string, error) {
-			return d.mint(creds, taskID, ref, role)
-		},
-		Sockets: d.sockets.Open,
-		Slots:   agent.NewSlots(cfg.Agent.MaxConcurrent),
-		Setup:   cfg.Setup.Run,
-		Decoys:  decoys.Decoys,
-	}
-	if err := launcher.Validate(); err != nil {
-		return nil, err
-	}
-	d.launcher.cur.Store(launcher)
 	var links *supervisor.LinkTLS
 	if clusterOpts != nil {
 		links = clusterOpts.TLS
@@ -527,7 +535,7 @@ func (d *Daemon) Review() *Review { return d.review }
 func (d *Daemon) Supervisor() *supervisor.Supervisor { return d.sup }
 
 // Paths are the daemon's state paths.
-func (d *Daemon) Paths() config.Paths { return d.paths }
+func (d *Daemon) Paths() statedir.Paths { return d.paths }
 
 // Stop begins a graceful stop.
 func (d *Daemon) Stop() { d.stopFn() }
@@ -575,7 +583,7 @@ func ensureToken(path string) (string, error) {
 	return tok, nil
 }
 
-func openStore(cfg *config.Config, paths config.Paths) (store.Store, error) {
+func openStore(cfg *config.Config, paths statedir.Paths) (store.Store, error) {
 	sync := store.WithSync(cfg.Storage.Sync != "normal")
 	switch cfg.Storage.Backend {
 	case "file":

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"lazy/approval"
-	"lazy/config"
 	"lazy/gitx/gitxtest"
+	"lazy/statedir"
 	"lazy/store"
 	"lazy/task"
 )
@@ -27,7 +27,7 @@ func TestPassphraseTriesPerProject(t *testing.T) {
 		gitxtest.Git(t, root, "branch", b)
 	}
 	home := t.TempDir()
-	paths := config.PathsFor(home, root)
+	paths := statedir.For(home, root)
 	if err := os.MkdirAll(paths.State, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"lazy/config"
 	"lazy/gitx/gitxtest"
+	"lazy/statedir"
 	"lazy/store"
 	"lazy/task"
 )
@@ -22,7 +22,7 @@ import (
 func TestReconcileTaskLeftRunning(t *testing.T) {
 	root := gitxtest.NewRepo(t, nil)
 	home := t.TempDir()
-	paths := config.PathsFor(home, root)
+	paths := statedir.For(home, root)
 	if err := os.MkdirAll(paths.State, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -39,11 +39,14 @@ type liveLauncher struct {
 	probe *prober
 }
 
-// newLiveLauncher is a liveLauncher whose runner, when it cannot run
-// turns, is probed again before a turn it would refuse; changed hears of a
-// runner that became usable.
-func newLiveLauncher(changed func(agent.Runner)) *liveLauncher {
+// newLiveLauncher is a liveLauncher that starts with first (validated by
+// the caller), whose runner, when it cannot run turns, is probed again
+// before a turn it would refuse; changed hears of a runner that became
+// usable. A reload or a probe replaces the launcher whole, never a field
+// of the one in force.
+func newLiveLauncher(first *agent.Launcher, changed func(agent.Runner)) *liveLauncher {
 	l := &liveLauncher{}
+	l.cur.Store(first)
 	l.probe = &prober{launcher: l, changed: changed}
 	return l
 }
@@ -273,7 +276,7 @@ func (d *Daemon) runnerNow(info *api.DaemonInfo, err error) {
 // force, the config keys that need a restart and the config error.
 func (d *Daemon) Info() api.DaemonInfo {
 	var probed error
-	if d.launcher != nil && d.launcher.cur.Load() != nil {
+	if d.launcher != nil {
 		probed = d.launcher.probe.recent() // a sandbox installed since shows at once
 	}
 	d.infoMu.Lock()

@@ -20,6 +20,7 @@ import (
 	"lazy/gitx"
 	"lazy/proxy"
 	"lazy/review"
+	"lazy/statedir"
 	"lazy/store"
 	"lazy/supervisor"
 	"lazy/task"
@@ -30,7 +31,7 @@ type Service struct {
 	live *liveConfig
 	// transcripts is each running turn's transcript (transcript.go)
 	transcripts *transcripts
-	paths       config.Paths
+	paths       statedir.Paths
 	st          store.Store
 	sup         *supervisor.Supervisor
 	creds       *credentials

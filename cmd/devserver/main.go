@@ -24,9 +24,9 @@ import (
 
 	"lazy/api"
 	"lazy/client"
-	"lazy/config"
 	"lazy/gitx"
 	"lazy/httpapi"
+	"lazy/statedir"
 	"lazy/views"
 )
 
@@ -69,11 +69,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if r, err := filepath.EvalSymlinks(root); err == nil {
 		root = r
 	}
-	home, err := config.Home(os.Environ())
+	home, err := statedir.Home(os.Environ())
 	if err != nil {
 		return err
 	}
-	paths := config.PathsFor(home, root)
+	paths := statedir.For(home, root)
 	conn, err := client.Dial(paths)
 	if err != nil {
 		return fmt.Errorf("%w (the dev server is a client of the daemon and never opens the store itself)", err)

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"lazy/api"
-	"lazy/config"
+	"lazy/statedir"
 	"lazy/supervisor"
 )
 
@@ -73,7 +73,7 @@ func (a *app) clusterCmd() *cobra.Command {
 				return usageError{errors.New("name the host other members reach this member at: --host HOST (the host of its cluster.advertise)")}
 			}
 			if dir == "" {
-				home, err := config.Home(a.environ)
+				home, err := statedir.Home(a.environ)
 				if err != nil {
 					return err
 				}

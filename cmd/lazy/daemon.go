@@ -19,6 +19,7 @@ import (
 	"lazy/config"
 	"lazy/daemon"
 	"lazy/internal/logfile"
+	"lazy/statedir"
 )
 
 func (a *app) daemonCmd() *cobra.Command {
@@ -60,7 +61,7 @@ func (a *app) daemonCmd() *cobra.Command {
 	return c
 }
 
-func (a *app) printStatus(ctx context.Context, p config.Paths) error {
+func (a *app) printStatus(ctx context.Context, p statedir.Paths) error {
 	c, info, err := client.Discover(p)
 	if err == nil {
 		err = c.WaitReady(ctx, 0)
@@ -90,7 +91,7 @@ func (a *app) printStatus(ctx context.Context, p config.Paths) error {
 
 // printRunning is the running daemon's lines (CONTRACT §3): the tokened
 // `open:` address logs a browser in to the dashboard.
-func printRunning(out, errOut io.Writer, info api.DaemonInfo, p config.Paths) {
+func printRunning(out, errOut io.Writer, info api.DaemonInfo, p statedir.Paths) {
 	fmt.Fprintf(out, "daemon: running (pid %d)\ndashboard: %s\n", info.PID, info.BaseURL)
 	if u, err := openURL(info, p); err == nil {
 		fmt.Fprintf(out, "open: %s\n", u)
@@ -106,7 +107,7 @@ func printRunning(out, errOut io.Writer, info api.DaemonInfo, p config.Paths) {
 }
 
 // openURL is the dashboard's address with its login token.
-func openURL(info api.DaemonInfo, p config.Paths) (string, error) {
+func openURL(info api.DaemonInfo, p statedir.Paths) (string, error) {
 	tok, err := client.ReadToken(p.DashboardToken)
 	if err != nil {
 		return "", err

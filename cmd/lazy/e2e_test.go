@@ -19,8 +19,8 @@ import (
 
 	"lazy/agent"
 	"lazy/api"
-	"lazy/config"
 	"lazy/gitx/gitxtest"
+	"lazy/statedir"
 	"lazy/stubmodel"
 )
 
@@ -57,7 +57,7 @@ type project struct {
 	home  string
 	stub  *stubmodel.Server
 	env   []string
-	paths config.Paths
+	paths statedir.Paths
 	real  string
 	// upstream is the stub's URL
 	upstream string
@@ -106,7 +106,7 @@ func newProjectIn(t testing.TB, runner, root string) *project {
 	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(real+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &project{t: t, root: root, home: home, stub: stub, real: real, paths: config.PathsFor(home, root), upstream: srv.URL}
+	p := &project{t: t, root: root, home: home, stub: stub, real: real, paths: statedir.For(home, root), upstream: srv.URL}
 	p.env = append(os.Environ(), "LAZY_HOME="+home)
 	p.lazy(0, "init")
 	runnerLine := ""

@@ -22,6 +22,7 @@ import (
 	"lazy/config"
 	"lazy/gitx"
 	"lazy/scriptagent"
+	"lazy/statedir"
 	"lazy/version"
 )
 
@@ -168,16 +169,16 @@ func (a *app) rootDir(ctx context.Context) (string, error) {
 	return top, nil
 }
 
-func (a *app) paths(ctx context.Context) (config.Paths, error) {
+func (a *app) paths(ctx context.Context) (statedir.Paths, error) {
 	root, err := a.rootDir(ctx)
 	if err != nil {
-		return config.Paths{}, err
+		return statedir.Paths{}, err
 	}
-	home, err := config.Home(a.environ)
+	home, err := statedir.Home(a.environ)
 	if err != nil {
-		return config.Paths{}, err
+		return statedir.Paths{}, err
 	}
-	return config.PathsFor(home, root), nil
+	return statedir.For(home, root), nil
 }
 
 // client finds the project's running daemon.

@@ -17,10 +17,10 @@ import (
 
 	"lazy/agent"
 	"lazy/api"
-	"lazy/config"
 	"lazy/daemon"
 	"lazy/internal/logfile"
 	"lazy/proxy"
+	"lazy/statedir"
 )
 
 // benchBudget is the token budget set on the bench's task: large enough
@@ -96,7 +96,7 @@ func serveDaemon(args []string) error {
 	if err != nil {
 		return fmt.Errorf("create the bench task: %w", err)
 	}
-	ph, err := waitGrant(config.PathsFor(home, root).ProxyTokens, res.Task.ID)
+	ph, err := waitGrant(statedir.For(home, root).ProxyTokens, res.Task.ID)
 	if err != nil {
 		return err
 	}

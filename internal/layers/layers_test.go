@@ -1,24 +1,30 @@
 package layers
 
 import (
+	"errors"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// deps lists what pkg compiles: itself and every package it imports,
-// transitively (`go list -deps`).
-func deps(t *testing.T, pkg string) []string {
+// deps lists what pkg (the last of args) compiles: itself and every
+// package it imports, transitively (`go list -deps`), one line each.
+func deps(t *testing.T, args ...string) []string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("go list needs the go command on PATH: %v", err)
 	}
-	out, err := exec.Command(goBin, "list", "-deps", pkg).CombinedOutput()
+	out, err := exec.Command(goBin, append([]string{"list", "-deps"}, args...)...).Output()
 	if err != nil {
-		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		var stderr []byte
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("go list -deps %s: %v\n%s", strings.Join(args, " "), err, stderr)
 	}
-	return strings.Fields(string(out))
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
 // forbidden is what of deps falls under one of the prefixes.
@@ -35,12 +41,30 @@ func forbidden(deps, prefixes []string) []string {
 	return bad
 }
 
-// theServer is what a process that only calls the daemon must not
-// compile: the web framework, the ORM, the actor system, the highlighter
-// and the daemon's own packages.
-var theServer = []string{
-	"github.com/labstack/echo", "gorm.io", "github.com/asynkron/protoactor-go", "github.com/alecthomas/chroma",
-	"lazy/actors", "lazy/store", "lazy/httpapi", "lazy/daemon", "lazy/supervisor", "lazy/gitx", "lazy/grain", "lazy/views",
+// clientMay is all of lazy the RPC client may compile besides itself: the
+// wire types (api), what they are made of (review's threads and rules, task's
+// refs and states, errkind's kinds: api imports review, review imports task
+// and errkind, each on the standard library alone) and where daemon.json and
+// the auth token are (statedir). Everything else it compiles must be the
+// standard library: no other module (koanf, echo, GORM, protoactor, chroma)
+// and no other package of lazy (config, store, actors, the daemon).
+var clientMay = []string{"lazy/client", "lazy/api", "lazy/review", "lazy/task", "lazy/errkind", "lazy/statedir"}
+
+// outside is what pkg compiles that is neither the standard library nor
+// one of allowed.
+func outside(t *testing.T, pkg string, allowed []string) []string {
+	t.Helper()
+	var bad []string
+	for _, line := range deps(t, "-f", "{{.ImportPath}} {{.Standard}}", pkg) {
+		path, std, ok := strings.Cut(line, " ")
+		if !ok {
+			t.Fatalf("go list -deps -f: unexpected line %q", line)
+		}
+		if std != "true" && !slices.Contains(allowed, path) {
+			bad = append(bad, path)
+		}
+	}
+	return bad
 }
 
 // belowTheCommands is what the web layer must not reach: it calls typed
@@ -49,8 +73,8 @@ var theServer = []string{
 var belowTheCommands = []string{"lazy/actors", "lazy/gitx", "lazy/store", "lazy/daemon", "lazy/supervisor", "lazy/grain", "gorm.io", "github.com/asynkron/protoactor-go"}
 
 func TestClientCompilesNoServer(t *testing.T) {
-	if bad := forbidden(deps(t, "lazy/client"), theServer); len(bad) > 0 {
-		t.Errorf("lazy/client compiles server packages %v: the client takes only package api's types (wire types and errkind), never the daemon's", bad)
+	if bad := outside(t, "lazy/client", clientMay); len(bad) > 0 {
+		t.Errorf("lazy/client compiles %v: the client takes only package api's types (and the leaves api is made of) and statedir's paths, beside the standard library; never config (koanf) nor anything of the daemon", bad)
 	}
 }
 
@@ -70,5 +94,16 @@ func TestTheRulesSeeImports(t *testing.T) {
 		if len(forbidden(d, []string{p})) == 0 {
 			t.Errorf("lazy/daemon compiles nothing under %s: the rule cannot see it", p)
 		}
+	}
+	// the client's rule: config is outside it, and koanf, a module of its
+	// own, is not taken for the standard library
+	bad := outside(t, "lazy/config", clientMay)
+	for _, p := range []string{"lazy/config", "github.com/knadh/koanf/v2"} {
+		if !slices.Contains(bad, p) {
+			t.Errorf("outside(lazy/config) = %v, want %s among them: the client's rule cannot see it", bad, p)
+		}
+	}
+	if bad := outside(t, "lazy/client", clientMay[:1]); !slices.Contains(bad, "lazy/api") {
+		t.Errorf("outside(lazy/client) with only itself allowed = %v, want lazy/api among them", bad)
 	}
 }
