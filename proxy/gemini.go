@@ -141,28 +141,10 @@ func (p *Proxy) planGemini(w http.ResponseWriter, r *http.Request, pl *plan) boo
 			return false
 		}
 	}
-	var g *Grant
-	for _, v := range geminiPresented(r.Header) {
-		got, cause := p.resolve(v)
-		if cause != "" {
-			p.refuse(w, pl, cause, causeText[cause])
-			return false
-		}
-		if got == nil {
-			continue
-		}
-		if g != nil && got.TaskID != g.TaskID {
-			pl.grant = g
-			p.trip(pl, TripForeignPlaceholder)
-			p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, "lazy proxy: this request carries another task's placeholder; the task's grant is revoked")
-			return false
-		}
-		g = got
-	}
-	if g != nil && !p.admit(w, pl, g) {
+	g, ok := p.grantOf(w, pl, geminiPresented(r.Header))
+	if !ok {
 		return false
 	}
-	pl.grant = g
 	pl.chain = []target{pl.rt.gemini}
 	if g == nil {
 		pl.role, pl.taskRef = r.Header.Get("x-svc-role"), r.Header.Get("x-svc-task-id")

@@ -63,28 +63,10 @@ func (p *Proxy) planOpenAI(w http.ResponseWriter, r *http.Request, pl *plan) boo
 		writeAPIError(w, http.StatusMethodNotAllowed, "invalid_request_error", "lazy proxy: "+OpenAIRoute+" takes POST", "")
 		return false
 	}
-	var g *Grant
-	for _, v := range presented(r.Header) {
-		got, cause := p.resolve(v)
-		if cause != "" {
-			p.refuse(w, pl, cause, causeText[cause])
-			return false
-		}
-		if got == nil {
-			continue
-		}
-		if g != nil && got.TaskID != g.TaskID {
-			pl.grant = g
-			p.trip(pl, TripForeignPlaceholder)
-			p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, "lazy proxy: this request carries another task's placeholder; the task's grant is revoked")
-			return false
-		}
-		g = got
-	}
-	if g != nil && !p.admit(w, pl, g) {
+	g, ok := p.grantOf(w, pl, presented(r.Header))
+	if !ok {
 		return false
 	}
-	pl.grant = g
 	pl.chain = []target{pl.rt.openai}
 	if g == nil {
 		// no grant: to [proxy.openai] with exactly what the client

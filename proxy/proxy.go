@@ -775,28 +775,10 @@ func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool
 		writeAPIError(w, http.StatusNotFound, "not_found_error", "lazy proxy: "+r.Method+" "+r.URL.EscapedPath()+" is not a proxied route (only /v1/messages, /v1/messages/count_tokens, /api/hello, /v1/responses and /_svc/...)", "")
 		return false
 	}
-	var g *Grant
-	for _, v := range presented(r.Header) {
-		got, cause := p.resolve(v)
-		if cause != "" {
-			p.refuse(w, pl, cause, causeText[cause])
-			return false
-		}
-		if got == nil {
-			continue
-		}
-		if g != nil && got.TaskID != g.TaskID {
-			pl.grant = g
-			p.trip(pl, TripForeignPlaceholder)
-			p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, "lazy proxy: this request carries another task's placeholder; the task's grant is revoked")
-			return false
-		}
-		g = got
-	}
-	if g != nil && !p.admit(w, pl, g) {
+	g, ok := p.grantOf(w, pl, presented(r.Header))
+	if !ok {
 		return false
 	}
-	pl.grant = g
 	if g == nil {
 		// no grant (a host session on its own login): it goes to the
 		// primary with exactly what it presented, never with our credential
@@ -1342,4 +1324,35 @@ func upstreamCause(err error) string {
 		return ue.Err.Error()
 	}
 	return err.Error()
+}
+
+// grantOf resolves the placeholders a request presents (values) to at most
+// one task's grant and admits it: a value with the marker that is no live
+// grant is refused, two tasks' placeholders in one request trip the wire
+// (foreign_placeholder), and an admitted grant is set on pl. It answers
+// false once it has written the refusal.
+func (p *Proxy) grantOf(w http.ResponseWriter, pl *plan, values []string) (*Grant, bool) {
+	var g *Grant
+	for _, v := range values {
+		got, cause := p.resolve(v)
+		if cause != "" {
+			p.refuse(w, pl, cause, causeText[cause])
+			return nil, false
+		}
+		if got == nil {
+			continue
+		}
+		if g != nil && got.TaskID != g.TaskID {
+			pl.grant = g
+			p.trip(pl, TripForeignPlaceholder)
+			p.refuseStatus(w, pl, http.StatusForbidden, "permission_error", CauseTripwire, "lazy proxy: this request carries another task's placeholder; the task's grant is revoked")
+			return nil, false
+		}
+		g = got
+	}
+	if g != nil && !p.admit(w, pl, g) {
+		return nil, false
+	}
+	pl.grant = g
+	return g, true
 }
