@@ -856,8 +856,8 @@ func printProtocols(w io.Writer, rows []protoRow) {
 		return fmt.Sprintf("%.1f %s", v, unit)
 	}
 	for _, r := range rows {
-		ratio := "-"
-		if r.tuned != 0 {
+		ratio := "-" // none beside a baseline at or under 0 (an added p99 within the noise)
+		if r.tuned > 0 {
 			ratio = fmt.Sprintf("%.2f", r.daemon/r.tuned)
 		}
 		fmt.Fprintf(w, "%-10s %-34s %14s %14s %7s %18s %14s\n", r.protocol, r.name, f(r.daemon, r.unit), f(r.tuned, r.unit), ratio, f(r.plain, r.unit), f(r.direct, r.unit))
