@@ -34,7 +34,9 @@ const benchBudget = 1 << 40
 // usage row and a traffic event; the response scrubber, the tripwires and
 // the canary check are on. Agents run under runner = "process", so the
 // placeholder is taken on the TCP listener (the load client is a process in
-// no sandbox). It prints "ADDR <proxy address> <placeholder>".
+// no sandbox). It prints "ADDR <proxy address> <placeholder>...": the
+// Anthropic task's, then the codex and the gemini task's when
+// --openai-upstream and --gemini-upstream are given.
 //
 // LAZYBENCH_CPUPROFILE=FILE writes a CPU profile of the daemon from the
 // moment it is ready until the process is told to stop (SIGTERM);
@@ -44,6 +46,8 @@ const benchBudget = 1 << 40
 func serveDaemon(args []string) error {
 	fs := flag.NewFlagSet("serve-daemon", flag.ExitOnError)
 	up := fs.String("upstream", "", "upstream URL")
+	openaiUp := fs.String("openai-upstream", "", "[proxy.openai] upstream URL: also a codex task (another origin than --upstream)")
+	geminiUp := fs.String("gemini-upstream", "", "[proxy.gemini] upstream URL: also a gemini task (another origin than both)")
 	_ = fs.Parse(args)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -56,13 +60,36 @@ func serveDaemon(args []string) error {
 	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(realKey+"\n"), 0o600); err != nil {
-		return err
+	for name, key := range map[string]string{"provider": realKey, "openai": realOpenAIKey, "gemini": realGeminiKey} {
+		if err := os.WriteFile(filepath.Join(home, "credentials", name), []byte(key+"\n"), 0o600); err != nil {
+			return err
+		}
 	}
 	if err := benchProject(root); err != nil {
 		return err
 	}
 	cfg := fmt.Sprintf("[daemon]\nport_window = [26900, 26999]\n[agent]\ndriver = \"script\"\nrunner = \"process\"\nturn_timeout = \"12h\"\n[proxy]\nupstream = %q\ncredential = \"provider\"\n", *up)
+	if *openaiUp != "" {
+		cfg += fmt.Sprintf("[proxy.openai]\nupstream = %q\ncredential = \"provider\"\n", *openaiUp)
+	}
+	if *geminiUp != "" {
+		cfg += fmt.Sprintf("[proxy.gemini]\nupstream = %q\ncredential = \"provider\"\n", *geminiUp)
+	}
+	// the codex and gemini tasks' agents: a stand-in on the daemon's PATH
+	// that sleeps in its turn (its grant is live; the load client makes
+	// the calls), so neither client need be installed
+	bin := filepath.Join(base, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{agent.DefaultCommand("codex"), agent.DefaultCommand("gemini")} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\nexec sleep 43200\n"), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH")); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(root, ".lazy", "config.toml"), []byte(cfg), 0o644); err != nil {
 		return err
 	}
@@ -92,13 +119,26 @@ func serveDaemon(args []string) error {
 		return fmt.Errorf("start the daemon: %w", err)
 	}
 	defer func() { d.Stop(); <-d.Done() }()
-	res, err := d.Service().NewTask(ctx, api.NewTaskArgs{Prompt: "@sleep 12h", Code: "bench", BudgetTokens: benchBudget})
-	if err != nil {
-		return fmt.Errorf("create the bench task: %w", err)
+	// one task per protocol: the script agent's (Anthropic), and a codex
+	// and a gemini task when their upstreams are given
+	tasks := []struct{ driver, code, envVar string }{{"", "bench", agent.EnvAPIKey}}
+	if *openaiUp != "" {
+		tasks = append(tasks, struct{ driver, code, envVar string }{"codex", "bench-codex", agent.EnvOpenAIKey})
 	}
-	ph, err := waitGrant(statedir.For(home, root).ProxyTokens, res.Task.ID)
-	if err != nil {
-		return err
+	if *geminiUp != "" {
+		tasks = append(tasks, struct{ driver, code, envVar string }{"gemini", "bench-gemini", agent.EnvGeminiAPIKey})
+	}
+	var phs []string
+	for _, t := range tasks {
+		res, err := d.Service().NewTask(ctx, api.NewTaskArgs{Prompt: "@sleep 12h", Code: t.code, BudgetTokens: benchBudget, Driver: t.driver})
+		if err != nil {
+			return fmt.Errorf("create the bench task %s: %w", t.code, err)
+		}
+		ph, err := waitGrant(statedir.For(home, root).ProxyTokens, res.Task.ID, t.envVar)
+		if err != nil {
+			return err
+		}
+		phs = append(phs, ph)
 	}
 	if prof := os.Getenv("LAZYBENCH_CPUPROFILE"); prof != "" {
 		f, err := os.Create(prof)
@@ -131,7 +171,7 @@ func serveDaemon(args []string) error {
 			}
 		}()
 	}
-	fmt.Printf("ADDR %s %s\n", strings.TrimPrefix(d.Info().ProxyURL, "http://"), ph)
+	fmt.Printf("ADDR %s %s\n", strings.TrimPrefix(d.Info().ProxyURL, "http://"), strings.Join(phs, " "))
 	select {
 	case <-ctx.Done():
 	case <-d.Done():
@@ -140,9 +180,9 @@ func serveDaemon(args []string) error {
 	return nil
 }
 
-// waitGrant waits for the task's model grant in the registry file and
-// returns its placeholder.
-func waitGrant(registry, taskID string) (string, error) {
+// waitGrant waits for the task's model grant (the one minted for envVar)
+// in the registry file and returns its placeholder.
+func waitGrant(registry, taskID, envVar string) (string, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		gs, err := proxy.LoadGrants(registry)
@@ -150,7 +190,7 @@ func waitGrant(registry, taskID string) (string, error) {
 			return "", err
 		}
 		for ph, g := range gs {
-			if g.TaskID == taskID && g.EnvVar == agent.EnvAPIKey {
+			if g.TaskID == taskID && g.EnvVar == envVar {
 				return ph, nil
 			}
 		}

@@ -37,7 +37,17 @@ import (
 	"lazy/stubmodel"
 )
 
-const realKey = "sk-ant-api03-BENCHREALKEY-0123456789abcdefghij"
+// The real keys the proxies put on calls: Anthropic's, OpenAI's and
+// Gemini's, each in its provider's shape.
+const (
+	realKey       = "sk-ant-api03-BENCHREALKEY-0123456789abcdefghij"
+	realOpenAIKey = "sk-proj-BENCHREALOPENAIKEY-0123456789abcdefghij"
+	realGeminiKey = "AIzaBENCHrealGEMINIkey0123456789abcdefg" // 39 characters
+)
+
+// noDelayHeader asks the stub upstream to stream without its event delay
+// (the rows per protocol measure the proxy's cost per event, not sleeps).
+const noDelayHeader = "X-Lazybench-No-Delay"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -81,15 +91,25 @@ func serveUpstream(args []string) error {
 	fs := flag.NewFlagSet("serve-upstream", flag.ExitOnError)
 	delay := fs.Duration("event-delay", 2*time.Millisecond, "delay between SSE events")
 	_ = fs.Parse(args)
-	s := stubmodel.New()
-	s.Record = false
-	s.EventDelay = *delay
-	s.Reply = func(string) string { return "one two three four five six seven eight nine ten" }
+	stub := func(d time.Duration) *stubmodel.Server {
+		s := stubmodel.New()
+		s.Record = false
+		s.EventDelay = d
+		s.Reply = func(string) string { return "one two three four five six seven eight nine ten" }
+		return s
+	}
+	slow, fast := stub(*delay), stub(0)
 	ln, err := listen()
 	if err != nil {
 		return err
 	}
-	return (&http.Server{Handler: s}).Serve(ln)
+	return (&http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(noDelayHeader) != "" {
+			fast.ServeHTTP(w, r)
+			return
+		}
+		slow.ServeHTTP(w, r)
+	})}).Serve(ln)
 }
 
 // serveBare is the floor: a ReverseProxy that swaps the presented key. With
@@ -101,15 +121,23 @@ func serveBare(args []string) error {
 	fs := flag.NewFlagSet("serve-bare", flag.ExitOnError)
 	up := fs.String("upstream", "", "upstream URL")
 	tuned := fs.Bool("tuned", false, "idle connections >= clients and a BufferPool")
+	proto := fs.String("protocol", protoAnthropic, "whose key it swaps: anthropic (x-api-key), openai (Authorization: Bearer) or gemini (x-goog-api-key)")
 	_ = fs.Parse(args)
 	u, err := url.Parse(*up)
 	if err != nil {
 		return err
 	}
+	header, value := "x-api-key", realKey
+	switch *proto {
+	case protoOpenAI:
+		header, value = "Authorization", "Bearer "+realOpenAIKey
+	case protoGemini:
+		header, value = "x-goog-api-key", realGeminiKey
+	}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
-			pr.Out.Header.Set("x-api-key", realKey)
+			pr.Out.Header.Set(header, value)
 		},
 		FlushInterval: -1,
 	}
@@ -122,7 +150,15 @@ func serveBare(args []string) error {
 	if err != nil {
 		return err
 	}
-	return (&http.Server{Handler: rp}).Serve(ln)
+	return (&http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// without it the server drops the request body when the answer's
+		// headers go out, and an upstream that answers at once (the stub
+		// streaming without delay) races the transport's last read of the
+		// body: the upstream connection is torn down mid-stream
+		// (golang/go#40747)
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		rp.ServeHTTP(w, r)
+	})}).Serve(ln)
 }
 
 // benchPool reuses 32 KiB copy buffers, as a tuned proxy does.
@@ -209,6 +245,47 @@ var benchBody = func() []byte {
 	return b
 }()
 
+// The protocols of the rows per protocol.
+const (
+	protoAnthropic = "anthropic"
+	protoOpenAI    = "openai"
+	protoGemini    = "gemini"
+)
+
+var protocols = []string{protoAnthropic, protoOpenAI, protoGemini}
+
+// call is one protocol's streamed request as its client sends it (about
+// 3 KB of prompt): path, body, the header its key goes in, and what the
+// stream's last event carries (a stream without it was cut short).
+type call struct {
+	path, header, prefix string // the key goes in header as prefix+key
+	body                 []byte
+	end                  []byte
+}
+
+func callOf(proto string) (call, error) {
+	pad := strings.Repeat("lorem ipsum dolor sit amet ", 110)
+	var body any
+	var c call
+	switch proto {
+	case protoAnthropic:
+		c = call{path: "/v1/messages", header: "x-api-key", end: []byte("message_stop")}
+		body = map[string]any{"model": "m", "max_tokens": 64, "stream": true, "messages": []map[string]string{{"role": "user", "content": pad}}}
+	case protoOpenAI: // as codex sends it
+		c = call{path: proxy.OpenAIRoute, header: "Authorization", prefix: "Bearer ", end: []byte("response.completed")}
+		body = map[string]any{"model": "m", "stream": true, "input": []map[string]any{{"type": "message", "role": "user",
+			"content": []map[string]string{{"type": "input_text", "text": pad}}}}}
+	case protoGemini: // as the gemini CLI sends it
+		c = call{path: "/v1beta/models/m:streamGenerateContent?alt=sse", header: "x-goog-api-key", end: []byte(`"finishReason":"STOP"`)}
+		body = map[string]any{"contents": []map[string]any{{"role": "user", "parts": []map[string]string{{"text": pad}}}}}
+	default:
+		return c, fmt.Errorf("no protocol %q: give %s", proto, strings.Join(protocols, ", "))
+	}
+	b, err := json.Marshal(body)
+	c.body = b
+	return c, err
+}
+
 func load(args []string) error {
 	fs := flag.NewFlagSet("load", flag.ExitOnError)
 	target := fs.String("url", "", "base URL")
@@ -216,12 +293,30 @@ func load(args []string) error {
 	clients := fs.Int("clients", 1, "concurrent clients")
 	dur := fs.Duration("duration", 3*time.Second, "how long")
 	sse := fs.Bool("sse", false, "streaming requests: measure time to first byte and gaps between events")
+	proto := fs.String("protocol", "", "a streamed call of this protocol ("+strings.Join(protocols, ", ")+"), the stub upstream streaming without delay; the key presented as that protocol's client does")
 	_ = fs.Parse(args)
 	tr := &http.Transport{MaxIdleConns: *clients * 2, MaxIdleConnsPerHost: *clients * 2, DisableCompression: true}
 	hc := &http.Client{Transport: tr}
 	body := benchBody
 	if *sse {
 		body = []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"go"}]}`)
+	}
+	pc := call{path: "/v1/messages", header: "x-api-key"}
+	if *proto != "" {
+		var err error
+		if pc, err = callOf(*proto); err != nil {
+			return err
+		}
+		body = pc.body
+	}
+	newReq := func() *http.Request {
+		req, _ := http.NewRequest("POST", *target+pc.path, bytes.NewReader(body))
+		req.Header.Set(pc.header, pc.prefix+*key)
+		if *proto != "" {
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(noDelayHeader, "1")
+		}
+		return req
 	}
 	var mu sync.Mutex
 	var lat, ttfb, gaps []time.Duration
@@ -230,9 +325,7 @@ func load(args []string) error {
 	defer cancel()
 	// warm up the connections
 	for i := 0; i < *clients; i++ {
-		req, _ := http.NewRequest("POST", *target+"/v1/messages", bytes.NewReader(body))
-		req.Header.Set("x-api-key", *key)
-		if resp, err := hc.Do(req); err == nil {
+		if resp, err := hc.Do(newReq()); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
@@ -245,9 +338,9 @@ func load(args []string) error {
 			defer wg.Done()
 			var myLat, myTTFB, myGaps []time.Duration
 			myErr := 0
+			var got bytes.Buffer
 			for ctx.Err() == nil {
-				req, _ := http.NewRequest("POST", *target+"/v1/messages", bytes.NewReader(body))
-				req.Header.Set("x-api-key", *key)
+				req := newReq()
 				req.Header.Set("Content-Type", "application/json")
 				t0 := time.Now()
 				resp, err := hc.Do(req)
@@ -275,10 +368,20 @@ func load(args []string) error {
 							last = now
 						}
 					}
+				} else if pc.end != nil {
+					got.Reset()
+					_, _ = got.ReadFrom(resp.Body)
 				} else {
 					_, _ = io.Copy(io.Discard, resp.Body)
 				}
 				resp.Body.Close()
+				if resp.StatusCode == 200 && pc.end != nil && !bytes.Contains(got.Bytes(), pc.end) {
+					if myErr == 0 {
+						fmt.Fprintf(os.Stderr, "lazybench load: a %s stream without %q (cut short)\n", *proto, pc.end)
+					}
+					myErr++
+					continue
+				}
 				if resp.StatusCode != 200 {
 					if myErr == 0 {
 						fmt.Fprintf(os.Stderr, "lazybench load: %s: %s\n", resp.Status, resp.Header.Get("x-lazy-refused"))
@@ -301,11 +404,12 @@ func load(args []string) error {
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
-// server is a child process serving on ADDR; key is the placeholder it
-// printed beside its address (serve-daemon: its task's).
+// server is a child process serving on ADDR; keys are the placeholders it
+// printed beside its address (serve-daemon: its tasks'), key the first.
 type server struct {
 	cmd       *exec.Cmd
 	addr, key string
+	keys      []string
 }
 
 func spawn(self string, args ...string) (*server, error) {
@@ -326,9 +430,14 @@ func spawn(self string, args ...string) (*server, error) {
 	if !ok {
 		return nil, fmt.Errorf("%v: unexpected %q", args, sc.Text())
 	}
-	addr, key, _ := strings.Cut(line, " ")
+	addr, rest, _ := strings.Cut(line, " ")
+	keys := strings.Fields(rest)
+	key := ""
+	if len(keys) > 0 {
+		key = keys[0]
+	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
-	return &server{cmd: cmd, addr: "http://" + addr, key: key}, nil
+	return &server{cmd: cmd, addr: "http://" + addr, key: key, keys: keys}, nil
 }
 
 // stop asks the server to end (SIGTERM: the daemon stops its task and
@@ -400,10 +509,13 @@ func anonMB(pid int) float64 {
 	return 0
 }
 
-func runLoad(self, url, key string, clients int, dur time.Duration, sse bool) (result, error) {
+func runLoad(self, url, key string, clients int, dur time.Duration, sse bool, proto string) (result, error) {
 	args := []string{"load", "--url", url, "--key", key, "--clients", strconv.Itoa(clients), "--duration", dur.String()}
 	if sse {
 		args = append(args, "--sse")
+	}
+	if proto != "" {
+		args = append(args, "--protocol", proto)
 	}
 	out, err := exec.Command(self, args...).Output()
 	if err != nil {
@@ -433,6 +545,7 @@ func run(args []string) error {
 	dur := fs.Duration("duration", 2*time.Second, "per measurement")
 	proxyOnly := fs.Bool("proxy-only", false, "the proxy table alone, no Go benchmarks")
 	before := fs.String("daemon-before", "", "a lazybench binary of another build: its daemon is measured in the same rounds and set beside this one's")
+	protoDur := fs.Duration("protocol-duration", time.Second, "per measurement of the rows per protocol (0: leave them out)")
 	_ = fs.Parse(args)
 	self, err := os.Executable()
 	if err != nil {
@@ -459,14 +572,52 @@ func run(args []string) error {
 		return err
 	}
 	defer lz.stop()
-	dm, err := spawn(self, "serve-daemon", "--upstream", up.addr)
+	// the rows per protocol: an upstream of each protocol's own (the
+	// daemon's [proxy.openai] and [proxy.gemini] must be other origins than
+	// proxy.upstream), the bare proxies to each, and the daemon's codex and
+	// gemini tasks
+	var protoTargets map[string][]target
+	daemonArgs := []string{"serve-daemon", "--upstream", up.addr}
+	if *protoDur > 0 {
+		protoTargets = map[string][]target{}
+		ups := map[string]*server{protoAnthropic: up}
+		for _, p := range []string{protoOpenAI, protoGemini} {
+			u, err := spawn(self, "serve-upstream")
+			if err != nil {
+				return err
+			}
+			defer u.stop()
+			ups[p] = u
+		}
+		daemonArgs = append(daemonArgs, "--openai-upstream", ups[protoOpenAI].addr, "--gemini-upstream", ups[protoGemini].addr)
+		realOf := map[string]string{protoAnthropic: realKey, protoOpenAI: realOpenAIKey, protoGemini: realGeminiKey}
+		for _, p := range protocols {
+			tuned, dp := bare, plain // Anthropic's are the headline's
+			if p != protoAnthropic {
+				if tuned, err = spawn(self, "serve-bare", "--upstream", ups[p].addr, "--tuned", "--protocol", p); err != nil {
+					return err
+				}
+				defer tuned.stop()
+				if dp, err = spawn(self, "serve-bare", "--upstream", ups[p].addr, "--protocol", p); err != nil {
+					return err
+				}
+				defer dp.stop()
+			}
+			protoTargets[p] = []target{{"direct", ups[p].addr, realOf[p], nil}, {"bare", tuned.addr, "ignored", tuned}, {"plain", dp.addr, "ignored", dp}}
+		}
+	}
+	dm, err := spawn(self, daemonArgs...)
 	if err != nil {
 		return err
 	}
 	defer dm.stop()
-	type target struct {
-		name, url, key string
-		srv            *server // the proxy process, for its CPU
+	if *protoDur > 0 {
+		if len(dm.keys) != len(protocols) {
+			return fmt.Errorf("serve-daemon printed %d placeholders, want one per protocol (%s)", len(dm.keys), strings.Join(protocols, ", "))
+		}
+		for i, p := range protocols {
+			protoTargets[p] = append(protoTargets[p], target{"daemon", dm.addr, dm.keys[i], dm})
+		}
 	}
 	targets := []target{{"direct", up.addr, realKey, nil}, {"bare", bare.addr, "ignored", bare}, {"plain", plain.addr, "ignored", plain},
 		{"lazy", lz.addr, placeholder, lz}, {"daemon", dm.addr, dm.key, dm}}
@@ -481,36 +632,55 @@ func run(args []string) error {
 	type key struct{ target, figure string }
 	samples := map[key][]float64{}
 	add := func(t, f string, v float64) { samples[key{t, f}] = append(samples[key{t, f}], v) }
+	// oneAndMany runs the 1-client and the 64-client load against t and
+	// keeps their figures under name
+	oneAndMany := func(name string, t target, dur time.Duration, proto string) error {
+		one, err := runLoad(self, t.url, t.key, 1, dur, false, proto)
+		if err != nil {
+			return err
+		}
+		add(name, "p50_1", one.P50us)
+		add(name, "p99_1", one.P99us)
+		cpu0 := 0.0
+		if t.srv != nil {
+			cpu0 = cpuSeconds(t.srv.cmd.Process.Pid)
+		}
+		many, err := runLoad(self, t.url, t.key, 64, dur, false, proto)
+		if err != nil {
+			return err
+		}
+		if t.srv != nil && many.Count > 0 {
+			add(name, "cpu_64", (cpuSeconds(t.srv.cmd.Process.Pid)-cpu0)*1e6/float64(many.Count))
+		}
+		add(name, "p50_64", many.P50us)
+		add(name, "p99_64", many.P99us)
+		add(name, "rps_64", many.RPS)
+		return nil
+	}
 	fmt.Fprintf(os.Stderr, "lazybench: %d rounds x %d targets x 3 loads of %s, interleaved; load average before: %s\n", *rounds, len(targets), *dur, loadAvg())
+	if *protoDur > 0 {
+		fmt.Fprintf(os.Stderr, "lazybench: and per round %d protocols x 4 targets x 2 loads of %s\n", len(protocols), *protoDur)
+	}
 	for r := 1; r <= *rounds; r++ {
 		for _, t := range targets {
 			fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s\n", r, *rounds, t.name)
-			one, err := runLoad(self, t.url, t.key, 1, *dur, false)
-			if err != nil {
+			if err := oneAndMany(t.name, t, *dur, ""); err != nil {
 				return err
 			}
-			add(t.name, "p50_1", one.P50us)
-			add(t.name, "p99_1", one.P99us)
-			cpu0 := 0.0
-			if t.srv != nil {
-				cpu0 = cpuSeconds(t.srv.cmd.Process.Pid)
-			}
-			many, err := runLoad(self, t.url, t.key, 64, *dur, false)
-			if err != nil {
-				return err
-			}
-			if t.srv != nil && many.Count > 0 {
-				add(t.name, "cpu_64", (cpuSeconds(t.srv.cmd.Process.Pid)-cpu0)*1e6/float64(many.Count))
-			}
-			add(t.name, "p50_64", many.P50us)
-			add(t.name, "p99_64", many.P99us)
-			add(t.name, "rps_64", many.RPS)
-			sse, err := runLoad(self, t.url, t.key, 4, *dur, true)
+			sse, err := runLoad(self, t.url, t.key, 4, *dur, true, "")
 			if err != nil {
 				return err
 			}
 			add(t.name, "ttfb", sse.TTFBp50us)
 			add(t.name, "gap", sse.GapP50us)
+		}
+		for _, p := range protocols {
+			for _, t := range protoTargets[p] {
+				fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s %s\n", r, *rounds, p, t.name)
+				if err := oneAndMany(p+" "+t.name, t, *protoDur, p); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	fmt.Fprintf(os.Stderr, "lazybench: load average after: %s\n", loadAvg())
@@ -549,6 +719,23 @@ func run(args []string) error {
 			fmt.Fprintf(os.Stdout, "%-36s %10.1f %-3s %7.2f %10.1f %-3s %7.2f %10.1f %s\n", c.name, b, c.unit, b/t, a, c.unit, a/t, t, c.unit)
 		}
 		fmt.Fprintf(os.Stdout, "%-36s %10.1f %-3s %7s %10.1f %-3s %7s %10.1f %s\n", "peak RSS under load", hwm(dmBefore), "MB", "", dmHWM, "MB", "", bareHWM, "MB")
+	}
+	if *protoDur > 0 {
+		var prows []protoRow
+		for _, p := range protocols {
+			mm := func(t, f string) float64 { return m(p+" "+t, f) }
+			ad := func(t, f string) float64 { return mm(t, f) - mm("direct", f) }
+			prow := func(name, unit, f string, v func(t, f string) float64, direct float64) {
+				prows = append(prows, protoRow{p, name, unit, v("daemon", f), v("bare", f), v("plain", f), direct})
+			}
+			prow("throughput, 64 clients", "req/s", "rps_64", mm, mm("direct", "rps_64"))
+			prow("CPU per request, 64 clients", "us", "cpu_64", mm, 0)
+			prow("added p50 over direct, 1 client", "us", "p50_1", ad, mm("direct", "p50_1"))
+			prow("added p99 over direct, 1 client", "us", "p99_1", ad, mm("direct", "p99_1"))
+			prow("added p50 over direct, 64 clients", "us", "p50_64", ad, mm("direct", "p50_64"))
+			prow("added p99 over direct, 64 clients", "us", "p99_64", ad, mm("direct", "p99_64"))
+		}
+		printProtocols(os.Stdout, prows)
 	}
 
 	// the second table: the proxy component (proxy.New alone, no daemon)
@@ -639,6 +826,42 @@ func run(args []string) error {
 	}
 	printTable(os.Stdout, rows)
 	return nil
+}
+
+// target is one server the load runs against: its URL, the key a client
+// presents there, and the proxy process (for its CPU; nil: direct).
+type target struct {
+	name, url, key string
+	srv            *server
+}
+
+// protoRow is one figure of the rows per protocol: the daemon's route
+// beside the tuned and the DefaultTransport bare proxy to the same
+// upstream path, and the direct connection's own figure (for an added
+// latency: its own p50 or p99; 0: not measured).
+type protoRow struct {
+	protocol, name, unit         string
+	daemon, tuned, plain, direct float64
+}
+
+func printProtocols(w io.Writer, rows []protoRow) {
+	fmt.Fprintln(w, "\nthe proxy rows per protocol: a streamed call (~3 KB prompt; the stub streams without delay) on the")
+	fmt.Fprintln(w, "daemon's route with a live grant of that protocol's task, against the bare proxies to the same")
+	fmt.Fprintln(w, "upstream path, same run; ratio = daemon / tuned; direct: the direct connection's own figure")
+	fmt.Fprintf(w, "%-10s %-34s %14s %14s %7s %18s %14s\n", "protocol", "figure", "daemon", "tuned bare", "ratio", "DefaultTransport", "direct")
+	f := func(v float64, unit string) string {
+		if v == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f %s", v, unit)
+	}
+	for _, r := range rows {
+		ratio := "-" // none beside a baseline at or under 0 (an added p99 within the noise)
+		if r.tuned > 0 {
+			ratio = fmt.Sprintf("%.2f", r.daemon/r.tuned)
+		}
+		fmt.Fprintf(w, "%-10s %-34s %14s %14s %7s %18s %14s\n", r.protocol, r.name, f(r.daemon, r.unit), f(r.tuned, r.unit), ratio, f(r.plain, r.unit), f(r.direct, r.unit))
+	}
 }
 
 // row is one line of the table: lazy's figure beside its baseline.
