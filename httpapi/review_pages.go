@@ -108,7 +108,7 @@ func (h *handler) renderReview(c echo.Context, fl Flash) error {
 		return err
 	}
 	t := d.Task
-	p := views.ReviewPage{Page: h.page(c), TaskID: t.ID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch, Parent: t.Parent,
+	p := views.ReviewPage{Page: h.page(c), TaskID: t.ID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch, Parent: t.Parent, Agent: t.Agent,
 		Toolbar: views.Toolbar, DraftReason: firstOf(fl.Field("reason"), fl.Field("draft_reason")), DraftFeedback: firstOf(fl.Field("feedback"), fl.Field("draft_feedback"))}
 	p.Page.Title, p.Page.TaskID, p.Script = "Review "+t.Ref, t.ID, "review.js"
 	p.Notice, p.Alert = fl.Notice, fl.Alert

@@ -168,15 +168,17 @@ type RefusalView struct {
 type ReviewPage struct {
 	Page
 	TaskID, Ref, Title, Status, Branch, Parent string
-	Toolbar                                    []ToolbarMode
-	Diff                                       DiffView
-	DiffHTML                                   template.HTML
-	Orphans                                    []ThreadView
-	Queued                                     []QueuedView
-	Bar                                        StatusBar
-	AskWarning                                 string
-	Refusal                                    *RefusalView
-	DraftReason, DraftFeedback                 string
+	// Agent is the agent that works the task ("claude-code", "codex", ...)
+	Agent                      string
+	Toolbar                    []ToolbarMode
+	Diff                       DiffView
+	DiffHTML                   template.HTML
+	Orphans                    []ThreadView
+	Queued                     []QueuedView
+	Bar                        StatusBar
+	AskWarning                 string
+	Refusal                    *RefusalView
+	DraftReason, DraftFeedback string
 	// AcceptHead is the head a passphrase form accepts: the one the
 	// reviewer's accept named (Head when none was posted); AcceptMethod
 	// the merge method it named ("": merge)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -293,6 +294,12 @@ func TestRealGeminiTaskDriver(t *testing.T) {
 	}
 	if s := p.show("s"); !strings.HasPrefix(s.Agent, "script") {
 		t.Errorf("task s's agent %q, want the config's script", s.Agent)
+	}
+	// the task and review pages say which agent
+	for _, page := range []string{"/tasks/" + g.ID, "/review/" + g.ID} {
+		if code, html := p.browserPage(page); code != 200 || !regexp.MustCompile(`class="agent">(<code>)?gemini`).MatchString(html) {
+			t.Errorf("%s: %d, does not name the agent gemini", page, code)
+		}
 	}
 	if out := p.lazy(0, "task", "show", "g"); !strings.Contains(out, "stub answer to: say hi") {
 		t.Errorf("task g:\n%s", out)
