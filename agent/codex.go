@@ -17,7 +17,7 @@ import (
 //
 // codex ignores a base-URL variable; it is pointed at the proxy by its own
 // configuration, which the daemon writes into the agent's home before every
-// turn (WriteHome): a model provider whose base_url is the proxy and whose
+// turn (Configure): a model provider whose base_url is the proxy and whose
 // key is read from OPENAI_API_KEY, where the placeholder is.
 type Codex struct {
 	// Sandboxed: the runner is a sandbox (bwrap, docker). lazy's sandbox is
@@ -28,7 +28,10 @@ type Codex struct {
 	Sandboxed bool
 }
 
-var _ Driver = Codex{}
+var (
+	_ Driver     = Codex{}
+	_ Configurer = Codex{}
+)
 
 // EnvOpenAIKey is the variable codex reads its key from; it holds the
 // placeholder.
@@ -140,12 +143,19 @@ func (Codex) ParseResult(stdout []byte) (Result, error) {
 	return r, nil
 }
 
-// WriteHome writes codex's configuration into the agent's home before a
-// turn (over whatever the agent left there, following no link it planted):
-// the model provider "lazy" at the proxy, its key from OPENAI_API_KEY
-// (the placeholder), the Responses wire. No real credential is written.
-func (Codex) WriteHome(home, baseURL string) error {
-	return WriteDecoys(home, []canary.File{{Path: ".codex/config.toml", Body: []byte(CodexConfig(baseURL)), Mode: 0o600}})
+// Configure: the turn's driver for its runner (see Codex.Sandboxed) and
+// codex's configuration, $CODEX_HOME/config.toml: the model provider
+// "lazy" at the proxy, its key from OPENAI_API_KEY (the placeholder), the
+// Responses wire. No real credential is written.
+func (d Codex) Configure(baseURL string, sandboxed bool) Client {
+	return Client{Driver: d.InSandbox(sandboxed), Files: []canary.File{{Path: ".codex/config.toml", Body: []byte(CodexConfig(baseURL)), Mode: 0o600}}}
+}
+
+// WriteHome writes codex's configuration into home as the launcher does
+// before a turn (over whatever the agent left there, following no link it
+// planted).
+func (d Codex) WriteHome(home, baseURL string) error {
+	return WriteDecoys(home, d.Configure(baseURL, d.Sandboxed).Files)
 }
 
 // CodexConfig is $CODEX_HOME/config.toml pointing codex at the proxy.
@@ -169,16 +179,4 @@ func CodexConfig(baseURL string) string {
 func (d Codex) InSandbox(sandboxed bool) Driver {
 	d.Sandboxed = sandboxed
 	return d
-}
-
-// RunnerAware is a driver whose argv depends on whether lazy's sandbox
-// holds the agent: the launcher asks it for the driver of each turn.
-type RunnerAware interface {
-	InSandbox(sandboxed bool) Driver
-}
-
-// HomeWriter is a driver whose client reads its configuration from the
-// agent's home: the launcher calls WriteHome before every turn.
-type HomeWriter interface {
-	WriteHome(home, baseURL string) error
 }

@@ -99,3 +99,34 @@ func TestCodexWriteHome(t *testing.T) {
 		t.Error("the link's target was written")
 	}
 }
+
+// TestConfigurers: both drivers answer the launcher's one hook: codex its
+// turn's driver for the runner and its config.toml, gemini its variables
+// and settings.json; neither holds a key.
+func TestConfigurers(t *testing.T) {
+	for _, drv := range []Driver{Codex{}, Gemini{}} {
+		c, ok := drv.(Configurer)
+		if !ok {
+			t.Fatalf("%s is no Configurer", drv.Name())
+		}
+		for _, sandboxed := range []bool{false, true} {
+			cl := c.Configure("http://127.0.0.1:9", sandboxed)
+			if len(cl.Files) != 1 {
+				t.Errorf("%s: files %+v", drv.Name(), cl.Files)
+			}
+			for _, f := range cl.Files {
+				if strings.Contains(string(f.Body), "sk-") || strings.Contains(string(f.Body), "AIza") {
+					t.Errorf("%s: a key in %s", drv.Name(), f.Path)
+				}
+			}
+			if drv.Name() == "codex" {
+				argv := strings.Join(cl.Driver.WorkArgv(""), " ")
+				if sandboxed != strings.Contains(argv, "--dangerously-bypass-approvals-and-sandbox") {
+					t.Errorf("codex sandboxed=%v: argv %s", sandboxed, argv)
+				}
+			} else if cl.Driver != nil || !strings.Contains(strings.Join(cl.Env, " "), "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:9") {
+				t.Errorf("gemini: %+v", cl)
+			}
+		}
+	}
+}

@@ -26,14 +26,6 @@ var (
 	_ Configurer = Gemini{}
 )
 
-// Configurer is a driver whose client is pointed at the proxy by its own
-// configuration: variables beside Env's and files the daemon writes into
-// the agent's home before every turn (over whatever the agent left there).
-type Configurer interface {
-	ClientEnv(baseURL string) []string
-	HomeFiles() []canary.File
-}
-
 // Gemini's variables (CONTRACT §16).
 const (
 	EnvGeminiAPIKey  = "GEMINI_API_KEY"
@@ -90,6 +82,11 @@ const GeminiSettings = `{
   "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false}
 }
 `
+
+// Configure: the client's variables and its settings file.
+func (d Gemini) Configure(baseURL string, _ bool) Client {
+	return Client{Env: d.ClientEnv(baseURL), Files: d.HomeFiles()}
+}
 
 // HomeFiles is the client's settings file.
 func (Gemini) HomeFiles() []canary.File {

@@ -315,11 +315,14 @@ func (l *Launcher) runTurn(ctx context.Context, req *TurnRequest, notice string)
 	if err != nil {
 		return Result{}, Outcome{}, err
 	}
-	if ra, ok := drv.(RunnerAware); ok {
-		drv = ra.InSandbox(Sandboxed(l.Runner))
-	}
-	if hw, ok := drv.(HomeWriter); ok {
-		if err := hw.WriteHome(home, l.BaseURL); err != nil {
+	var client Client
+	if c, ok := drv.(Configurer); ok {
+		// the client's own configuration, written over the agent's copy
+		client = c.Configure(l.BaseURL, Sandboxed(l.Runner))
+		if client.Driver != nil {
+			drv = client.Driver
+		}
+		if err := WriteDecoys(home, client.Files); err != nil {
 			return Result{}, Outcome{}, fmt.Errorf("%w: write the agent's configuration: %v", ErrUnavailable, err)
 		}
 	}
@@ -339,13 +342,7 @@ func (l *Launcher) runTurn(ctx context.Context, req *TurnRequest, notice string)
 	if Sandboxed(l.Runner) && l.ProxyPort != 0 {
 		spec.Env = append(spec.Env, ProxyEnv(l.ProxyPort)...)
 	}
-	if c, ok := drv.(Configurer); ok {
-		// the client's own configuration, written over the agent's copy
-		spec.Env = append(spec.Env, c.ClientEnv(l.BaseURL)...)
-		if err := WriteDecoys(home, c.HomeFiles()); err != nil {
-			return Result{}, Outcome{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-	}
+	spec.Env = append(spec.Env, client.Env...)
 	release, err := l.prepare(ctx, *req, &spec)
 	if err != nil {
 		return Result{}, Outcome{}, err

@@ -202,18 +202,28 @@ const (
 	maxGeminiEvent = 4 << 20
 )
 
-func newGeminiUsage(body io.ReadCloser, pl *plan, eventStream bool) *geminiUsage {
+// newGeminiUsage starts the reader of a reply; tx (nil when no transcript
+// is asked for) is handed each response (an SSE chunk, an element of a
+// JSON array, the JSON reply), then ended after the usage is recorded.
+func newGeminiUsage(body io.ReadCloser, pl *plan, eventStream bool, tx EventParser) *geminiUsage {
 	pr, pw := io.Pipe()
 	u := &geminiUsage{r: body, pw: pw, done: make(chan struct{}), pl: pl}
+	each := u.record
+	if tx != nil {
+		each = func(b []byte) { u.record(b); tx.Event(b) }
+	}
 	go func() {
 		defer close(u.done)
+		if tx != nil {
+			defer tx.End() // after the rest is drained: the reply's end
+		}
 		defer func() { _, _ = io.Copy(io.Discard, pr) }() // a writer never waits on a parser that gave up
 		if eventStream {
 			for ev, err := range sse.Read(pr, &sse.ReadConfig{MaxEventSize: maxGeminiEvent}) {
 				if err != nil {
 					return
 				}
-				u.record([]byte(ev.Data))
+				each([]byte(ev.Data))
 			}
 			return
 		}
@@ -226,12 +236,12 @@ func newGeminiUsage(body io.ReadCloser, pl *plan, eventStream bool) *geminiUsage
 			var chunks []json.RawMessage
 			if json.Unmarshal(b, &chunks) == nil {
 				for _, c := range chunks {
-					u.record(c)
+					each(c)
 				}
 			}
 			return
 		}
-		u.record(b)
+		each(b)
 	}()
 	return u
 }

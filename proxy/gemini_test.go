@@ -290,7 +290,7 @@ func FuzzGeminiUsage(f *testing.F) {
 	f.Add([]byte("data: {\"usageMetadata\":\ndata: {}}\n\n: comment\nevent: x\n\n"), true, uint8(2))
 	f.Fuzz(func(t *testing.T, in []byte, stream bool, step uint8) {
 		pl := &plan{}
-		u := newGeminiUsage(io.NopCloser(&chunked{b: in, n: int(step%64) + 1}), pl, stream)
+		u := newGeminiUsage(io.NopCloser(&chunked{b: in, n: int(step%64) + 1}), pl, stream, nil)
 		out, err := io.ReadAll(u)
 		if err != nil {
 			t.Fatal(err)

@@ -78,11 +78,13 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		// a task's model call: read what it cost as the reply passes (over
 		// the decoded, scrubbed reply; masking never touches a usage object)
 		defer func() {
+			// the OpenAI and Gemini readers hand their decoded events to
+			// the call's transcript, if one is asked for (transcript_events.go)
 			if pl.openai { // OpenAI Responses: its events, parsed (openai.go)
-				resp.Body = newResponsesUsage(resp.Body, resp.Header.Get("Content-Type"), &pl.usage, &pl.usageSeen, &pl.usageDone)
+				resp.Body = newResponsesUsage(resp.Body, resp.Header.Get("Content-Type"), &pl.usage, &pl.usageSeen, &pl.usageDone, p.transcriptEvents(resp, pl))
 				return
 			} else if pl.gemini { // Gemini: its SSE or JSON, parsed (gemini.go)
-				resp.Body = newGeminiUsage(resp.Body, pl, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+				resp.Body = newGeminiUsage(resp.Body, pl, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"), p.transcriptEvents(resp, pl))
 				return
 			}
 			pl.usageScan.reset(resp.Body, &pl.usage, &pl.usageSeen, &pl.usageDone)

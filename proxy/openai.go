@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -161,8 +162,10 @@ type responsesUsage struct {
 	eof  bool
 }
 
-// newResponsesUsage starts the parser of a reply of content type ct.
-func newResponsesUsage(r io.ReadCloser, ct string, u *api.CallUsage, seen, end *bool) *responsesUsage {
+// newResponsesUsage starts the parser of a reply of content type ct; tx
+// (nil when no transcript is asked for) is handed each event, then ended
+// after the usage is recorded.
+func newResponsesUsage(r io.ReadCloser, ct string, u *api.CallUsage, seen, end *bool, tx EventParser) *responsesUsage {
 	pr, pw := io.Pipe()
 	ru := &responsesUsage{r: r, pw: pw, done: make(chan struct{}), u: u, seen: seen, end: end}
 	stream := strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")
@@ -170,15 +173,26 @@ func newResponsesUsage(r io.ReadCloser, ct string, u *api.CallUsage, seen, end *
 		defer close(ru.done)
 		var got openAIUsage
 		var ok bool
-		if stream {
-			got, ok = responsesStreamUsage(pr)
-		} else {
+		switch {
+		case stream:
+			got, ok = responsesStreamUsage(pr, tx)
+		case tx != nil:
+			// the whole reply, for its usage and its transcript
+			b, err := io.ReadAll(io.LimitReader(pr, maxOpenAIEvent+1))
+			if err == nil && len(b) <= maxOpenAIEvent {
+				got, ok = responsesJSONUsage(bytes.NewReader(b))
+				tx.Whole(b)
+			}
+		default:
 			got, ok = responsesJSONUsage(io.LimitReader(pr, maxOpenAIEvent))
 		}
 		_, _ = io.Copy(io.Discard, pr) // what the parser left: the writer never blocks
 		if ok {
 			got.apply(u)
 			*seen = true
+		}
+		if tx != nil {
+			tx.End()
 		}
 	}()
 	return ru
@@ -244,13 +258,16 @@ func (o openAIUsage) apply(u *api.CallUsage) {
 
 // responsesStreamUsage parses a Responses event stream and returns the
 // usage of its last terminal event (response.completed, .incomplete,
-// .failed) that carried one.
-func responsesStreamUsage(r io.Reader) (openAIUsage, bool) {
+// .failed) that carried one; tx, if any, is handed each event's data.
+func responsesStreamUsage(r io.Reader, tx EventParser) (openAIUsage, bool) {
 	var last openAIUsage
 	found := false
 	for ev, err := range sse.Read(r, &sse.ReadConfig{MaxEventSize: maxOpenAIEvent}) {
 		if err != nil {
 			break
+		}
+		if tx != nil {
+			tx.Event([]byte(ev.Data))
 		}
 		typ := ev.Type
 		if typ == "" && !strings.Contains(ev.Data, `"response.`) {

@@ -208,7 +208,7 @@ func TestResponsesUsageSplit(t *testing.T) {
 	for _, step := range []int{1, 3, 17, len(stream)} {
 		var u api.CallUsage
 		var seen, end bool
-		ru := newResponsesUsage(io.NopCloser(&chunked{b: []byte(stream), n: step}), "text/event-stream; charset=utf-8", &u, &seen, &end)
+		ru := newResponsesUsage(io.NopCloser(&chunked{b: []byte(stream), n: step}), "text/event-stream; charset=utf-8", &u, &seen, &end, nil)
 		got, err := io.ReadAll(ru)
 		ru.Close()
 		if err != nil || string(got) != stream {
@@ -221,7 +221,7 @@ func TestResponsesUsageSplit(t *testing.T) {
 	// closed before its end: the parser stops, nothing is counted twice
 	var u api.CallUsage
 	var seen, end bool
-	ru := newResponsesUsage(io.NopCloser(strings.NewReader(stream)), "text/event-stream", &u, &seen, &end)
+	ru := newResponsesUsage(io.NopCloser(strings.NewReader(stream)), "text/event-stream", &u, &seen, &end, nil)
 	buf := make([]byte, 10)
 	_, _ = ru.Read(buf)
 	done := make(chan struct{})
@@ -269,7 +269,7 @@ func FuzzResponsesUsage(f *testing.F) {
 		}
 		var u api.CallUsage
 		var seen, end bool
-		ru := newResponsesUsage(io.NopCloser(&chunked{b: append([]byte(nil), b...), n: step}), ct, &u, &seen, &end)
+		ru := newResponsesUsage(io.NopCloser(&chunked{b: append([]byte(nil), b...), n: step}), ct, &u, &seen, &end, nil)
 		got, err := io.ReadAll(ru)
 		ru.Close()
 		if err != nil || !bytes.Equal(got, b) || !end {

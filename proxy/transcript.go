@@ -21,8 +21,8 @@ import (
 // keeps: Options.Transcript answers nil.
 
 // Transcript receives what one model call's reply said, in order. Its
-// methods are called from the goroutine copying the reply, never at once;
-// they must not block.
+// methods are called from the goroutine copying the reply (or the route's
+// usage reader, which parses a copy), never at once; they must not block.
 type Transcript interface {
 	OnText(text string)
 	OnToolCall(name, input string)
@@ -38,8 +38,9 @@ type ReplyParser interface {
 	End()
 }
 
-// replyParsers makes the parser of a model route's reply, by route: the
-// Anthropic Messages route here; the other protocols' routes add theirs.
+// replyParsers makes the parser of a model route's reply that reads the
+// bytes itself, by route: the Anthropic Messages route (the OpenAI and
+// Gemini routes' are in eventParsers, fed by their usage readers).
 var replyParsers = map[string]func(contentType string, t Transcript) ReplyParser{
 	"anthropic": newAnthropicParser,
 }
@@ -47,35 +48,69 @@ var replyParsers = map[string]func(contentType string, t Transcript) ReplyParser
 // routeOf names the protocol of a model call's path ("" for one whose
 // reply carries no transcript, such as count_tokens).
 func routeOf(path string) string {
-	if path == "/v1/messages" {
+	switch {
+	case path == "/v1/messages":
 		return "anthropic"
+	case path == OpenAIRoute:
+		return "openai"
+	}
+	if _, method, ok := ParseGeminiRoute(path); ok && method != "countTokens" {
+		return "gemini"
 	}
 	return ""
+}
+
+// transcriptOf is the masked transcript of a task's reply when
+// Options.Transcript asks for one (nil otherwise, asked nothing for a
+// route with no parser), and what ends it: the usage read, then End.
+func (p *Proxy) transcriptOf(resp *http.Response, pl *plan, route string) (*maskedTranscript, func()) {
+	if p.o.Transcript == nil || resp.StatusCode != http.StatusOK || route == "" {
+		return nil, nil
+	}
+	t := p.o.Transcript(pl.grant.TaskID, pl.grant.TaskRef)
+	if t == nil {
+		return nil, nil
+	}
+	mt := &maskedTranscript{t: t, secrets: append(p.secrets(pl), p.placeholdersOf(pl.grant.TaskID)...)}
+	return mt, func() {
+		if pl.usageSeen {
+			mt.OnUsage(pl.usage)
+		}
+		mt.End()
+	}
 }
 
 // transcriptBody wraps a task's reply (after the scrubber and the usage
 // scanner) when Options.Transcript asks for it; otherwise the reply's body
 // stays as it was.
 func (p *Proxy) transcriptBody(resp *http.Response, pl *plan) {
-	if p.o.Transcript == nil || resp.StatusCode != http.StatusOK {
-		return
-	}
-	mk := replyParsers[routeOf(resp.Request.URL.Path)]
+	route := routeOf(resp.Request.URL.Path)
+	mk := replyParsers[route]
 	if mk == nil {
 		return
 	}
-	t := p.o.Transcript(pl.grant.TaskID, pl.grant.TaskRef)
-	if t == nil {
+	mt, end := p.transcriptOf(resp, pl, route)
+	if mt == nil {
 		return
 	}
-	mt := &maskedTranscript{t: t, secrets: append(p.secrets(pl), p.placeholdersOf(pl.grant.TaskID)...)}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	resp.Body = &transcriptReader{r: resp.Body, parse: mk(ct, mt), end: func() {
-		if pl.usageSeen {
-			mt.OnUsage(pl.usage)
-		}
-		mt.End()
-	}}
+	resp.Body = &transcriptReader{r: resp.Body, parse: mk(ct, mt), end: end}
+}
+
+// transcriptEvents is the parser a route's usage reader hands its decoded
+// events to when Options.Transcript asks for the call's transcript; nil
+// (nothing asked of the reader) otherwise.
+func (p *Proxy) transcriptEvents(resp *http.Response, pl *plan) EventParser {
+	route := routeOf(resp.Request.URL.Path)
+	mk := eventParsers[route]
+	if mk == nil {
+		return nil
+	}
+	mt, end := p.transcriptOf(resp, pl, route)
+	if mt == nil {
+		return nil
+	}
+	return &endingParser{EventParser: mk(mt), after: end}
 }
 
 // placeholdersOf lists the task's placeholders in the grants snapshot.

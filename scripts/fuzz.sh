@@ -29,6 +29,8 @@ targets=( # package:target:executions
   ./proxy:FuzzEchoingUpstream:30000x
   ./proxy:FuzzResponsesUsage:30000x
   ./proxy:FuzzGeminiUsage:50000x
+  ./proxy:FuzzResponsesTranscript:30000x
+  ./proxy:FuzzGeminiTranscript:30000x
   ./review:FuzzShellQuote:300000x
   ./review:FuzzParseRemedy:300000x
   ./httpapi:FuzzCommentJSON:15000x

@@ -1,0 +1,211 @@
+package proxy
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+
+	"lazy/api"
+)
+
+// Transcripts of the routes whose reply is decoded already to read its
+// usage (the OpenAI Responses and Gemini routes, with go-sse on the usage
+// reader's goroutine): their parsers are handed each decoded event rather
+// than parse the bytes a second time. The usage reader calls the parser
+// from its own goroutine, one call at a time, and ends it (after the
+// call's usage is recorded) before the reply's EOF or Close returns.
+
+// EventParser reads a reply its route decodes: each server-sent event's
+// data, or a JSON (not streamed) reply whole; End follows the last.
+type EventParser interface {
+	Event(data []byte)
+	Whole(body []byte)
+	End()
+}
+
+// eventParsers makes the parser of a route whose usage reader decodes the
+// reply (see replyParsers for the ones that read the bytes themselves).
+var eventParsers = map[string]func(t Transcript) EventParser{
+	"openai": newResponsesParser,
+	"gemini": newGeminiParser,
+}
+
+// endingParser ends the call's transcript after its parser: the usage the
+// reply reported, then End.
+type endingParser struct {
+	EventParser
+	after func()
+}
+
+func (e *endingParser) End() {
+	e.EventParser.End()
+	e.after()
+}
+
+// responsesParser reads an OpenAI Responses reply: output_text deltas as
+// text; a function_call (or custom_tool_call) item as a tool call, its
+// arguments gathered from the deltas and taken whole from .done (or from
+// the item's own output_item.done); another *_call item (a shell, a web
+// search) at its output_item.done, named by its type.
+type responsesParser struct {
+	t     Transcript
+	tools map[int]*toolBlock // by output_index, until the call is handed on
+}
+
+func newResponsesParser(t Transcript) EventParser {
+	return &responsesParser{t: t, tools: map[int]*toolBlock{}}
+}
+
+// responsesItem is an output item of a Responses reply.
+type responsesItem struct {
+	Type      string          `json:"type"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"` // function_call
+	Input     string          `json:"input"`     // custom_tool_call
+	Action    json.RawMessage `json:"action"`    // local_shell_call, web_search_call
+	Content   []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+}
+
+// responsesEvent is the part of a Responses stream event the transcript
+// reads.
+type responsesEvent struct {
+	Type        string         `json:"type"`
+	OutputIndex int            `json:"output_index"`
+	Delta       string         `json:"delta"`
+	Arguments   *string        `json:"arguments"`
+	Input       *string        `json:"input"`
+	Item        *responsesItem `json:"item"`
+}
+
+func (r *responsesParser) Event(data []byte) {
+	var e responsesEvent
+	if json.Unmarshal(data, &e) != nil {
+		return
+	}
+	switch e.Type {
+	case "response.output_text.delta":
+		if e.Delta != "" {
+			r.t.OnText(e.Delta)
+		}
+	case "response.output_item.added":
+		if it := e.Item; it != nil && isToolItem(it.Type) {
+			r.tools[e.OutputIndex] = &toolBlock{name: it.Name}
+		}
+	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
+		if tb := r.tools[e.OutputIndex]; tb != nil && len(tb.input) <= api.MaxToolInput {
+			tb.input = append(tb.input, e.Delta...)
+		}
+	case "response.function_call_arguments.done", "response.custom_tool_call_input.done":
+		if tb := r.tools[e.OutputIndex]; tb != nil {
+			delete(r.tools, e.OutputIndex)
+			in := string(tb.input)
+			if e.Arguments != nil {
+				in = *e.Arguments
+			} else if e.Input != nil {
+				in = *e.Input
+			}
+			r.t.OnToolCall(tb.name, in)
+		}
+	case "response.output_item.done":
+		it := e.Item
+		if it == nil {
+			return
+		}
+		if isToolItem(it.Type) {
+			if _, open := r.tools[e.OutputIndex]; !open {
+				return // handed on at its .done, or never announced: the item
+				// of a call announced is handed on once
+			}
+			delete(r.tools, e.OutputIndex)
+		}
+		r.item(it, false)
+	}
+}
+
+// isToolItem reports an item whose arguments stream in deltas.
+func isToolItem(typ string) bool { return typ == "function_call" || typ == "custom_tool_call" }
+
+// item hands on one whole output item; text only in a whole reply (a
+// stream's text came in its deltas).
+func (r *responsesParser) item(it *responsesItem, whole bool) {
+	switch {
+	case it.Type == "message":
+		if whole {
+			for _, c := range it.Content {
+				if c.Type == "output_text" && c.Text != "" {
+					r.t.OnText(c.Text)
+				}
+			}
+		}
+	case it.Type == "function_call":
+		r.t.OnToolCall(it.Name, it.Arguments)
+	case it.Type == "custom_tool_call":
+		r.t.OnToolCall(it.Name, it.Input)
+	case strings.HasSuffix(it.Type, "_call"):
+		r.t.OnToolCall(it.Type, strings.TrimSpace(string(it.Action)))
+	}
+}
+
+func (r *responsesParser) Whole(body []byte) {
+	var m struct {
+		Output []responsesItem `json:"output"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return
+	}
+	for i := range m.Output {
+		r.item(&m.Output[i], true)
+	}
+}
+
+// End hands on a call whose arguments never finished, as far as they came.
+func (r *responsesParser) End() {
+	for _, i := range slices.Sorted(maps.Keys(r.tools)) {
+		r.t.OnToolCall(r.tools[i].name, string(r.tools[i].input))
+	}
+	clear(r.tools)
+}
+
+// geminiParser reads a Gemini reply: each GenerateContentResponse (an SSE
+// chunk, an element of a JSON array, or the JSON reply) hands on its first
+// candidate's text parts (a thought is not the answer) and functionCalls.
+type geminiParser struct{ t Transcript }
+
+func newGeminiParser(t Transcript) EventParser { return &geminiParser{t: t} }
+
+func (g *geminiParser) Event(data []byte) {
+	var m struct {
+		Candidates []struct {
+			Content struct {
+				Parts []struct {
+					Text         string `json:"text"`
+					Thought      bool   `json:"thought"`
+					FunctionCall *struct {
+						Name string          `json:"name"`
+						Args json.RawMessage `json:"args"`
+					} `json:"functionCall"`
+				} `json:"parts"`
+			} `json:"content"`
+		} `json:"candidates"`
+	}
+	if json.Unmarshal(data, &m) != nil || len(m.Candidates) == 0 {
+		return
+	}
+	for _, p := range m.Candidates[0].Content.Parts {
+		switch {
+		case p.FunctionCall != nil:
+			g.t.OnToolCall(p.FunctionCall.Name, strings.TrimSpace(string(p.FunctionCall.Args)))
+		case p.Text != "" && !p.Thought:
+			g.t.OnText(p.Text)
+		}
+	}
+}
+
+// Whole: a reply is one response; the route splits a JSON array of them.
+func (g *geminiParser) Whole(body []byte) { g.Event(body) }
+
+func (g *geminiParser) End() {}
