@@ -5,6 +5,17 @@
 // /v1beta/models/<model>:generateContent and :streamGenerateContent,
 // gemini.go) on loopback, and records every request it received so tests can
 // see exactly what reached the upstream.
+//
+// One directive in the last user message makes an Anthropic reply a tool
+// call rather than text, so a real client runs a tool:
+//
+//	@stub-write PATH TEXT   a Write tool_use of TEXT (\n for newlines) to
+//	                        PATH, relative to the client's working directory
+//	                        (the "Primary working directory" its system
+//	                        prompt names) unless absolute
+//
+// The client's next call carries the tool's result, not the directive: the
+// stub answers it with text and the turn ends.
 package stubmodel
 
 import (
@@ -12,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -173,10 +185,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 		}
-		reply := s.Reply(last)
 		if req.Model == "" {
 			req.Model = "stub-model"
 		}
+		if tool := toolDirective(last, body); tool != nil {
+			s.report(int64(len(body)/4), 10)
+			if req.Stream {
+				s.streamTool(w, req.Model, tool)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{
+				"id": "msg_stub", "type": "message", "role": "assistant", "model": req.Model,
+				"content":     []any{map[string]any{"type": "tool_use", "id": tool.id, "name": tool.name, "input": tool.input}},
+				"stop_reason": "tool_use", "stop_sequence": nil,
+				"usage": map[string]int{"input_tokens": len(body) / 4, "output_tokens": 10},
+			})
+			return
+		}
+		reply := s.Reply(last)
 		if req.Stream {
 			s.stream(w, req.Model, reply)
 			return
@@ -222,5 +249,60 @@ func (s *Server) stream(w http.ResponseWriter, model, reply string) {
 	}
 	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, "usage": map[string]int{"output_tokens": len(words)}})
+	send("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// toolUse is a tool call the stub answers with.
+type toolUse struct {
+	id, name string
+	input    map[string]string
+}
+
+// toolDirective is the tool call a @stub-write directive in the last user
+// message asks for (nil: none). The path is joined to the working
+// directory the client's system prompt names.
+func toolDirective(last string, body []byte) *toolUse {
+	for _, line := range strings.Split(last, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "@stub-write ")
+		if !ok {
+			continue
+		}
+		path, text, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		if !strings.HasPrefix(path, "/") {
+			if m := workingDir.FindSubmatch(body); m != nil {
+				path = strings.TrimRight(string(m[1]), "/") + "/" + path
+			}
+		}
+		return &toolUse{id: "toolu_stub_write", name: "Write", input: map[string]string{"file_path": path, "content": strings.ReplaceAll(text, `\n`, "\n")}}
+	}
+	return nil
+}
+
+// workingDir finds the working directory in the real client's system
+// prompt ("Primary working directory: /path", JSON-escaped in the body).
+var workingDir = regexp.MustCompile(`Primary working directory: ([^\s\\"]+)`)
+
+// streamTool writes a tool call as the provider's SSE event sequence: the
+// tool_use block's start, its input as one input_json_delta, its stop.
+func (s *Server) streamTool(w http.ResponseWriter, model string, t *toolUse) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	send := func(event string, data any) {
+		b, _ := json.Marshal(data)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	input, _ := json.Marshal(t.input)
+	send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
+		"id": "msg_stub", "type": "message", "role": "assistant", "model": model, "content": []any{},
+		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]int{"input_tokens": 10, "output_tokens": 1}}})
+	send("content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "tool_use", "id": t.id, "name": t.name, "input": map[string]any{}}})
+	send("content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]string{"type": "input_json_delta", "partial_json": string(input)}})
+	send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+	send("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "tool_use", "stop_sequence": nil}, "usage": map[string]int{"output_tokens": 10}})
 	send("message_stop", map[string]any{"type": "message_stop"})
 }
