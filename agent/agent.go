@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -51,32 +52,45 @@ var _ Driver = ClaudeCode{}
 // Name is the driver's config name.
 func (ClaudeCode) Name() string { return "claude-code" }
 
-// WorkArgv: -p --output-format json [--resume S] --permission-mode MODE,
-// the prompt on standard input.
+// WorkArgv: -p --output-format stream-json --verbose [--resume S]
+// --permission-mode MODE, the prompt on standard input. CONTRACT §5 says
+// `--output-format json`: stream-json ends in the same result object and
+// before it reports the turn as it runs (tool results, files written),
+// which the launcher reads as it arrives (Stream); `--verbose` is what
+// claude requires of stream-json in print mode.
 func (d ClaudeCode) WorkArgv(session string) []string {
 	mode := d.PermissionMode
 	if mode == "" {
 		mode = "acceptEdits"
 	}
-	args := []string{"-p", "--output-format", "json"}
+	return claudeArgv(session, mode)
+}
+
+// AskArgv: -p --output-format stream-json --verbose --resume S
+// --permission-mode plan, the question on standard input.
+func (ClaudeCode) AskArgv(session string) []string {
+	return claudeArgv(session, "plan")
+}
+
+func claudeArgv(session, mode string) []string {
+	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
 	if session != "" {
 		args = append(args, "--resume", session)
 	}
 	return append(args, "--permission-mode", mode)
 }
 
-// AskArgv: -p --output-format json --resume S --permission-mode plan, the
-// question on standard input.
-func (ClaudeCode) AskArgv(session string) []string {
-	args := []string{"-p", "--output-format", "json"}
-	if session != "" {
-		args = append(args, "--resume", session)
-	}
-	return append(args, "--permission-mode", "plan")
+var _ Streamer = ClaudeCode{}
+
+// Stream reads the turn's stream-json as it arrives (stream.go).
+func (ClaudeCode) Stream(worktree string, ev ClientEvents) Stream {
+	return newClaudeStream(worktree, ev)
 }
 
 // ParseResult takes the last line of stdout that is a JSON object with a
-// session id or result: the real client may print notices before it.
+// session id or result and is no other stream event than the result: the
+// real client may print notices before it, and a stream read whole holds
+// the session id on every event.
 func (ClaudeCode) ParseResult(stdout []byte) (Result, error) {
 	return parseLastJSON(stdout)
 }
@@ -92,6 +106,9 @@ func parseLastJSON(stdout []byte) (Result, error) {
 		var probe map[string]json.RawMessage
 		if json.Unmarshal(l, &probe) != nil {
 			continue
+		}
+		if t, ok := probe["type"]; ok && string(t) != `"result"` {
+			continue // a stream event before the result
 		}
 		if _, ok := probe["session_id"]; !ok {
 			if _, ok := probe["result"]; !ok {
@@ -209,6 +226,9 @@ type Spec struct {
 	Hide     []string      // directories a sandbox hides even where a shown path holds them (lazy home, state dir)
 	HideFile []string      // files a sandbox hides even where a shown path holds them (credential files)
 	OnStart  func(pid int) // called with the agent's pid once it runs
+	// Stdout, when set, also gets the agent's standard output as it
+	// arrives (a streaming driver's Stream); it must not block.
+	Stdout io.Writer
 	// ProxySocket is the host path of the proxy's Unix socket; a sandbox
 	// binds it in and runs the forwarder (Self, `lazy sandbox-exec`) that
 	// listens on the sandbox's own loopback at ProxyPort.

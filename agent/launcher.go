@@ -84,6 +84,10 @@ type Launcher struct {
 	// Setup is [setup] run: the commands RunSetup runs before a task's
 	// first work turn.
 	Setup []string
+	// Client receives what a streaming agent client (Streamer) reports of
+	// a turn as it runs: its tool results and the files it wrote, joined
+	// to the turn's transcript (nil: they are read and dropped).
+	Client func(taskID, ref string, turn int) ClientEvents
 	// Decoys returns the task's decoy secrets (package canary), written
 	// into its home before every turn over whatever is there (nil: none).
 	Decoys func(taskID, ref string) []canary.File
@@ -361,7 +365,25 @@ func (l *Launcher) runTurn(ctx context.Context, req *TurnRequest, notice string)
 		prompt = freshPrompt(notice, brief, prompt)
 	}
 	spec.Stdin = []byte(prompt)
+	var stream Stream
+	if sd, ok := drv.(Streamer); ok {
+		var ev ClientEvents
+		if l.Client != nil {
+			ev = l.Client(req.TaskID, req.Ref, req.Number)
+		}
+		if stream = sd.Stream(req.Worktree, ev); stream != nil {
+			spec.Stdout = stream
+		}
+	}
 	out, err := l.Runner.Run(ctx, spec)
+	if stream != nil {
+		// what a JSON output held: the notices and the result, for the
+		// turn record and ParseResult (the stream itself may pass the
+		// bound of the kept output, the result last)
+		if o := stream.Output(); o != nil {
+			out.Stdout = o
+		}
+	}
 	if err != nil {
 		return Result{}, out, err
 	}

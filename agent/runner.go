@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -192,6 +193,9 @@ func runArgv(ctx context.Context, argv []string, s Spec, extra ...*os.File) (Out
 	}
 	var stdout, stderr capped
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if s.Stdout != nil {
+		cmd.Stdout = io.MultiWriter(&stdout, s.Stdout)
+	}
 	cmd.Stdin = bytes.NewReader(s.Stdin)
 	cmd.ExtraFiles = extra
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

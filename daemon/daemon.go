@@ -228,6 +228,14 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Slots:  agent.NewSlots(cfg.Agent.MaxConcurrent),
 		Setup:  cfg.Setup.Run,
 		Decoys: decoys.Decoys,
+		// what a streaming client reports of its turn joins the turn's
+		// transcript, masked as the proxy masks a model call's
+		Client: func(taskID, ref string, turn int) agent.ClientEvents {
+			if d.svc == nil || d.svc.transcripts == nil || d.proxy == nil { // built below, before any turn runs
+				return nil
+			}
+			return d.svc.transcripts.Client(taskID, ref, turn, d.proxy.Mask)
+		},
 	}
 	if err := launcher.Validate(); err != nil {
 		return nil, err

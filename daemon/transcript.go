@@ -9,13 +9,16 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"lazy/agent"
 	"lazy/api"
 	"lazy/proxy"
 	"lazy/store"
 )
 
 // transcripts keeps the transcript of each task's running turn (CONTRACT
-// §17) from what the proxy read of its model calls: it sends each part to
+// §17) from what the proxy read of its model calls, enriched with what the
+// agent client reported on its own stream (tool results, files written:
+// Client), masked as the proxy masks a call's: it sends each part to
 // the task's watchers as a `transcript` event, and keeps the turn's
 // transcript, bounded by api.MaxTurnTranscript, in the store when the turn
 // ends. The proxy reads a reply for it only while the call's task has a
@@ -98,9 +101,11 @@ func (ts *transcripts) live(taskID string) *api.TurnTranscript {
 	c.Calls = make([]api.TranscriptCall, len(lt.tr.Calls))
 	for i, call := range lt.tr.Calls {
 		call.Tools = append([]api.ToolCall(nil), call.Tools...)
+		call.Results = append([]api.ToolResult(nil), call.Results...)
 		c.Calls[i] = call
 	}
 	c.Files = append([]string(nil), lt.tr.Files...)
+	c.Written = append([]string(nil), lt.tr.Written...)
 	return &c
 }
 
@@ -191,33 +196,79 @@ func (c *callTranscript) flush() {
 	}
 }
 
-// emit numbers a part, keeps it in the turn's transcript (cut where the
-// turn's bound is reached: a last part says so), and sends it to the
-// task's watchers.
+// emit numbers a part of the call and adds it to the turn (ts.add).
 func (c *callTranscript) emit(p api.TranscriptPart) {
-	ts, lt := c.ts, c.lt
+	c.ts.add(c.lt, c.call, c.tokens, p)
+}
+
+// add numbers a part of call, keeps it in the turn's transcript (cut where
+// the turn's bound is reached: a last part says so), and sends it to the
+// task's watchers. running is the tokens of the call still running.
+func (ts *transcripts) add(lt *liveTurn, call int, running int64, p api.TranscriptPart) {
 	ts.mu.Lock()
 	if lt.ended || lt.tr.Truncated {
 		ts.mu.Unlock()
 		return
 	}
-	room := api.MaxTurnTranscript - lt.tr.Bytes
-	size := len(p.Text)
-	if p.Tool != nil {
-		size += len(p.Tool.Name) + len(p.Tool.Input)
-	}
-	if size > room {
+	if p.Size() > api.MaxTurnTranscript-lt.tr.Bytes {
 		p = api.TranscriptPart{Truncated: true}
 	}
-	p.Turn, p.Call, p.Seq = lt.tr.Turn, c.call, lt.tr.Seq+1
+	p.Turn, p.Call, p.Seq = lt.tr.Turn, call, lt.tr.Seq+1
 	if p.Tokens == 0 {
-		p.Tokens = lt.tokens + c.tokens
+		p.Tokens = lt.tokens + running
 	}
 	lt.tr.Apply(p)
 	ts.mu.Unlock()
 	if ts.wants(lt.taskID) {
 		ts.publish(api.Event{Time: time.Now().UTC(), Kind: api.EventTranscript, TaskID: lt.taskID, TaskRef: lt.ref, Turn: p.Turn, Transcript: &p})
 	}
+}
+
+// Client is the launcher's Launcher.Client: what the agent client reports
+// of the task's turn on its own stream, masked by mask (the proxy's Mask:
+// the real credentials and the task's placeholders — agent-written data may
+// echo a placeholder) before it is cut, and joined to the turn's
+// transcript as parts of the turn's latest model call.
+func (ts *transcripts) Client(taskID, ref string, turn int, mask func(taskID, s string) string) agent.ClientEvents {
+	return &clientTranscript{ts: ts, taskID: taskID, ref: ref, turn: turn, mask: mask}
+}
+
+// clientTranscript is one turn's client stream.
+type clientTranscript struct {
+	ts          *transcripts
+	taskID, ref string
+	turn        int
+	mask        func(taskID, s string) string
+}
+
+var _ agent.ClientEvents = (*clientTranscript)(nil)
+
+func (c *clientTranscript) OnToolResult(tool, content string, isError bool) {
+	r := api.ToolResult{Tool: cut(c.mask(c.taskID, tool), 200), Content: cut(c.mask(c.taskID, content), api.MaxToolResult), IsError: isError}
+	c.emit(api.TranscriptPart{Result: &r})
+}
+
+func (c *clientTranscript) OnFileWritten(path string) {
+	c.emit(api.TranscriptPart{Wrote: cut(c.mask(c.taskID, path), 512)})
+}
+
+// emit adds a part to the turn when it is the task's running turn (the
+// one the launcher ran) and its transcript has room.
+func (c *clientTranscript) emit(p api.TranscriptPart) {
+	ts := c.ts
+	ts.mu.Lock()
+	lt := ts.turns[c.taskID]
+	if lt == nil || lt.tr.Turn != c.turn || lt.ended || lt.tr.Truncated {
+		ts.mu.Unlock()
+		return
+	}
+	if lt.ref == "" {
+		lt.ref = c.ref
+	}
+	call := max(lt.calls, 1)
+	p.Tokens = lt.tr.Tokens // the turn's so far: the client reports none
+	ts.mu.Unlock()
+	ts.add(lt, call, 0, p)
 }
 
 // cut bounds s to n bytes on a rune boundary.

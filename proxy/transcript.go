@@ -113,6 +113,16 @@ func (p *Proxy) transcriptEvents(resp *http.Response, pl *plan) EventParser {
 	return &endingParser{EventParser: mk(mt), after: end}
 }
 
+// Mask masks in s the real credentials and the task's placeholders, as a
+// model call's transcript is masked: for what an agent client reported of
+// its own turn (its tool results, agent-written data), which never passes
+// the proxy but joins the same transcript.
+func (p *Proxy) Mask(taskID, s string) string {
+	set := append(p.secrets(&plan{rt: p.routes.Load()}), p.placeholdersOf(taskID)...)
+	out, _ := set.maskString(s)
+	return out
+}
+
 // placeholdersOf lists the task's placeholders in the grants snapshot.
 func (p *Proxy) placeholdersOf(taskID string) secretSet {
 	var s secretSet

@@ -1,6 +1,7 @@
 // Package scriptagent is the project's scripted agent, run as `lazy
 // script-agent`. It speaks the claude CLI's argv contract (-p, --output-format
-// json, --resume, --permission-mode, PROMPT), calls the model at
+// json or stream-json with --verbose, --resume, --permission-mode, PROMPT),
+// calls the model at
 // ANTHROPIC_BASE_URL on every turn as the real client does (with the
 // placeholder it was given), and follows directives in its prompt:
 //
@@ -23,6 +24,11 @@
 //	@readsend PATH       read PATH (relative to $HOME, "~/" allowed) and put
 //	                     it into this turn's model call, after the prompt: a
 //	                     prompt-injected agent exfiltrating a secret
+//
+// With --output-format stream-json it prints its turn as claude does, one
+// JSON event a line as it happens: a system init, a Write tool_use and its
+// tool_result for each @write and @append (an error result in plan mode),
+// then the result object that json prints alone.
 //
 // In plan mode (ask turns) it changes nothing: @write, @append and @commit are
 // refused and noted in the answer. Every turn is appended to
@@ -60,6 +66,7 @@ type TurnRecord struct {
 
 type args struct {
 	print        bool
+	verbose      bool
 	outputFormat string
 	resume       string
 	mode         string
@@ -72,6 +79,8 @@ func parseArgs(argv []string) (args, error) {
 		switch v := argv[i]; v {
 		case "-p", "--print":
 			a.print = true
+		case "--verbose":
+			a.verbose = true
 		case "--output-format", "--resume", "--permission-mode":
 			if i+1 >= len(argv) {
 				return a, fmt.Errorf("%s needs a value", v)
@@ -97,6 +106,9 @@ func parseArgs(argv []string) (args, error) {
 	}
 	if !a.print {
 		return a, errors.New("only print mode (-p) is supported")
+	}
+	if a.outputFormat == "stream-json" && !a.verbose {
+		return a, errors.New("--output-format=stream-json requires --verbose in print mode (as claude's does)")
 	}
 	return a, nil
 }
@@ -143,6 +155,8 @@ func Main(argv []string, env func(string) string, stdin io.Reader, stdout, stder
 		session = hex.EncodeToString(r[:])
 	}
 	readOnly := a.mode == "plan"
+	ev := events{w: stdout, on: a.outputFormat == "stream-json", session: session}
+	ev.init()
 
 	calls, stream := 1, false
 	var after time.Duration // @then-sleep
@@ -159,14 +173,17 @@ func Main(argv []string, env func(string) string, stdin io.Reader, stdout, stder
 		switch verb {
 		case "write", "append":
 			path, text, _ := strings.Cut(rest, " ")
+			id := ev.toolUse(path, unescape(text))
 			if readOnly {
 				notes = append(notes, "(plan mode: did not "+verb+" "+path+")")
+				ev.toolResult(id, "plan mode: did not "+verb+" "+path, true)
 				continue
 			}
 			if err := writeFile(path, unescape(text), verb == "append"); err != nil {
 				fmt.Fprintf(stderr, "script-agent: %v\n", err)
 				return 1
 			}
+			ev.toolResult(id, "File written at: "+path, false)
 		case "commit":
 			if readOnly {
 				notes = append(notes, "(plan mode: did not commit)")
@@ -286,6 +303,44 @@ func ReadTurns(home string) ([]TurnRecord, error) {
 		out = append(out, r)
 	}
 	return out, sc.Err()
+}
+
+// events prints the stream-json events of a turn (when on).
+type events struct {
+	w       io.Writer
+	on      bool
+	session string
+	n       int
+}
+
+func (e *events) print(v map[string]any) {
+	if !e.on {
+		return
+	}
+	v["session_id"] = e.session
+	b, _ := json.Marshal(v)
+	fmt.Fprintln(e.w, string(b))
+}
+
+func (e *events) init() {
+	cwd, _ := os.Getwd()
+	e.print(map[string]any{"type": "system", "subtype": "init", "cwd": cwd})
+}
+
+// toolUse prints a Write tool_use of text to path (made absolute, as
+// claude's Write takes it) and returns its id.
+func (e *events) toolUse(path, text string) string {
+	e.n++
+	id := fmt.Sprintf("toolu_script_%d", e.n)
+	abs, _ := filepath.Abs(path)
+	e.print(map[string]any{"type": "assistant", "message": map[string]any{"role": "assistant", "content": []any{
+		map[string]any{"type": "tool_use", "id": id, "name": "Write", "input": map[string]string{"file_path": abs, "content": text}}}}})
+	return id
+}
+
+func (e *events) toolResult(id, content string, isErr bool) {
+	e.print(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []any{
+		map[string]any{"type": "tool_result", "tool_use_id": id, "content": content, "is_error": isErr}}}})
 }
 
 func writeResult(w io.Writer, session, text string, isErr bool) {
