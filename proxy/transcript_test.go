@@ -160,3 +160,25 @@ func TestTranscriptFromJSON(t *testing.T) {
 		t.Errorf("count_tokens asked for a transcript")
 	}
 }
+
+// TestMaskClientReport: what an agent client reported of its own turn is
+// masked as a call's transcript is: the real credential and the task's
+// placeholders, never another task's placeholder (it is no secret of this
+// task's) nor anything else.
+func TestMaskClientReport(t *testing.T) {
+	f, _ := transcriptFixture(t, http.NotFoundHandler(), func() Transcript { return nil })
+	g := Grants{
+		"sk-ant-api03-svc-TASKONE-0123456789": {Placeholder: "sk-ant-api03-svc-TASKONE-0123456789", TaskID: "t1", Role: "worker"},
+		"sk-ant-api03-svc-TASKTWO-0123456789": {Placeholder: "sk-ant-api03-svc-TASKTWO-0123456789", TaskID: "t2", Role: "worker"},
+	}
+	f.grants.Store(&g)
+	in := "env: ANTHROPIC_API_KEY=sk-ant-api03-svc-TASKONE-0123456789 key " + realKey + " other sk-ant-api03-svc-TASKTWO-0123456789"
+	got := f.p.Mask("t1", in)
+	want := "env: ANTHROPIC_API_KEY=" + strings.Repeat("*", 35) + " key " + strings.Repeat("*", len(realKey)) + " other sk-ant-api03-svc-TASKTWO-0123456789"
+	if got != want {
+		t.Errorf("masked:\n got %q\nwant %q", got, want)
+	}
+	if got := f.p.Mask("t1", "nothing secret"); got != "nothing secret" {
+		t.Errorf("plain text changed: %q", got)
+	}
+}
