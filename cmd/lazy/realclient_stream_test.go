@@ -20,7 +20,7 @@ import (
 // or the kept transcript.
 func TestRealClientStreamEnrichesTranscript(t *testing.T) {
 	claude := claudePath(t)
-	p := newProject(t, "process")
+	p := newProject(t, "") // the sandbox the runner "auto" makes here
 	p.useClaude(t, claude, "api_key")
 	p.lazy(0, "daemon", "start")
 	p.lazy(0, "task", "new", "--code", "wr", "-m", "write a note\n@stub-write notes/hello.txt hello\\nworld")
