@@ -45,6 +45,10 @@ type Driver interface {
 // such as the project's scripted agent).
 type ClaudeCode struct {
 	PermissionMode string // work turns; default acceptEdits
+	// StreamJSON reads the client's own stream as the turn runs
+	// (agent.client_stream): argv `--output-format stream-json --verbose`
+	// instead of CONTRACT §5's `--output-format json`
+	StreamJSON bool
 }
 
 var _ Driver = ClaudeCode{}
@@ -52,28 +56,31 @@ var _ Driver = ClaudeCode{}
 // Name is the driver's config name.
 func (ClaudeCode) Name() string { return "claude-code" }
 
-// WorkArgv: -p --output-format stream-json --verbose [--resume S]
-// --permission-mode MODE, the prompt on standard input. CONTRACT §5 says
-// `--output-format json`: stream-json ends in the same result object and
-// before it reports the turn as it runs (tool results, files written),
-// which the launcher reads as it arrives (Stream); `--verbose` is what
-// claude requires of stream-json in print mode.
+// WorkArgv: -p --output-format json [--resume S] --permission-mode MODE
+// (CONTRACT §5), the prompt on standard input. With StreamJSON the format
+// is `stream-json --verbose`: it ends in the same result object and before
+// it reports the turn as it runs (tool results, files written), which the
+// launcher reads as it arrives (Stream); `--verbose` is what claude
+// requires of stream-json in print mode.
 func (d ClaudeCode) WorkArgv(session string) []string {
 	mode := d.PermissionMode
 	if mode == "" {
 		mode = "acceptEdits"
 	}
-	return claudeArgv(session, mode)
+	return claudeArgv(session, mode, d.StreamJSON)
 }
 
-// AskArgv: -p --output-format stream-json --verbose --resume S
-// --permission-mode plan, the question on standard input.
-func (ClaudeCode) AskArgv(session string) []string {
-	return claudeArgv(session, "plan")
+// AskArgv: -p --output-format json --resume S --permission-mode plan (or
+// stream-json as WorkArgv), the question on standard input.
+func (d ClaudeCode) AskArgv(session string) []string {
+	return claudeArgv(session, "plan", d.StreamJSON)
 }
 
-func claudeArgv(session, mode string) []string {
-	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
+func claudeArgv(session, mode string, stream bool) []string {
+	args := []string{"-p", "--output-format", "json"}
+	if stream {
+		args = []string{"-p", "--output-format", "stream-json", "--verbose"}
+	}
 	if session != "" {
 		args = append(args, "--resume", session)
 	}
@@ -82,8 +89,12 @@ func claudeArgv(session, mode string) []string {
 
 var _ Streamer = ClaudeCode{}
 
-// Stream reads the turn's stream-json as it arrives (stream.go).
-func (ClaudeCode) Stream(worktree string, ev ClientEvents) Stream {
+// Stream reads the turn's stream-json as it arrives (stream.go); nil
+// without StreamJSON (the JSON result is read when the turn ends).
+func (d ClaudeCode) Stream(worktree string, ev ClientEvents) Stream {
+	if !d.StreamJSON {
+		return nil
+	}
 	return newClaudeStream(worktree, ev)
 }
 
@@ -131,12 +142,12 @@ type Script struct{ ClaudeCode }
 func (Script) Name() string { return "script" }
 
 // NewDriver returns the driver named in config.
-func NewDriver(name, permissionMode string) (Driver, error) {
+func NewDriver(name, permissionMode string, clientStream bool) (Driver, error) {
 	switch name {
 	case "claude-code":
-		return ClaudeCode{PermissionMode: permissionMode}, nil
+		return ClaudeCode{PermissionMode: permissionMode, StreamJSON: clientStream}, nil
 	case "script":
-		return Script{ClaudeCode{PermissionMode: permissionMode}}, nil
+		return Script{ClaudeCode{PermissionMode: permissionMode, StreamJSON: clientStream}}, nil
 	case "codex":
 		return Codex{}, nil
 	case "gemini":

@@ -77,14 +77,25 @@ func TestEnvPassesOnlyAllowed(t *testing.T) {
 func TestArgv(t *testing.T) {
 	d := ClaudeCode{}
 	// the prompt is never in argv: it goes on standard input
-	if got := strings.Join(d.WorkArgv(""), " "); got != "-p --output-format stream-json --verbose --permission-mode acceptEdits" {
+	if got := strings.Join(d.WorkArgv(""), " "); got != "-p --output-format json --permission-mode acceptEdits" {
 		t.Errorf("work argv: %q", got)
 	}
-	if got := strings.Join(d.WorkArgv("S1"), " "); got != "-p --output-format stream-json --verbose --resume S1 --permission-mode acceptEdits" {
+	if got := strings.Join(d.WorkArgv("S1"), " "); got != "-p --output-format json --resume S1 --permission-mode acceptEdits" {
 		t.Errorf("resumed work argv: %q", got)
 	}
-	if got := strings.Join(d.AskArgv("S1"), " "); got != "-p --output-format stream-json --verbose --resume S1 --permission-mode plan" {
+	if got := strings.Join(d.AskArgv("S1"), " "); got != "-p --output-format json --resume S1 --permission-mode plan" {
 		t.Errorf("ask argv: %q", got)
+	}
+	// agent.client_stream: claude's own stream, read as the turn runs
+	s := ClaudeCode{StreamJSON: true}
+	if got := strings.Join(s.WorkArgv("S1"), " "); got != "-p --output-format stream-json --verbose --resume S1 --permission-mode acceptEdits" {
+		t.Errorf("streamed work argv: %q", got)
+	}
+	if got := strings.Join(s.AskArgv("S1"), " "); got != "-p --output-format stream-json --verbose --resume S1 --permission-mode plan" {
+		t.Errorf("streamed ask argv: %q", got)
+	}
+	if d.Stream("/w", nil) != nil {
+		t.Error("a driver without client_stream reads a stream")
 	}
 }
 
@@ -464,7 +475,7 @@ func TestDockerArgv(t *testing.T) {
 		"-v", "/tmp/lazy-proxy-1/proxy.sock:/run/lazy/proxy.sock", "-v", "/usr/bin/lazy:/run/lazy/lazy:ro", "-w", "/s/wt",
 		"-e", "HOME=/s/home", "-e", "ANTHROPIC_API_KEY=sk-ant-svc-x", "img:1",
 		"/run/lazy/lazy", "sandbox-exec", "--listen", "127.0.0.1:26001", "--socket", "/run/lazy/proxy.sock", "--",
-		"claude", "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits"}
+		"claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"}
 	got := Docker{Image: "img:1"}.Argv(s)
 	if !slices.Equal(got, want) {
 		t.Errorf("docker argv:\n got %q\nwant %q", got, want)

@@ -59,7 +59,7 @@ func TestGeminiClientConfig(t *testing.T) {
 	if len(fs) != 1 || fs[0].Path != ".gemini/settings.json" || !strings.Contains(string(fs[0].Body), `"selectedType": "gemini-api-key"`) {
 		t.Errorf("home files %+v", fs)
 	}
-	if d, err := NewDriver("gemini", "acceptEdits"); err != nil || d.Name() != "gemini" {
+	if d, err := NewDriver("gemini", "acceptEdits", false); err != nil || d.Name() != "gemini" {
 		t.Errorf("NewDriver gemini: %v %v", d, err)
 	}
 }

@@ -45,7 +45,7 @@ func TestClaudeStreamRealOutput(t *testing.T) {
 	}
 	for _, size := range []int{1, 7, 100, len(raw)} {
 		var ev gotEvents
-		s := ClaudeCode{}.Stream("/tmp/enr/wt/", &ev)
+		s := ClaudeCode{StreamJSON: true}.Stream("/tmp/enr/wt/", &ev)
 		for b := raw; len(b) > 0; {
 			n := min(size, len(b))
 			if m, err := s.Write(b[:n]); m != n || err != nil {
@@ -81,7 +81,7 @@ func TestClaudeStreamRealOutput(t *testing.T) {
 // other events).
 func TestClaudeStreamEdges(t *testing.T) {
 	var ev gotEvents
-	s := ClaudeCode{}.Stream("/w", &ev)
+	s := ClaudeCode{StreamJSON: true}.Stream("/w", &ev)
 	lines := []string{
 		`Notice: resuming through a non-Anthropic base URL`,
 		`{"type":"system","subtype":"init","session_id":"S"}`,
@@ -126,7 +126,7 @@ func TestLauncherStreamsClientEvents(t *testing.T) {
 	e := newTurnEnv(t)
 	var ev gotEvents
 	var got []int
-	l := &Launcher{Driver: Script{ClaudeCode{}}, Runner: Process{}, Command: self(t), BaseURL: e.url, DaemonEnv: os.Environ(), AgentsDir: t.TempDir(),
+	l := &Launcher{Driver: Script{ClaudeCode{StreamJSON: true}}, Runner: Process{}, Command: self(t), BaseURL: e.url, DaemonEnv: os.Environ(), AgentsDir: t.TempDir(),
 		Placeholders: func(context.Context, string, string, string) (map[string]string, error) {
 			return map[string]string{EnvAPIKey: "sk-ant-api03-svc-placeholder"}, nil
 		},

@@ -106,6 +106,11 @@ type Agent struct {
 	Command        string `koanf:"command"`
 	Runner         string `koanf:"runner"`
 	PermissionMode string `koanf:"permission_mode"`
+	// ClientStream has the claude-code driver read claude's own stream
+	// (`--output-format stream-json --verbose`) as the turn runs: tool
+	// results and files written join the live transcript. Off (the
+	// default) keeps CONTRACT §5's `--output-format json`.
+	ClientStream bool `koanf:"client_stream"`
 	AskTimeout     string `koanf:"ask_timeout"`
 	TurnTimeout    string `koanf:"turn_timeout"`
 	DockerImage    string `koanf:"docker_image"`

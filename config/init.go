@@ -22,6 +22,7 @@ command = "claude"              # the executable the driver runs ("gemini" for d
 runner = "auto"                 # auto: bwrap sandbox when installed, else agents are refused |
                                 # bwrap | docker | process (no sandbox: the agent can read your files)
 # permission_mode = "acceptEdits"  # bypassPermissions only inside a sandbox (auto, bwrap, docker)
+# client_stream = false            # claude-code: read claude's stream-json as it runs (tool results, files written in the live view)
 ask_timeout = "10m"
 # turn_timeout = "60m"
 # max_concurrent = 8            # agent processes running at once; further turns wait

@@ -155,7 +155,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	proxyURL := "http://" + proxyLn.Addr().String()
 	creds := &credentials{live: d.live, home: home}
 
-	driver, err := agent.NewDriver(cfg.Agent.Driver, cfg.Agent.PermissionMode)
+	driver, err := agent.NewDriver(cfg.Agent.Driver, cfg.Agent.PermissionMode, cfg.Agent.ClientStream)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		Driver: driver, Runner: runner, Command: agentCommand(cfg, o.SelfExe),
 		For: func(name string) (agent.Driver, []string, error) {
 			// a task's own driver (lazy task new --driver), its npm command
-			drv, err := agent.NewDriver(name, d.live.Get().Agent.PermissionMode)
+			drv, err := agent.NewDriver(name, d.live.Get().Agent.PermissionMode, d.live.Get().Agent.ClientStream)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -209,7 +209,7 @@ func (r *reloader) apply(next *config.Config) ([]string, error) {
 	old := d.launcher.cur.Load()
 	l := *old
 	var err error
-	if l.Driver, err = agent.NewDriver(next.Agent.Driver, next.Agent.PermissionMode); err != nil {
+	if l.Driver, err = agent.NewDriver(next.Agent.Driver, next.Agent.PermissionMode, next.Agent.ClientStream); err != nil {
 		return nil, err
 	}
 	if l.Runner, err = agent.NewRunner(next.Agent.Runner, next.Agent.DockerImage); err != nil {

@@ -11,7 +11,7 @@ import (
 )
 
 // TestRealClientStreamEnrichesTranscript (issue 29): the real claude runs
-// with --output-format stream-json; when the model (the stub's
+// with --output-format stream-json (agent.client_stream); when the model (the stub's
 // @stub-write) calls Write, the client writes the file and reports it on
 // its own stream, and the turn's transcript gains the Write's result and
 // the file, relative to the worktree — live in the task's event stream
@@ -22,6 +22,7 @@ func TestRealClientStreamEnrichesTranscript(t *testing.T) {
 	claude := claudePath(t)
 	p := newProject(t, "") // the sandbox the runner "auto" makes here
 	p.useClaude(t, claude, "api_key")
+	p.env = append(p.env, "LAZY_AGENT__CLIENT_STREAM=true") // claude's own stream, read as the turn runs
 	p.lazy(0, "daemon", "start")
 	p.lazy(0, "task", "new", "--code", "wr", "-m", "write a note\n@stub-write notes/hello.txt hello\\nworld")
 	ti := p.waitStatus("wr", "blocked")

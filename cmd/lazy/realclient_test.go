@@ -233,7 +233,7 @@ func TestDockerRunnerArgv(t *testing.T) {
 		"-v " + ti.Worktree + ":" + ti.Worktree, "-v " + ti.Worktree + "/.git:" + ti.Worktree + "/.git:ro", "-w " + ti.Worktree,
 		":/run/lazy/proxy.sock -v " + lazyBin + ":/run/lazy/lazy:ro",
 		"-e ANTHROPIC_API_KEY=sk-ant-api03-svc-", "-e HOME=" + filepath.Join(p.paths.Agents, "dock", "home"),
-		"lazy-agent:latest /run/lazy/lazy sandbox-exec --listen 127.0.0.1:", "--socket /run/lazy/proxy.sock -- " + lazyBin + " script-agent -p --output-format stream-json --verbose --permission-mode acceptEdits"} {
+		"lazy-agent:latest /run/lazy/lazy sandbox-exec --listen 127.0.0.1:", "--socket /run/lazy/proxy.sock -- " + lazyBin + " script-agent -p --output-format json --permission-mode acceptEdits"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("docker argv lacks %q:\n%s", want, joined)
 		}
