@@ -110,10 +110,10 @@ type Agent struct {
 	// (`--output-format stream-json --verbose`) as the turn runs: tool
 	// results and files written join the live transcript. Off (the
 	// default) keeps CONTRACT §5's `--output-format json`.
-	ClientStream bool `koanf:"client_stream"`
-	AskTimeout     string `koanf:"ask_timeout"`
-	TurnTimeout    string `koanf:"turn_timeout"`
-	DockerImage    string `koanf:"docker_image"`
+	ClientStream bool   `koanf:"client_stream"`
+	AskTimeout   string `koanf:"ask_timeout"`
+	TurnTimeout  string `koanf:"turn_timeout"`
+	DockerImage  string `koanf:"docker_image"`
 	// MaxConcurrent bounds the agent processes running at once; more turns wait.
 	MaxConcurrent int `koanf:"max_concurrent"`
 	// BudgetTokens is a new task's token budget (input + output; 0: none).
