@@ -131,6 +131,13 @@ type ApproveArgs struct {
 	Passphrase string   `json:"passphrase"`
 }
 
+// TranscriptArgs names a task and one of its turns (its record number, as
+// events and `lazy task show` give it; 0: the latest with a transcript).
+type TranscriptArgs struct {
+	Task string `json:"task"`
+	Turn int    `json:"turn,omitempty"`
+}
+
 // The commands. Wire names are CONTRACT §8's and never change.
 var (
 	CmdPing   = Cmd[None, OK]{"ping"}
@@ -145,6 +152,10 @@ var (
 	CmdTaskRename  = Cmd[RenameArgs, *TaskInfo]{"taskRename"}
 	CmdTaskCommits = Cmd[TaskRef, []CommitInfo]{"taskCommits"}
 	CmdTaskPrune   = Cmd[PruneArgs, *PruneResult]{"taskPrune"}
+	// CmdTaskTranscript is what the model said in one turn of a task (the
+	// latest turn that has a transcript when Turn is 0), the running
+	// turn's so far
+	CmdTaskTranscript = Cmd[TranscriptArgs, *TurnTranscript]{"taskTranscript"}
 	CmdCommitDiff  = Cmd[CommitRef, *CommitDiff]{"commitDiff"}
 	CmdComment     = Cmd[CommentArgs, *CommentResult]{"comment"}
 	CmdUnblock     = Cmd[UnblockArgs, *Turn]{"unblock"}

@@ -37,6 +37,7 @@ func (d *Daemon) commands(stop func()) httpapi.Commands {
 		httpapi.Handle(api.CmdTaskRename, s.Rename),
 		httpapi.Handle(api.CmdTaskPrune, s.Prune),
 		httpapi.Handle(api.CmdTaskCommits, func(ctx context.Context, a api.TaskRef) ([]api.CommitInfo, error) { return s.TaskCommits(ctx, a.Task) }),
+		httpapi.Handle(api.CmdTaskTranscript, s.TaskTranscript),
 		httpapi.Handle(api.CmdCommitDiff, func(ctx context.Context, a api.CommitRef) (*api.CommitDiff, error) { return s.CommitDiff(ctx, a.ID) }),
 		httpapi.Handle(api.CmdComment, func(ctx context.Context, a api.CommentArgs) (*api.CommentResult, error) {
 			return s.Comment(ctx, a.Task, a.Body)

@@ -302,6 +302,30 @@ func (s *Service) ShowTask(ctx context.Context, ref string) (*api.TaskDetail, er
 	return d, err
 }
 
+// TaskTranscript is what the model said in one turn of a task: the turn
+// a.Turn names, or the latest that has a transcript; the running turn's as
+// far as it went.
+func (s *Service) TaskTranscript(ctx context.Context, a api.TranscriptArgs) (*api.TurnTranscript, error) {
+	d, err := s.ShowTask(ctx, a.Task)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(d.Turns) - 1; i >= 0; i-- {
+		t := d.Turns[i]
+		if a.Turn != 0 && t.Number != a.Turn {
+			continue
+		}
+		if t.Transcript == nil {
+			break
+		}
+		return t.Transcript, nil
+	}
+	if a.Turn != 0 {
+		return nil, fmt.Errorf("task %s has no transcript of turn %d (turns are numbered as lazy task show lists them; a turn with no model call has none): %w", d.Task.Ref, a.Turn, store.ErrNotFound)
+	}
+	return nil, fmt.Errorf("task %s has no transcript yet: one is kept for each turn that called the model: %w", d.Task.Ref, store.ErrNotFound)
+}
+
 // TaskCommits lists the commits of a task's branch that its parent lacks.
 func (s *Service) TaskCommits(ctx context.Context, ref string) ([]api.CommitInfo, error) {
 	t, err := s.Resolve(ctx, ref)

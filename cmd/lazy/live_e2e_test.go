@@ -126,6 +126,15 @@ func TestLiveTranscriptStream(t *testing.T) {
 	if !strings.Contains(page, `id="turn-2-transcript"`) || !strings.Contains(page, "the stub model says: watch me work") {
 		t.Errorf("the page lacks turn 2's kept transcript:\n%s", page)
 	}
+	// the CLI's view of it: lazy task transcript (the latest turn, then by number)
+	out := p.lazy(0, "task", "transcript", "live")
+	if !strings.Contains(out, "turn 2: 1 model call(s)") || !strings.Contains(out, "the stub model says: watch me work") {
+		t.Errorf("lazy task transcript:\n%s", out)
+	}
+	if _, errOut, code := p.run("task", "transcript", "live", "--turn", "99"); code != 1 || !strings.Contains(errOut, "no transcript of turn 99") {
+		t.Errorf("a turn with no transcript: exit %d, %q", code, errOut)
+	}
+	p.keep("task-transcript.txt", out)
 	stream := s.text()
 	for _, leak := range []string{"REALSECRET", "svc-"} {
 		if strings.Contains(stream, leak) || strings.Contains(page, leak) {

@@ -171,7 +171,7 @@ func (a *app) taskCmd() *cobra.Command {
 		},
 	}
 	budget.Flags().Int64Var(&tokens, "tokens", 0, "the task's new budget in tokens (input + output; 0: no budget)")
-	c.AddCommand(newCmd, list, show, cancel, budget, a.renameCmd(), a.pruneCmd())
+	c.AddCommand(newCmd, list, show, cancel, budget, a.renameCmd(), a.pruneCmd(), a.transcriptCmd())
 	return c
 }
 
@@ -292,4 +292,50 @@ func tokensCell(t api.TaskInfo) string {
 		return fmt.Sprintf("%d/%d", used, t.BudgetTokens)
 	}
 	return fmt.Sprint(used)
+}
+
+// transcriptCmd prints what the model said in a turn of a task: its text,
+// the tools it called, the results and files the client reported.
+func (a *app) transcriptCmd() *cobra.Command {
+	var turn int
+	c := &cobra.Command{
+		Use:   "transcript TASK [--turn N]",
+		Short: "Print what the model said in a turn (the latest by default): text, tool calls, files written",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			tr, err := call(cmd, a, api.CmdTaskTranscript, api.TranscriptArgs{Task: argv[0], Turn: turn})
+			if err != nil || a.json {
+				if err == nil {
+					err = printJSON(a.out, tr)
+				}
+				return err
+			}
+			fmt.Fprintf(a.out, "turn %d: %d model call(s), %d tokens\n", tr.Turn, len(tr.Calls), tr.Tokens)
+			for _, c := range tr.Calls {
+				fmt.Fprintf(a.out, "\n-- call %d\n", c.Call)
+				if c.Text != "" {
+					fmt.Fprintln(a.out, c.Text)
+				}
+				for _, t := range c.Tools {
+					fmt.Fprintf(a.out, "tool %s %s\n", t.Name, t.Input)
+				}
+				for _, r := range c.Results {
+					state := "result"
+					if r.IsError {
+						state = "error"
+					}
+					fmt.Fprintf(a.out, "%s of %s: %s\n", state, r.Tool, r.Content)
+				}
+			}
+			if len(tr.Written) > 0 {
+				fmt.Fprintf(a.out, "\nwrote: %s\n", strings.Join(tr.Written, ", "))
+			}
+			if tr.Truncated {
+				fmt.Fprintln(a.out, "(the turn's transcript reached its bound: the rest was not kept)")
+			}
+			return nil
+		},
+	}
+	c.Flags().IntVar(&turn, "turn", 0, "the turn's number as lazy task show lists it (default: the latest with a transcript)")
+	return c
 }
