@@ -62,6 +62,11 @@ type DiffResult struct {
 	// Network is the task's egress (CONTRACT §15); nil where the daemon
 	// keeps none
 	Network *Network `json:"network,omitempty"`
+	// Sources reads the files' whole texts by the blob ids Files name
+	// (each within a size bound; an id it cannot read is left out), for
+	// highlighting whole files. Only an in-process caller gets it: it
+	// never travels as JSON, and a remote page highlights hunk by hunk.
+	Sources func(ids []string) map[string][]byte `json:"-"`
 }
 
 // Network is a task's egress through the proxy: each destination with its

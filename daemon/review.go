@@ -171,6 +171,7 @@ func (r *Review) Diff(ctx context.Context, ref string, o api.DiffOptions) (*api.
 		}
 	}
 	res.Files = orEmpty(files)
+	res.Sources = r.sources(ctx)
 	if res.Commits, err = r.svc.commits(ctx, t); err != nil {
 		return nil, err
 	}
@@ -465,6 +466,24 @@ func (r *Review) since(ctx context.Context, t *store.Task, since string) (string
 	return full, d.Files, nil
 }
 
+// sourcesBytes bounds the bytes one read of a page's sources returns (the
+// blobs of the files the page highlights; each at most views.MaxWholeBytes).
+const sourcesBytes = 16 << 20
+
+// sources reads blobs of the project's repository for a page's highlighting:
+// one git cat-file run for all the blobs the page has not lexed yet. A read
+// that fails leaves them out (the page lexes hunk by hunk).
+func (r *Review) sources(ctx context.Context) func([]string) map[string][]byte {
+	root := r.svc.paths.Root
+	return func(ids []string) map[string][]byte {
+		out, err := gitx.ReadBlobs(ctx, root, ids, views.MaxWholeBytes, sourcesBytes)
+		if err != nil {
+			return nil
+		}
+		return out
+	}
+}
+
 // warmReviews lexes each task's diff for the review page as soon as the
 // task is blocked, in the background: the reviewer's first load then finds
 // the highlighting done (a cold render of 5,000 lines lexes for ~200 ms on
@@ -486,6 +505,7 @@ func (r *Review) warm(ctx context.Context, ref string) {
 		return // the page will say what is wrong when it is opened
 	}
 	v, _ := views.BuildDiff(d.Files, nil, d.Task.ID, "", false, "")
+	v.Sources = d.Sources
 	views.HighlightFiles(&v, nil)
 }
 

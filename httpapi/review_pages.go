@@ -131,6 +131,7 @@ func (h *handler) renderReview(c echo.Context, fl Flash) error {
 	}
 	p.Diff.Expandable, p.Diff.Full, p.Diff.Context = d.Since == "", d.Full, opts.Context
 	p.Diff.Open = c.QueryParam("open")
+	p.Diff.Sources = d.Sources
 	if ended != nil {
 		p.Diff.EmptyText = ended.EmptyText()
 	}
@@ -451,7 +452,7 @@ func (h *handler) fileFragment(c echo.Context) error {
 		}
 	}
 	view, _ := views.BuildDiffAt(d.FileIndex, d.Files, threads, d.Task.ID, h.csrfFor(c), endedView(d.Task) == nil, "")
-	view.Expandable, view.RawURL = true, rawURL(d.Task.ID)
+	view.Expandable, view.RawURL, view.Sources = true, rawURL(d.Task.ID), d.Sources
 	views.LinkTurns(&view, nil, commitRows(d.Commits, d.Turns))
 	frag, err := h.d.Views.FileHTML(view, path)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/url"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -69,6 +70,12 @@ type DiffView struct {
 	// Draft is the text of the open comment form (a comment the daemon
 	// refused, put back where it was typed)
 	Draft string
+	// Sources, when set, reads the changed files' whole texts by blob id
+	// (api.DiffResult.Sources): a file is then lexed whole and its tokens
+	// sliced to the hunks, so a hunk that starts inside a string or a
+	// comment is read as one. Without it, or for a blob it leaves out,
+	// each hunk is lexed by itself.
+	Sources func(ids []string) map[string][]byte
 }
 
 // SetDraft puts body back into the open comment form of the line frag and
@@ -101,6 +108,9 @@ type FileView struct {
 	// Hash identifies the file's diff: a viewed mark made on another hash
 	// is void (the file changed since)
 	Hash string
+	// OldOID and NewOID are the blob ids of the file's two sides, as the
+	// diff names them ("" or zeros where a side is absent)
+	OldOID, NewOID string
 	// highlighted: its rows carry their tokens already
 	highlighted bool
 }
@@ -228,14 +238,19 @@ func BuildDiffAt(first int, files []api.File, threads []review.Thread, taskID, c
 			fv.Hunks = append(fv.Hunks, hv)
 		}
 		fv.Hash = fileHash(f)
+		fv.OldOID, fv.NewOID = f.OldOID, f.NewOID
 		d.Files = append(d.Files, fv)
 	}
 	return d, orphans
 }
 
 // HighlightFiles highlights the files of d at the given indexes (all of
-// them when files is nil), on every CPU; lexed text is cached, so a file is
-// lexed once whatever renders it.
+// them when files is nil), on every CPU. A file whose blobs d.Sources gives
+// is lexed whole, once per blob id (cached), and its tokens are sliced to
+// the hunks' lines: a hunk that starts inside a raw string or a block
+// comment is coloured as one. Any other file (no Sources, a blob over
+// maxWholeBytes) is lexed hunk by hunk. A file whose name says no language
+// and has no extension gets one by its shebang or its content.
 func HighlightFiles(d *DiffView, files []int) {
 	if files == nil {
 		files = make([]int, len(d.Files))
@@ -244,36 +259,78 @@ func HighlightFiles(d *DiffView, files []int) {
 		}
 	}
 	var jobs []hlJob
+	var need []string
 	for _, i := range files {
 		f := &d.Files[i]
 		if f.IsBinary || f.TooLarge || f.highlighted {
 			continue
 		}
 		f.highlighted = true
-		lexer := lexerFor(f.Path)
-		if lexer == nil {
-			continue
+		j := hlJob{f: f, lexer: lexerFor(f.Path)}
+		if !f.IsDelete {
+			j.newID = blobID(f.NewOID)
 		}
-		for hi := range f.Hunks {
-			jobs = append(jobs, hlJob{lexer, f.Hunks[hi].Rows})
+		if f.IsDelete || f.Deleted > 0 {
+			j.oldID = blobID(f.OldOID)
+		}
+		if j.lexer == nil && filepath.Ext(filepath.Base(f.Path)) == "" {
+			j.byContent = true
+			j.lexer = blobLexer(j.newID, j.oldID)
+		}
+		for _, id := range []string{j.newID, j.oldID} {
+			if id != "" && (j.lexer == nil || !hlCache.has(wholeKey(j.lexer, id))) {
+				need = append(need, id)
+			}
+		}
+		jobs = append(jobs, j)
+	}
+	var texts map[string][]byte
+	if len(need) > 0 && d.Sources != nil {
+		texts = d.Sources(need)
+	}
+	kept := jobs[:0]
+	for _, j := range jobs {
+		j.newText, j.oldText = texts[j.newID], texts[j.oldID]
+		if j.lexer == nil && j.byContent {
+			text := j.newText
+			if text == nil {
+				text = j.oldText
+			}
+			j.lexer = lexerByContent(text)
+			rememberBlobLexer(j.newID, j.oldID, j.lexer)
+		}
+		if j.lexer != nil {
+			kept = append(kept, j)
 		}
 	}
-	highlightAll(jobs)
+	highlightAll(kept)
 }
 
-// hlJob is one hunk's rows to highlight with its file's lexer.
+// blobID is a diff's blob id, "" for an absent side (git's zeros).
+func blobID(id string) string {
+	if strings.Trim(id, "0") == "" {
+		return ""
+	}
+	return id
+}
+
+// hlJob is one file to highlight: its lexer, and its sides' blob ids and
+// (when read) texts.
 type hlJob struct {
-	lexer chroma.Lexer
-	rows  []RowView
+	f                *FileView
+	lexer            chroma.Lexer
+	byContent        bool
+	oldID, newID     string
+	oldText, newText []byte
 }
 
-// highlightAll highlights the hunks on every CPU: lexing is most of a cold
-// render's time, and the hunks are independent.
+// highlightAll highlights the files on every CPU: lexing is most of a cold
+// render's time, and the files are independent.
 func highlightAll(jobs []hlJob) {
 	workers := min(runtime.GOMAXPROCS(0), len(jobs))
 	if workers <= 1 {
 		for _, j := range jobs {
-			highlightHunk(j.lexer, j.rows)
+			highlightFile(j)
 		}
 		return
 	}
@@ -288,11 +345,62 @@ func highlightAll(jobs []hlJob) {
 				if i >= len(jobs) {
 					return
 				}
-				highlightHunk(jobs[i].lexer, jobs[i].rows)
+				highlightFile(jobs[i])
 			}
 		}()
 	}
 	wg.Wait()
+}
+
+// highlightFile gives every row of a file its tokens: from its side's
+// whole-file tokens where there are some, else from its hunk's.
+func highlightFile(j hlJob) {
+	newWhole := wholeSpans(j.lexer, j.newID, j.newText)
+	var oldWhole [][]Span
+	if j.f.IsDelete || j.f.Deleted > 0 {
+		oldWhole = wholeSpans(j.lexer, j.oldID, j.oldText)
+	}
+	for hi := range j.f.Hunks {
+		highlightHunk(j.lexer, j.f.Hunks[hi].Rows, oldWhole, newWhole)
+	}
+}
+
+// highlightHunk gives a hunk's rows their tokens. A side with whole-file
+// tokens (oldWhole, newWhole: one entry a line) takes its lines' tokens
+// from them; a side without is lexed as one text of the hunk's lines: the
+// old side (context and deletions), the new side (context and additions).
+func highlightHunk(l chroma.Lexer, rows []RowView, oldWhole, newWhole [][]Span) {
+	var oldText, newText []string
+	var oldRows, newRows []int
+	deletions := false
+	for i := range rows {
+		r := &rows[i]
+		deletions = deletions || r.IsDeletion
+		if !r.IsAddition && oldWhole == nil {
+			oldText, oldRows = append(oldText, r.Text), append(oldRows, i)
+		}
+		if !r.IsDeletion {
+			if newWhole != nil {
+				r.Hl = lineSpans(newWhole, r.New, r.Text)
+			} else {
+				newText, newRows = append(newText, r.Text), append(newRows, i)
+			}
+		}
+		if r.IsDeletion && oldWhole != nil {
+			r.Hl = lineSpans(oldWhole, r.Old, r.Text)
+		}
+	}
+	for k, spans := range highlightLines(l, newText) {
+		rows[newRows[k]].Hl = spans
+	}
+	if !deletions || oldWhole != nil {
+		return
+	}
+	for k, spans := range highlightLines(l, oldText) {
+		if r := &rows[oldRows[k]]; r.IsDeletion {
+			r.Hl = spans
+		}
+	}
 }
 
 // fileHash is a short hash of a file's diff (paths and lines; the blob ids
@@ -438,36 +546,6 @@ func LinkTurns(d *DiffView, orphans []ThreadView, commits []CommitRow) {
 		}
 	}
 	link(orphans)
-}
-
-// highlightHunk lexes a hunk's old side (context and deletions) and new side
-// (context and additions) each as one text, and gives every row its tokens.
-func highlightHunk(l chroma.Lexer, rows []RowView) {
-	if l == nil {
-		return
-	}
-	var oldText, newText []string
-	var oldRows, newRows []int
-	for i := range rows {
-		r := &rows[i]
-		if !r.IsAddition {
-			oldText, oldRows = append(oldText, r.Text), append(oldRows, i)
-		}
-		if !r.IsDeletion {
-			newText, newRows = append(newText, r.Text), append(newRows, i)
-		}
-	}
-	for k, spans := range highlightLines(l, newText) {
-		rows[newRows[k]].Hl = spans
-	}
-	if len(oldRows) == len(newRows) && len(rows) == len(newRows) {
-		return // no deletions: the old side is all context, lexed already
-	}
-	for k, spans := range highlightLines(l, oldText) {
-		if r := &rows[oldRows[k]]; r.IsDeletion {
-			r.Hl = spans
-		}
-	}
 }
 
 // sideLines are one side of one file's diff: line number → text.

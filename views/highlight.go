@@ -1,12 +1,14 @@
 package views
 
 import (
+	"bytes"
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/alecthomas/chroma/v2"
 	"github.com/alecthomas/chroma/v2/lexers"
@@ -117,7 +119,7 @@ func highlightLines(l chroma.Lexer, lines []string) [][]Span {
 		return out
 	}
 	out := tokenLines(l, text, lines)
-	hlCache.put(key, out)
+	hlCache.put(key, out, len(text))
 	return out
 }
 
@@ -248,11 +250,13 @@ func buildStyle() {
 	styleCSS = "/* highlighted code (chroma, style " + highlightStyle + ") */\n" + strings.Join(rules, "\n") + "\n"
 }
 
-// hlKey names one lexed text: the lexer, and the text's hash and length.
+// hlKey names one lexed text: the lexer, and the text's hash and length
+// (a hunk side), or its blob id (a whole file).
 type hlKey struct {
 	lexer string
 	sum   uint64
 	size  int
+	blob  string
 }
 
 func fnvString(s string) uint64 {
@@ -267,40 +271,50 @@ func fnvString(s string) uint64 {
 // thread) lexes nothing it lexed before.
 const (
 	hlCacheEntries = 8192
-	hlCacheBytes   = 16 << 20
+	hlCacheBytes   = 32 << 20
 )
 
-var hlCache = &spanCache{m: map[hlKey][][]Span{}}
+var hlCache = &spanCache{m: map[hlKey]spanEntry{}}
 
 // spanCache remembers lexed texts, first in, first out.
 type spanCache struct {
 	mu    sync.Mutex
-	m     map[hlKey][][]Span
+	m     map[hlKey]spanEntry
 	order []hlKey
-	size  int // the sum of the keys' sizes
+	size  int // the sum of the entries' text lengths
+}
+
+type spanEntry struct {
+	spans [][]Span
+	size  int // the length of the text lexed
 }
 
 func (c *spanCache) get(k hlKey) ([][]Span, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.m[k]
-	return v, ok
+	return v.spans, ok
 }
 
-func (c *spanCache) put(k hlKey, v [][]Span) {
+func (c *spanCache) has(k hlKey) bool {
+	_, ok := c.get(k)
+	return ok
+}
+
+func (c *spanCache) put(k hlKey, v [][]Span, size int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[k]; ok {
 		return
 	}
-	for len(c.order) > 0 && (len(c.order) >= hlCacheEntries || c.size+k.size > hlCacheBytes) {
+	for len(c.order) > 0 && (len(c.order) >= hlCacheEntries || c.size+size > hlCacheBytes) {
+		c.size -= c.m[c.order[0]].size
 		delete(c.m, c.order[0])
-		c.size -= c.order[0].size
 		c.order = c.order[1:]
 	}
-	c.m[k] = v
+	c.m[k] = spanEntry{v, size}
 	c.order = append(c.order, k)
-	c.size += k.size
+	c.size += size
 }
 
 // ForgetHighlights empties the highlight cache: the next render lexes
@@ -308,5 +322,174 @@ func (c *spanCache) put(k hlKey, v [][]Span) {
 func ForgetHighlights() {
 	hlCache.mu.Lock()
 	defer hlCache.mu.Unlock()
-	hlCache.m, hlCache.order, hlCache.size = map[hlKey][][]Span{}, nil, 0
+	hlCache.m, hlCache.order, hlCache.size = map[hlKey]spanEntry{}, nil, 0
+}
+
+// MaxWholeBytes bounds a blob lexed whole: a larger file is lexed hunk by
+// hunk (its hunks may then start inside a string). The daemon reads no
+// larger blob for a page.
+const MaxWholeBytes = 512 << 10
+
+// wholeKey names the tokens of blob id lexed whole by l.
+func wholeKey(l chroma.Lexer, id string) hlKey {
+	return hlKey{lexer: l.Config().Name, blob: id}
+}
+
+// wholeSpans are the tokens of each line of blob id (the text given, or
+// cached by id): nil when neither is at hand or the text is too large.
+func wholeSpans(l chroma.Lexer, id string, text []byte) [][]Span {
+	if id == "" {
+		return nil
+	}
+	key := wholeKey(l, id)
+	if out, ok := hlCache.get(key); ok {
+		return out
+	}
+	if text == nil || len(text) > MaxWholeBytes {
+		return nil
+	}
+	s := string(text)
+	out := tokenLines(l, s, strings.Split(s, "\n"))
+	hlCache.put(key, out, len(s))
+	return out
+}
+
+// lineSpans are line n's tokens (1-based) of a whole file, cut to the
+// length of the line as the diff holds it (a cut line holds its start).
+func lineSpans(whole [][]Span, n int, text string) []Span {
+	if n < 1 || n > len(whole) {
+		return nil
+	}
+	spans := whole[n-1]
+	for i, sp := range spans {
+		if sp.End > len(text) {
+			cut := append([]Span(nil), spans[:i]...)
+			if sp.Start < len(text) {
+				cut = append(cut, Span{Start: sp.Start, End: len(text), Class: sp.Class})
+			}
+			return cut
+		}
+	}
+	return spans
+}
+
+// blobLexers remembers the lexer content analysis chose for a blob id
+// (nil: plain); it is emptied when it grows past maxBlobLexers.
+var (
+	blobLexers     sync.Map // id → cachedLexer
+	blobLexerCount atomic.Int64
+)
+
+const maxBlobLexers = 4096
+
+// blobLexer is the lexer chosen before for either blob; nil when none was.
+func blobLexer(ids ...string) chroma.Lexer {
+	for _, id := range ids {
+		if v, ok := blobLexers.Load(id); ok && id != "" {
+			return v.(cachedLexer).l
+		}
+	}
+	return nil
+}
+
+func rememberBlobLexer(newID, oldID string, l chroma.Lexer) {
+	if l == nil {
+		return // chosen again: cheap, and a later read may find a shebang
+	}
+	if blobLexerCount.Add(1) > maxBlobLexers {
+		blobLexers.Range(func(k, _ any) bool { blobLexers.Delete(k); return true })
+		blobLexerCount.Store(0)
+	}
+	for _, id := range []string{newID, oldID} {
+		if id != "" {
+			blobLexers.Store(id, cachedLexer{l})
+		}
+	}
+}
+
+// interpreters names the lexer of a shebang's interpreter where chroma
+// knows it by another name.
+var interpreters = map[string]string{"node": "javascript", "nodejs": "javascript", "deno": "typescript", "bun": "javascript", "pwsh": "powershell", "runghc": "haskell", "escript": "erlang"}
+
+// lexerByContent picks the lexer of a file whose name says nothing: its
+// shebang's interpreter (#!/usr/bin/env python3, #!/bin/sh), else the one
+// chroma's content analysis is most sure of (at least minAnalysis); nil
+// when neither says (shown plain).
+func lexerByContent(text []byte) chroma.Lexer {
+	if len(text) == 0 {
+		return nil
+	}
+	head := text[:min(len(text), 8<<10)]
+	if bytes.HasPrefix(head, []byte("#!")) {
+		line, _, _ := bytes.Cut(head[2:], []byte("\n"))
+		f := strings.Fields(string(line))
+		if len(f) > 0 {
+			name := filepath.Base(f[0])
+			if name == "env" {
+				name = ""
+				for _, a := range f[1:] {
+					if !strings.HasPrefix(a, "-") && !strings.Contains(a, "=") {
+						name = filepath.Base(a)
+						break
+					}
+				}
+			}
+			if l := interpreterLexer(name); l != nil {
+				return chroma.Coalesce(l)
+			}
+		}
+	}
+	var best chroma.Lexer
+	var score float32
+	for _, l := range lexers.GlobalLexerRegistry.Lexers {
+		if a, ok := l.(chroma.Analyser); ok {
+			if w := a.AnalyseText(string(head)); w > score {
+				best, score = l, w
+			}
+		}
+	}
+	if score < minAnalysis {
+		return nil
+	}
+	return chroma.Coalesce(best)
+}
+
+// minAnalysis is the least confidence of chroma's content analysis taken
+// for a file's language: below it, its guesses are often wrong on prose.
+const minAnalysis = 0.5
+
+// interpreterLexer is the lexer of an interpreter's name: by chroma's name
+// or alias (python3, sh, bash, ruby, perl), else without a version
+// (python3.11 → python).
+func interpreterLexer(name string) chroma.Lexer {
+	if name == "" {
+		return nil
+	}
+	if n, ok := interpreters[name]; ok {
+		name = n
+	}
+	for _, n := range []string{name, strings.TrimRight(name, "0123456789.")} {
+		if n == "" {
+			continue
+		}
+		if l := lexers.GlobalLexerRegistry.Get(n); l != nil && lexerNamed(l, n) {
+			return l
+		}
+	}
+	return nil
+}
+
+// lexerNamed reports whether l is named or aliased n (Get also matches n
+// as a file extension, which an interpreter's name is not).
+func lexerNamed(l chroma.Lexer, n string) bool {
+	c := l.Config()
+	if strings.EqualFold(c.Name, n) {
+		return true
+	}
+	for _, a := range c.Aliases {
+		if strings.EqualFold(a, n) {
+			return true
+		}
+	}
+	return false
 }
