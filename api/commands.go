@@ -156,9 +156,9 @@ var (
 	// latest turn that has a transcript when Turn is 0), the running
 	// turn's so far
 	CmdTaskTranscript = Cmd[TranscriptArgs, *TurnTranscript]{"taskTranscript"}
-	CmdCommitDiff  = Cmd[CommitRef, *CommitDiff]{"commitDiff"}
-	CmdComment     = Cmd[CommentArgs, *CommentResult]{"comment"}
-	CmdUnblock     = Cmd[UnblockArgs, *Turn]{"unblock"}
+	CmdCommitDiff     = Cmd[CommitRef, *CommitDiff]{"commitDiff"}
+	CmdComment        = Cmd[CommentArgs, *CommentResult]{"comment"}
+	CmdUnblock        = Cmd[UnblockArgs, *Turn]{"unblock"}
 
 	CmdActors        = Cmd[None, []ActorHealth]{"actors"}
 	CmdClusterStatus = Cmd[None, *ClusterStatus]{"clusterStatus"}
