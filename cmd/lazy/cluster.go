@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"time"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
