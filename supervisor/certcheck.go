@@ -66,8 +66,8 @@ func CheckMemberCert(m MemberCert, now time.Time) (*x509.Certificate, error) {
 			m.Cert, stamp(leaf.NotAfter), stamp(leaf.NotBefore), stamp(now), certDocs)
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
-		return nil, fmt.Errorf("cluster.tls_cert %s: it is issued by %q, not by cluster.tls_ca %s (%s): issue the member's certificate with the cluster's CA (`lazy cluster cert` in the CA's directory), or set cluster.tls_ca to the CA that issued it, the same on every member and etcd (%s)",
-			m.Cert, leaf.Issuer.String(), m.CA, caNames(m.CA), certDocs)
+		return nil, fmt.Errorf("cluster.tls_cert %s: it is issued by %s, not by cluster.tls_ca %s, %s: issue the member's certificate with the cluster's CA (`lazy cluster cert` in the CA's directory), or set cluster.tls_ca to the CA that issued it, the same on every member and etcd (%s)",
+			m.Cert, issuerName(leaf), m.CA, caNames(m.CA), certDocs)
 	}
 	if miss := missingUsages(leaf); len(miss) > 0 {
 		return nil, fmt.Errorf("cluster.tls_cert %s: it is not good for %s, and a member both serves and dials with it: issue one for TLS server and client authentication (`lazy cluster cert` does; %s)",
@@ -121,7 +121,7 @@ func checkCA(file string, now time.Time) (*x509.CertPool, error) {
 	}
 	c := cas[0]
 	if !c.IsCA {
-		return nil, fmt.Errorf("cluster.tls_ca %s: %q in it is not a CA certificate (a member's?): set cluster.tls_ca to the cluster's ca.pem (%s)", file, c.Subject.String(), certDocs)
+		return nil, fmt.Errorf("cluster.tls_ca %s: %s in it is not a CA certificate (a member's?): set cluster.tls_ca to the cluster's ca.pem (%s)", file, c.Subject.String(), certDocs)
 	}
 	return nil, fmt.Errorf("cluster.tls_ca %s: the CA is valid only from %s to %s, and now is %s: make a new CA and new member certificates (%s)",
 		file, stamp(c.NotBefore), stamp(c.NotAfter), stamp(now), certDocs)
@@ -195,10 +195,23 @@ func caNames(file string) string {
 			break
 		}
 		if c, err := x509.ParseCertificate(b.Bytes); err == nil {
-			names = append(names, fmt.Sprintf("%q", c.Subject.String()))
+			names = append(names, fmt.Sprintf("%s (key %s)", c.Subject.String(), keyID(c.SubjectKeyId)))
 		}
 	}
 	return "which is " + strings.Join(names, ", ")
+}
+
+// issuerName is the name of a certificate's issuer and its key id: two
+// CAs `lazy cluster cert` made in two directories have the same name.
+func issuerName(c *x509.Certificate) string {
+	return fmt.Sprintf("%s (key %s)", c.Issuer.String(), keyID(c.AuthorityKeyId))
+}
+
+func keyID(id []byte) string {
+	if len(id) == 0 {
+		return "(no key id)"
+	}
+	return fmt.Sprintf("%x", id[:min(len(id), 4)])
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
