@@ -146,6 +146,13 @@ func TestClusterTwoMembers(t *testing.T) {
 	a, b := c.a, c.b
 	if out := a.lazy(0, "cluster", "status"); !strings.Contains(out, "2 members, links: mutual TLS") || !strings.Contains(out, "store: ok") || !strings.Contains(out, "etcd "+etcd.Endpoint+": ok") {
 		t.Fatalf("cluster status:\n%s", out)
+	} else if expires := time.Now().AddDate(2, 0, 0).UTC().Format("2006-01-02"); !strings.Contains(out, "CERT EXPIRES") || strings.Count(out, expires) != 2 {
+		t.Errorf("cluster status shows no certificate expiry of %s for both members:\n%s", expires, out)
+	}
+	for _, m := range c.status(a).Members {
+		if m.CertExpires == "" {
+			t.Errorf("member %s: no cert_expires", m.Address)
+		}
 	}
 	for _, p := range []*project{a, b} {
 		if m := p.page("/metrics"); !strings.Contains(m, "lazy_cluster_members 2") {
