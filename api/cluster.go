@@ -21,6 +21,9 @@ type ClusterMember struct {
 	Grains       int      `json:"grains"` // task actors it hosts now
 	Tasks        []string `json:"tasks"`
 	RunningTurns int      `json:"running_turns"`
+	// CertExpires is when the member's link certificate expires (RFC 3339;
+	// empty: plaintext links)
+	CertExpires string `json:"cert_expires,omitempty"`
 	// Error is why the member did not answer (it is listed all the same)
 	Error string `json:"error,omitempty"`
 }

@@ -31,6 +31,9 @@ func (s *Service) ClusterStatus(ctx context.Context) (*api.ClusterStatus, error)
 		if i := m.Info; i != nil {
 			cm.BaseURL, cm.PID, cm.Version = i.GetBaseUrl(), int(i.GetPid()), i.GetVersion()
 			cm.Grains, cm.RunningTurns = int(i.GetGrains()), int(i.GetRunningTurns())
+			if n := i.GetCertNotAfter(); n != 0 {
+				cm.CertExpires = time.Unix(n, 0).UTC().Format(time.RFC3339)
+			}
 			cm.Tasks = append(cm.Tasks, i.GetTasks()...)
 			sort.Strings(cm.Tasks)
 		}
@@ -76,6 +79,9 @@ func (d *Daemon) describe(i *grainpb.MemberInfo) {
 	d.infoMu.Lock()
 	defer d.infoMu.Unlock()
 	i.BaseUrl, i.Pid, i.Version = d.info.BaseURL, int32(d.info.PID), d.info.Version
+	if !d.certNotAfter.IsZero() {
+		i.CertNotAfter = d.certNotAfter.Unix()
+	}
 }
 
 // clusterRemote is the git remote task branches travel through ("" when

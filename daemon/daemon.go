@@ -67,21 +67,24 @@ type Daemon struct {
 	taskDeps *actors.TaskDeps
 	reload   *reloader
 	infoMu   sync.Mutex // guards info
-	paths    statedir.Paths
-	log      *slog.Logger
-	st       store.Store
-	sup      *supervisor.Supervisor
-	svc      *Service
-	review   *Review
-	dash     *http.Server
-	prx      *http.Server
-	sockets  *proxy.Sockets // each task's own proxy socket, bound into its sandbox
-	usage    *usageBook     // its rows are written behind the calls: close before the store
-	info     api.DaemonInfo
-	lock     *os.File
-	stopped  chan struct{}
-	once     sync.Once
-	stopFn   context.CancelFunc
+	// certNotAfter is when this member's link certificate expires (zero:
+	// plaintext links); set before the member joins, read-only after
+	certNotAfter time.Time
+	paths        statedir.Paths
+	log          *slog.Logger
+	st           store.Store
+	sup          *supervisor.Supervisor
+	svc          *Service
+	review       *Review
+	dash         *http.Server
+	prx          *http.Server
+	sockets      *proxy.Sockets // each task's own proxy socket, bound into its sandbox
+	usage        *usageBook     // its rows are written behind the calls: close before the store
+	info         api.DaemonInfo
+	lock         *os.File
+	stopped      chan struct{}
+	once         sync.Once
+	stopFn       context.CancelFunc
 }
 
 // ErrRunning refuses a second daemon for the same project.
@@ -107,6 +110,13 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	if missingCred != nil {
 		o.Log.Warn(missingCred.Error() + "; task new refuses until it is there (no restart needed)")
+	}
+	if cfg.Cluster.Enabled() && cfg.Cluster.TLS() {
+		// a certificate wrong for this member is refused before it joins
+		// (it would join, then fail the calls to its tasks after 30 s)
+		if _, err := supervisor.CheckMemberCert(supervisor.MemberCert{Cert: cfg.Cluster.TLSCert, Key: cfg.Cluster.TLSKey, CA: cfg.Cluster.TLSCA, Advertise: cfg.Cluster.Advertise}, time.Now()); err != nil {
+			return nil, err
+		}
 	}
 	d := &Daemon{cfg: cfg, live: newLiveConfig(cfg), home: home, paths: paths, log: o.Log, stopped: make(chan struct{})}
 	if err := d.prepareState(); err != nil {
@@ -193,6 +203,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	var clusterSecret []byte
 	if clusterOpts != nil {
 		clusterSecret = clusterOpts.Secret
+		if clusterOpts.TLS != nil {
+			d.certNotAfter = clusterOpts.TLS.NotAfter
+		}
 	}
 	decoys, err := newCanaries(ctx, paths.CanaryKey, clusterSecret, st)
 	if err != nil {

@@ -75,6 +75,11 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 			etcdCfg.TLS = o.TLS.Client.Clone() // validate: TLS is set
 		}
 	}
+	if o.TLS != nil {
+		if err := ProbeEtcdTLS(o.Etcd, o.TLS.Client, 5*time.Second); err != nil {
+			return err
+		}
+	}
 	prov := &etcdProvider{base: "/lazy/" + o.Name, cfg: etcdCfg, log: s.log}
 	s.link = grain.NewLink(o.Secret, o.Now)
 	s.describe = o.Describe

@@ -26,6 +26,8 @@ import (
 // it dials with.
 type LinkTLS struct {
 	Server, Client *tls.Config
+	// NotAfter is when the member's certificate expires.
+	NotAfter time.Time
 }
 
 // LoadLinkTLS reads a member's certificate and key and the cluster's CA
@@ -51,8 +53,9 @@ func LoadLinkTLS(certFile, keyFile, caFile string) (*LinkTLS, error) {
 		return nil, fmt.Errorf("cluster.tls_cert %s is not signed by cluster.tls_ca %s: %w", certFile, caFile, err)
 	}
 	return &LinkTLS{
-		Server: &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert},
-		Client: &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair}, RootCAs: pool},
+		Server:   &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert},
+		Client:   &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{pair}, RootCAs: pool},
+		NotAfter: leaf.NotAfter,
 	}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -32,7 +33,7 @@ func (a *app) clusterCmd() *cobra.Command {
 			}
 			fmt.Fprintf(a.out, "cluster %s: %d members, links: %s\n", st.Name, len(st.Members), st.Links)
 			tw := tabwriter.NewWriter(a.out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "MEMBER\tDASHBOARD\tTASKS\tRUNNING\tSTATE")
+			fmt.Fprintln(tw, "MEMBER\tDASHBOARD\tTASKS\tRUNNING\tCERT EXPIRES\tSTATE")
 			for _, m := range st.Members {
 				state := "ok"
 				if m.Error != "" {
@@ -42,7 +43,7 @@ func (a *app) clusterCmd() *cobra.Command {
 				if m.Self {
 					addr += " (this one)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", addr, dashIfEmpty(m.BaseURL), m.Grains, m.RunningTurns, state)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", addr, dashIfEmpty(m.BaseURL), m.Grains, m.RunningTurns, certExpiry(m.CertExpires), state)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -122,6 +123,20 @@ func repoAround(dir string) string {
 }
 
 var certName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// certExpiry is when a member's certificate expires, and in how long
+// (the date only: "-" for plaintext links or a member that did not say).
+func certExpiry(rfc string) string {
+	t, err := time.Parse(time.RFC3339, rfc)
+	if err != nil {
+		return "-"
+	}
+	days := int(time.Until(t).Hours() / 24)
+	if days < 0 {
+		return t.Format("2006-01-02") + " (expired)"
+	}
+	return fmt.Sprintf("%s (%d days)", t.Format("2006-01-02"), days)
+}
 
 func healthWord(h api.Health) string {
 	if h.OK {

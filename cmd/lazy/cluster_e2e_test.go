@@ -146,6 +146,13 @@ func TestClusterTwoMembers(t *testing.T) {
 	a, b := c.a, c.b
 	if out := a.lazy(0, "cluster", "status"); !strings.Contains(out, "2 members, links: mutual TLS") || !strings.Contains(out, "store: ok") || !strings.Contains(out, "etcd "+etcd.Endpoint+": ok") {
 		t.Fatalf("cluster status:\n%s", out)
+	} else if expires := time.Now().AddDate(2, 0, 0).UTC().Format("2006-01-02"); !strings.Contains(out, "CERT EXPIRES") || strings.Count(out, expires) != 2 {
+		t.Errorf("cluster status shows no certificate expiry of %s for both members:\n%s", expires, out)
+	}
+	for _, m := range c.status(a).Members {
+		if m.CertExpires == "" {
+			t.Errorf("member %s: no cert_expires", m.Address)
+		}
 	}
 	for _, p := range []*project{a, b} {
 		if m := p.page("/metrics"); !strings.Contains(m, "lazy_cluster_members 2") {
@@ -586,4 +593,49 @@ func TestClusterJoinMidTurn(t *testing.T) {
 		t.Fatalf("none of %d tasks moved to the member that joined", len(refs))
 	}
 	t.Logf("%d of %d tasks moved to the new member mid-turn; no turn was cut off", moved, len(refs))
+}
+
+// TestClusterCertRefusedAtStart: a member whose certificate is for another
+// host, or from another CA, does not start (it used to start "ready" and
+// fail the calls to its tasks 30 s later): `lazy daemon start` exits 1 with
+// the sentence that names the file, the cause and the fix, before it opens
+// the store or reaches etcd (neither runs here).
+func TestClusterCertRefusedAtStart(t *testing.T) {
+	p := newProject(t, "process")
+	dir, other := filepath.Join(t.TempDir(), "certs"), filepath.Join(t.TempDir(), "other")
+	p.lazy(0, "cluster", "cert", "m1", "--host", "10.0.0.9", "--host", "m1.lan", "--dir", dir)
+	p.lazy(0, "cluster", "cert", "m2", "--host", "127.0.0.1", "--dir", other)
+	base := append(slices.Clone(p.env), "LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=postgres://nobody@127.0.0.1:1/none",
+		"LAZY_CLUSTER__NAME=lazy-e2e", "LAZY_CLUSTER__ETCD=https://127.0.0.1:1", "LAZY_CLUSTER__ADVERTISE=127.0.0.1:26500",
+		"LAZY_CLUSTER__TLS_CA="+filepath.Join(dir, "ca.pem"))
+	for _, c := range []struct {
+		name, cert string
+		want       []string
+	}{
+		{"wrong host", "m1", []string{"cluster.tls_cert " + filepath.Join(dir, "m1.pem") + ": its names are [m1.lan 10.0.0.9] but cluster.advertise is 127.0.0.1:26500: issue a certificate whose SAN includes 127.0.0.1", "docs/SCALE-OUT.md Certificates"}},
+		{"another CA", "m2", []string{"cluster.tls_cert " + filepath.Join(other, "m2.pem") + ": it is issued by CN=lazy cluster CA (key ", "not by cluster.tls_ca " + filepath.Join(dir, "ca.pem") + ", which is CN=lazy cluster CA (key "}},
+	} {
+		certDir := dir
+		if c.cert == "m2" {
+			certDir = other
+		}
+		p.env = append(slices.Clone(base), "LAZY_CLUSTER__TLS_CERT="+filepath.Join(certDir, c.cert+".pem"), "LAZY_CLUSTER__TLS_KEY="+filepath.Join(certDir, c.cert+"-key.pem"))
+		started := time.Now()
+		_, errs, code := p.run("daemon", "start")
+		t.Logf("%s: exit %d after %v: %s", c.name, code, time.Since(started).Round(time.Millisecond), strings.TrimSpace(errs))
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1", c.name, code)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("%s: no %q in\n%s", c.name, w, errs)
+			}
+		}
+		if time.Since(started) > 20*time.Second {
+			t.Errorf("%s: refused after %v: the check waits for nothing", c.name, time.Since(started))
+		}
+	}
+	if out, _, _ := p.run("daemon", "status"); !strings.Contains(out, "daemon: not running") {
+		t.Errorf("a daemon runs after the refusals: %s", out)
+	}
 }

@@ -380,7 +380,10 @@ type MemberInfo struct {
 	Version      string                 `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
 	// the tasks whose actor here is running a job now (a turn, an ask, a
 	// sync...): a member that takes one of them over waits for it
-	RunningTasks  []string `protobuf:"bytes,8,rep,name=running_tasks,json=runningTasks,proto3" json:"running_tasks,omitempty"`
+	RunningTasks []string `protobuf:"bytes,8,rep,name=running_tasks,json=runningTasks,proto3" json:"running_tasks,omitempty"`
+	// when the member's link certificate expires (Unix seconds; 0: plaintext
+	// links)
+	CertNotAfter  int64 `protobuf:"varint,9,opt,name=cert_not_after,json=certNotAfter,proto3" json:"cert_not_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -471,6 +474,13 @@ func (x *MemberInfo) GetRunningTasks() []string {
 	return nil
 }
 
+func (x *MemberInfo) GetCertNotAfter() int64 {
+	if x != nil {
+		return x.CertNotAfter
+	}
+	return 0
+}
+
 var File_lazytask_proto protoreflect.FileDescriptor
 
 const file_lazytask_proto_rawDesc = "" +
@@ -501,7 +511,7 @@ const file_lazytask_proto_rawDesc = "" +
 	"\x03mac\x18\x02 \x01(\fR\x03mac\x12\x14\n" +
 	"\x05nonce\x18\x03 \x01(\fR\x05nonce\x12\x17\n" +
 	"\asent_ms\x18\x04 \x01(\x03R\x06sentMs\"\x13\n" +
-	"\x11MemberInfoRequest\"\xe5\x01\n" +
+	"\x11MemberInfoRequest\"\x8b\x02\n" +
 	"\n" +
 	"MemberInfo\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x19\n" +
@@ -511,7 +521,8 @@ const file_lazytask_proto_rawDesc = "" +
 	"\x05tasks\x18\x05 \x03(\tR\x05tasks\x12#\n" +
 	"\rrunning_turns\x18\x06 \x01(\x05R\frunningTurns\x12\x18\n" +
 	"\aversion\x18\a \x01(\tR\aversion\x12#\n" +
-	"\rrunning_tasks\x18\b \x03(\tR\frunningTasksB\x14Z\x12lazy/grain/grainpbb\x06proto3"
+	"\rrunning_tasks\x18\b \x03(\tR\frunningTasks\x12$\n" +
+	"\x0ecert_not_after\x18\t \x01(\x03R\fcertNotAfterB\x14Z\x12lazy/grain/grainpbb\x06proto3"
 
 var (
 	file_lazytask_proto_rawDescOnce sync.Once
