@@ -1,0 +1,126 @@
+package gitx
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"lazy/api"
+	"lazy/gitx/gitxtest"
+)
+
+// TestDiffKinds: on a real diff of a temp repository, ReadDiff (through
+// DiffWith) reads what changed besides lines: a mode change alone, a mode
+// change with content, a rename with its similarity, a binary file with
+// its sizes before and after (from the blobs), an empty file added and one
+// removed, and a symbolic link added and retargeted (its target as text).
+func TestDiffKinds(t *testing.T) {
+	ctx := context.Background()
+	big := strings.Repeat("\x00\x01binary", 1000)
+	root := gitxtest.NewRepo(t, map[string]string{
+		"run.sh":       "echo hi\n",
+		"both.sh":      "echo one\n",
+		"before.txt":   strings.Repeat("a line of text\n", 20),
+		"bin.dat":      big,
+		"was-empty.md": "",
+	})
+	if err := os.Symlink("before.txt", filepath.Join(root, "old-link")); err != nil {
+		t.Fatal(err)
+	}
+	gitxtest.Git(t, root, "add", "old-link")
+	gitxtest.Git(t, root, "commit", "-q", "-m", "link")
+	gitxtest.Git(t, root, "checkout", "-q", "-b", "task")
+	for _, f := range []string{"run.sh", "both.sh"} {
+		if err := os.Chmod(filepath.Join(root, f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitxtest.Git(t, root, "mv", "before.txt", "after.txt")
+	if err := os.Remove(filepath.Join(root, "old-link")); err != nil {
+		t.Fatal(err)
+	}
+	// an agent's target: markup and a path out of the tree, never followed
+	for name, target := range map[string]string{"old-link": "after.txt", "new-link": "../<b>&etc/passwd"} {
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitxtest.Git(t, root, "add", "-A")
+	gitxtest.Commit(t, root, "kinds", map[string]string{
+		"both.sh":   "echo two\n",
+		"after.txt": strings.Repeat("a line of text\n", 19) + "changed\n",
+		"bin.dat":   big + "more bytes",
+		"empty.txt": "",
+	})
+	// removed in a commit of its own: with empty.txt added beside it, git
+	// would call the pair a rename
+	gitxtest.Git(t, root, "rm", "-q", "was-empty.md")
+	gitxtest.Git(t, root, "commit", "-q", "-m", "rm")
+	d, err := DiffWith(ctx, root, DiffSpec{From: "main", To: "task~1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := DiffWith(ctx, root, DiffSpec{From: "task~1", To: "task"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]File{}
+	for _, f := range append(d.Files, rm.Files...) {
+		got[f.Path()] = f
+	}
+	raw, err := RunRaw(ctx, root, "diff", "--no-ext-diff", "--no-textconv", "-M", "main..task~1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(path string, ok bool, what string) {
+		t.Helper()
+		if !ok {
+			t.Errorf("%s: want %s; got %+v\ndiff:\n%s", path, what, got[path], raw)
+		}
+	}
+	f := got["run.sh"]
+	check("run.sh", f.OldMode == "100644" && f.NewMode == "100755" && f.ModeChanged() && len(f.Hunks) == 0 && !f.IsEmpty(), "mode 100644 → 100755 and no lines")
+	f = got["both.sh"]
+	check("both.sh", f.ModeChanged() && f.NewMode == "100755" && f.Added == 1 && f.Deleted == 1, "a mode change with a changed line")
+	f = got["after.txt"]
+	check("after.txt", f.IsRename && f.OldPath == "before.txt" && f.Similarity == 95 && f.Added == 1 && !f.ModeChanged(), "renamed from before.txt at 95%")
+	f = got["bin.dat"]
+	check("bin.dat", f.IsBinary && f.OldSize == int64(len(big)) && f.NewSize == int64(len(big))+10 && !f.ModeChanged(), "binary with both sizes")
+	f = got["empty.txt"]
+	check("empty.txt", f.IsNew && f.IsEmpty() && f.OldMode == "" && f.NewMode == "100644", "an empty file added")
+	f = got["was-empty.md"]
+	check("was-empty.md", f.IsDelete && f.IsEmpty() && f.OldMode == "100644" && f.NewMode == "", "an empty file removed")
+	f = got["new-link"]
+	check("new-link", f.IsNew && f.IsSymlink() && f.NewMode == "120000" && len(f.Hunks) == 1 && f.Hunks[0].Lines[0].Text == "../<b>&etc/passwd", "a new link with its target as text")
+	f = got["old-link"]
+	check("old-link", f.IsSymlink() && !f.ModeChanged() && f.Added == 1 && f.Deleted == 1, "a retargeted link")
+	if len(d.Files) != 7 || len(rm.Files) != 1 {
+		t.Errorf("%d and %d files, want 7 and 1:\n%s", len(d.Files), len(rm.Files), raw)
+	}
+}
+
+// TestReadDiffHeaders: the extended headers git writes are read as they
+// are, with no repository behind them (no sizes then).
+func TestReadDiffHeaders(t *testing.T) {
+	d, err := ParseDiff([]byte("diff --git a/x b/y\nold mode 100644\nnew mode 100755\nsimilarity index 87%\nrename from x\nrename to y\nindex 1111111..2222222\n--- a/x\n+++ b/y\n@@ -1 +1 @@\n-a\n+b\n" +
+		"diff --git a/l b/l\nold mode 100644\nnew mode 120000\nindex 3333333..4444444\n--- a/l\n+++ b/l\n@@ -1 +1 @@\n-text\n+target\n\\ No newline at end of file\n" +
+		"diff --git a/b b/b\nindex 5555555..6666666 100644\nBinary files a/b and b/b differ\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Files) != 3 {
+		t.Fatalf("%d files, want 3", len(d.Files))
+	}
+	y, l, b := d.Files[0], d.Files[1], d.Files[2]
+	if !y.ModeChanged() || y.OldMode != "100644" || y.NewMode != "100755" || !y.IsRename || y.Similarity != 87 || y.OldPath != "x" {
+		t.Errorf("mode and rename: %+v", y)
+	}
+	if !l.IsSymlink() || !l.ModeChanged() || l.NewMode != api.ModeSymlink {
+		t.Errorf("file to link: %+v", l)
+	}
+	if !b.IsBinary || b.OldMode != "100644" || b.NewMode != "100644" || b.ModeChanged() || b.OldSize != 0 {
+		t.Errorf("binary: %+v", b)
+	}
+}
