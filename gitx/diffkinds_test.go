@@ -2,9 +2,6 @@ package gitx
 
 import (
 	"context"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"lazy/api"
@@ -18,46 +15,8 @@ import (
 // removed, and a symbolic link added and retargeted (its target as text).
 func TestDiffKinds(t *testing.T) {
 	ctx := context.Background()
-	big := strings.Repeat("\x00\x01binary", 1000)
-	root := gitxtest.NewRepo(t, map[string]string{
-		"run.sh":       "echo hi\n",
-		"both.sh":      "echo one\n",
-		"before.txt":   strings.Repeat("a line of text\n", 20),
-		"bin.dat":      big,
-		"was-empty.md": "",
-	})
-	if err := os.Symlink("before.txt", filepath.Join(root, "old-link")); err != nil {
-		t.Fatal(err)
-	}
-	gitxtest.Git(t, root, "add", "old-link")
-	gitxtest.Git(t, root, "commit", "-q", "-m", "link")
-	gitxtest.Git(t, root, "checkout", "-q", "-b", "task")
-	for _, f := range []string{"run.sh", "both.sh"} {
-		if err := os.Chmod(filepath.Join(root, f), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gitxtest.Git(t, root, "mv", "before.txt", "after.txt")
-	if err := os.Remove(filepath.Join(root, "old-link")); err != nil {
-		t.Fatal(err)
-	}
-	// an agent's target: markup and a path out of the tree, never followed
-	for name, target := range map[string]string{"old-link": "after.txt", "new-link": "../<b>&etc/passwd"} {
-		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gitxtest.Git(t, root, "add", "-A")
-	gitxtest.Commit(t, root, "kinds", map[string]string{
-		"both.sh":   "echo two\n",
-		"after.txt": strings.Repeat("a line of text\n", 19) + "changed\n",
-		"bin.dat":   big + "more bytes",
-		"empty.txt": "",
-	})
-	// removed in a commit of its own: with empty.txt added beside it, git
-	// would call the pair a rename
-	gitxtest.Git(t, root, "rm", "-q", "was-empty.md")
-	gitxtest.Git(t, root, "commit", "-q", "-m", "rm")
+	root := gitxtest.DiffKindsRepo(t)
+	big := gitxtest.KindsBinary
 	d, err := DiffWith(ctx, root, DiffSpec{From: "main", To: "task~1"})
 	if err != nil {
 		t.Fatal(err)
@@ -87,13 +46,13 @@ func TestDiffKinds(t *testing.T) {
 	f = got["after.txt"]
 	check("after.txt", f.IsRename && f.OldPath == "before.txt" && f.Similarity == 95 && f.Added == 1 && !f.ModeChanged(), "renamed from before.txt at 95%")
 	f = got["bin.dat"]
-	check("bin.dat", f.IsBinary && f.OldSize == int64(len(big)) && f.NewSize == int64(len(big))+10 && !f.ModeChanged(), "binary with both sizes")
+	check("bin.dat", f.IsBinary && f.OldSize == int64(len(big)) && f.NewSize == int64(len(big)+len(gitxtest.KindsBinaryMore)) && !f.ModeChanged(), "binary with both sizes")
 	f = got["empty.txt"]
 	check("empty.txt", f.IsNew && f.IsEmpty() && f.OldMode == "" && f.NewMode == "100644", "an empty file added")
 	f = got["was-empty.md"]
 	check("was-empty.md", f.IsDelete && f.IsEmpty() && f.OldMode == "100644" && f.NewMode == "", "an empty file removed")
 	f = got["new-link"]
-	check("new-link", f.IsNew && f.IsSymlink() && f.NewMode == "120000" && len(f.Hunks) == 1 && f.Hunks[0].Lines[0].Text == "../<b>&etc/passwd", "a new link with its target as text")
+	check("new-link", f.IsNew && f.IsSymlink() && f.NewMode == "120000" && len(f.Hunks) == 1 && f.Hunks[0].Lines[0].Text == gitxtest.KindsLinkTarget, "a new link with its target as text")
 	f = got["old-link"]
 	check("old-link", f.IsSymlink() && !f.ModeChanged() && f.Added == 1 && f.Deleted == 1, "a retargeted link")
 	if len(d.Files) != 7 || len(rm.Files) != 1 {
