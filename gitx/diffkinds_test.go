@@ -83,3 +83,22 @@ func TestReadDiffHeaders(t *testing.T) {
 		t.Errorf("binary: %+v", b)
 	}
 }
+
+// TestShowBinarySizes: a commit's diff (the commit page's) carries a binary
+// file's sizes as the review diff does.
+func TestShowBinarySizes(t *testing.T) {
+	root := gitxtest.DiffKindsRepo(t)
+	_, d, err := Show(context.Background(), root, "task~1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range d.Files {
+		if f.Path() == "bin.dat" {
+			if f.OldSize != int64(len(gitxtest.KindsBinary)) || f.NewSize != int64(len(gitxtest.KindsBinary)+len(gitxtest.KindsBinaryMore)) {
+				t.Errorf("bin.dat sizes %d → %d", f.OldSize, f.NewSize)
+			}
+			return
+		}
+	}
+	t.Fatal("no bin.dat in the commit's diff")
+}
