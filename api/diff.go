@@ -46,6 +46,35 @@ type File struct {
 	Added, Deleted                      int
 	TooLarge                            bool   `json:",omitempty"`
 	OldOID, NewOID                      string `json:",omitempty"`
+	// OldMode and NewMode are the file's modes as git writes them in
+	// octal ("100644", "100755", "120000" for a symbolic link); "" on the
+	// side the file is not (new: no OldMode, deleted: no NewMode)
+	OldMode, NewMode string `json:",omitempty"`
+	// Similarity is git's similarity index of a rename, in percent (0:
+	// not given)
+	Similarity int `json:",omitempty"`
+	// OldSize and NewSize are a binary file's sizes in bytes on each side
+	// (0: not there, or not known)
+	OldSize, NewSize int64 `json:",omitempty"`
+}
+
+// ModeSymlink is the mode git gives a symbolic link.
+const ModeSymlink = "120000"
+
+// ModeChanged reports whether the file's mode changed (644 to 755, or a
+// file that became a link).
+func (f File) ModeChanged() bool {
+	return f.OldMode != "" && f.NewMode != "" && f.OldMode != f.NewMode
+}
+
+// IsSymlink reports whether either side of the file is a symbolic link:
+// its diff is the link's target as text, never the file it names.
+func (f File) IsSymlink() bool { return f.OldMode == ModeSymlink || f.NewMode == ModeSymlink }
+
+// IsEmpty reports whether the file was added or removed empty: a diff
+// with no lines and no binary content.
+func (f File) IsEmpty() bool {
+	return (f.IsNew || f.IsDelete) && !f.IsBinary && !f.TooLarge && len(f.Hunks) == 0 && f.Added == 0 && f.Deleted == 0
 }
 
 // Path is the file's current path (the old one for a deletion).

@@ -238,7 +238,7 @@ func TestLargeCommitMemory(t *testing.T) {
 	t.Logf("page: %d bytes", len(page))
 	for _, want := range []string{
 		`href="/review/` + id + `/raw?path=big.txt"`, `href="/review/` + id + `/raw?path=long.txt"`, `href="/review/` + id + `/raw?path=blob.bin"`,
-		"Too large to show", "Binary file; not shown.", `<span class="cut">`,
+		"Too large to show", "Binary file: 8.0 MB; not shown.", `data-change="binary">binary file: 8.0 MB</span>`, `<span class="cut">`,
 		"&lt;script&gt;alert(1)&lt;/script&gt;", // min.js's first 4 KiB, escaped
 		`data-nav-file="min.js"`,
 	} {

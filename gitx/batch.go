@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -96,49 +97,57 @@ var errMissing = errors.New("no such object")
 
 // lookup resolves name to an object id and its type.
 func (b *batch) lookup(ctx context.Context, name string) (id, kind string, err error) {
+	id, kind, _, err = b.lookupSize(ctx, name)
+	return id, kind, err
+}
+
+// lookupSize resolves name to an object id, its type and its size in bytes.
+func (b *batch) lookupSize(ctx context.Context, name string) (id, kind string, size int64, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for attempt := 0; attempt < 2; attempt++ {
 		if b.cmd == nil {
 			if err := b.start(); err != nil {
-				return "", "", err
+				return "", "", 0, err
 			}
 		}
-		id, kind, err = b.ask(name)
+		id, kind, size, err = b.ask(name)
 		if err == nil || errors.Is(err, errMissing) {
 			b.idle.Reset(batchIdle)
-			return id, kind, err
+			return id, kind, size, err
 		}
 		b.stop() // died or stuck: a fresh one answers
 		if ctx.Err() != nil {
-			return "", "", ctx.Err()
+			return "", "", 0, ctx.Err()
 		}
 	}
-	return "", "", err
+	return "", "", 0, err
 }
 
-func (b *batch) ask(name string) (string, string, error) {
+func (b *batch) ask(name string) (string, string, int64, error) {
 	if _, err := io.WriteString(b.in, name+"\n"); err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	_ = b.pipe.SetReadDeadline(time.Now().Add(batchTimeout))
 	line, err := b.out.ReadString('\n')
 	if err != nil {
-		return "", "", err
+		return "", "", 0, err
 	}
 	line = strings.TrimSuffix(line, "\n")
 	if rest, ok := strings.CutPrefix(line, name+" "); ok && (rest == "missing" || rest == "ambiguous") {
-		return "", "", fmt.Errorf("%s: %w (%s)", name, errMissing, rest)
+		return "", "", 0, fmt.Errorf("%s: %w (%s)", name, errMissing, rest)
 	}
-	id, kind, ok := strings.Cut(line, " ")
-	if !ok || len(id) < 40 {
-		return "", "", fmt.Errorf("cat-file answered %q for %s", line, name)
+	id, rest, ok := strings.Cut(line, " ")
+	kind, sz, ok2 := strings.Cut(rest, " ")
+	size, err := strconv.ParseInt(sz, 10, 64)
+	if !ok || !ok2 || err != nil || len(id) < 40 {
+		return "", "", 0, fmt.Errorf("cat-file answered %q for %s", line, name)
 	}
-	return id, kind, nil
+	return id, kind, size, nil
 }
 
 func (b *batch) start() error {
-	cmd := exec.Command("git", append(append([]string{}, SafeConfig...), "cat-file", "--batch-check=%(objectname) %(objecttype)")...)
+	cmd := exec.Command("git", append(append([]string{}, SafeConfig...), "cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)")...)
 	cmd.Dir = b.root
 	cmd.Env = append(os.Environ(), gitEnv...)
 	in, err := cmd.StdinPipe()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/bluekeyes/go-gitdiff/gitdiff"
@@ -77,7 +78,37 @@ func DiffWith(ctx context.Context, root string, s DiffSpec) (*Diff, error) {
 	if err != nil {
 		return nil, fmt.Errorf("diff %s: %w", rng, err)
 	}
+	blobSizes(ctx, root, d)
 	return d, nil
+}
+
+// blobSizes fills in the sizes of the diff's binary files from their blobs,
+// asked of the repository's batch (one process for all of them, no new
+// one per file). A size the batch cannot tell (an abbreviated id it finds
+// ambiguous, an id it is not fed) stays 0: the page then names no size.
+func blobSizes(ctx context.Context, root string, d *Diff) {
+	size := func(oid string) int64 {
+		if oid == "" || strings.Trim(oid, "0") == "" || !batchName(oid) {
+			return 0
+		}
+		_, kind, n, err := batchFor(root).lookupSize(ctx, oid)
+		if err != nil || kind != "blob" {
+			return 0
+		}
+		return n
+	}
+	for i := range d.Files {
+		f := &d.Files[i]
+		if !f.IsBinary {
+			continue
+		}
+		if !f.IsNew {
+			f.OldSize = size(f.OldOID)
+		}
+		if !f.IsDelete {
+			f.NewSize = size(f.NewOID)
+		}
+	}
 }
 
 // The limits of one parsed diff: whatever a commit holds, a diff keeps at
@@ -339,8 +370,32 @@ func (p *diffParser) parseHeader() error {
 	}
 	f := files[0]
 	p.cur = File{OldPath: f.OldName, NewPath: f.NewName, IsNew: f.IsNew, IsDelete: f.IsDelete, IsRename: f.IsRename, IsBinary: f.IsBinary,
-		OldOID: f.OldOIDPrefix, NewOID: f.NewOIDPrefix}
+		OldOID: f.OldOIDPrefix, NewOID: f.NewOIDPrefix, Similarity: f.Score}
+	p.cur.OldMode, p.cur.NewMode = modes(f)
 	return nil
+}
+
+// modes are a file's modes on each side in octal: "old mode"/"new mode",
+// "new file mode", "deleted file mode", or the one mode of the index line
+// when the mode did not change ("" for a side the file is not on).
+func modes(f *gitdiff.File) (old, nw string) {
+	o, n := f.OldMode, f.NewMode
+	if n == 0 && !f.IsDelete {
+		n = o // "index a..b 100644": the same on both sides
+	}
+	if f.IsNew {
+		o = 0
+	}
+	if f.IsDelete {
+		n = 0
+	}
+	if o != 0 {
+		old = strconv.FormatUint(uint64(o), 8)
+	}
+	if n != 0 {
+		nw = strconv.FormatUint(uint64(n), 8)
+	}
+	return old, nw
 }
 
 // endFile adds the current file to the diff.

@@ -26,7 +26,8 @@ func gitdiffParse(t *testing.T, text []byte) []File {
 	}
 	out := []File{}
 	for _, f := range files {
-		fl := File{OldPath: f.OldName, NewPath: f.NewName, IsNew: f.IsNew, IsDelete: f.IsDelete, IsRename: f.IsRename, IsBinary: f.IsBinary, OldOID: f.OldOIDPrefix, NewOID: f.NewOIDPrefix}
+		fl := File{OldPath: f.OldName, NewPath: f.NewName, IsNew: f.IsNew, IsDelete: f.IsDelete, IsRename: f.IsRename, IsBinary: f.IsBinary, OldOID: f.OldOIDPrefix, NewOID: f.NewOIDPrefix, Similarity: f.Score}
+		fl.OldMode, fl.NewMode = modes(f)
 		for _, frag := range f.TextFragments {
 			h := Hunk{OldStart: int(frag.OldPosition), OldLines: int(frag.OldLines), NewStart: int(frag.NewPosition), NewLines: int(frag.NewLines), Section: frag.Comment}
 			old, nw := int(frag.OldPosition), int(frag.NewPosition)
@@ -88,6 +89,9 @@ func TestReadDiffMatchesGitdiff(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := gitdiffParse(t, raw)
+	for i := range d.Files { // sizes come from the blobs (TestDiffKinds)
+		d.Files[i].OldSize, d.Files[i].NewSize = 0, 0
+	}
 	if len(want) != 7 {
 		t.Fatalf("the fixture's diff has %d files, want 7:\n%s", len(want), raw)
 	}

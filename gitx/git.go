@@ -308,6 +308,7 @@ func Show(ctx context.Context, root, sha string) (Commit, *Diff, error) {
 	if err != nil {
 		return c, nil, fmt.Errorf("diff of %s: %w", sha, err)
 	}
+	blobSizes(ctx, root, d)
 	return c, d, nil
 }
 

@@ -114,6 +114,12 @@ func TestLockNamesHolder(t *testing.T) {
 func FuzzParseDiff(f *testing.F) {
 	f.Add([]byte("diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"))
 	f.Add([]byte("diff --git a/n b/n\nnew file mode 100644\n--- /dev/null\n+++ b/n\n@@ -0,0 +1 @@\n+x\n\\ No newline at end of file\n"))
+	// the extended headers: modes, a rename with its similarity, a link, a
+	// binary note, an empty file
+	f.Add([]byte("diff --git a/x b/y\nold mode 100644\nnew mode 100755\nsimilarity index 87%\nrename from x\nrename to y\nindex 1111111..2222222\n--- a/x\n+++ b/y\n@@ -1 +1 @@\n-a\n+b\n" +
+		"diff --git a/l b/l\nnew file mode 120000\nindex 0000000..4444444\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+../<t>\n\\ No newline at end of file\n" +
+		"diff --git a/b b/b\nindex 5555555..6666666 100644\nBinary files a/b and b/b differ\n" +
+		"diff --git a/e b/e\ndeleted file mode 100644\nindex e69de29..0000000\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		d, err := ParseDiff(in)
 		if err != nil {

@@ -104,7 +104,18 @@ type FileView struct {
 	// says so and links to the raw file
 	TooLarge       bool
 	Added, Deleted int
-	Hunks          []HunkView
+	// what changed besides lines (gitx reads them from git's extended
+	// headers): modes in octal ("" on a side the file is not), a rename's
+	// similarity in percent (0: not given), a binary file's sizes (0: not
+	// known), an empty file added or removed, a symbolic link's target (the
+	// link's text: never followed)
+	OldMode, NewMode string
+	Similarity       int
+	OldSize, NewSize int64
+	IsEmpty          bool
+	IsSymlink        bool
+	LinkTarget       string
+	Hunks            []HunkView
 	// Hash identifies the file's diff: a viewed mark made on another hash
 	// is void (the file changed since)
 	Hash string
@@ -218,7 +229,11 @@ func BuildDiffAt(first int, files []api.File, threads []review.Thread, taskID, c
 	}
 	d := DiffView{TaskID: taskID, CSRF: csrf, Commentable: commentable, Empty: len(files) == 0}
 	for fi, f := range files {
-		fv := FileView{Path: f.Path(), OldPath: f.OldPath, IsNew: f.IsNew, IsDelete: f.IsDelete, IsRename: f.IsRename, IsBinary: f.IsBinary, TooLarge: f.TooLarge, Added: f.Added, Deleted: f.Deleted}
+		fv := FileView{Path: f.Path(), OldPath: f.OldPath, IsNew: f.IsNew, IsDelete: f.IsDelete, IsRename: f.IsRename, IsBinary: f.IsBinary, TooLarge: f.TooLarge, Added: f.Added, Deleted: f.Deleted,
+			OldMode: f.OldMode, NewMode: f.NewMode, Similarity: f.Similarity, OldSize: f.OldSize, NewSize: f.NewSize, IsEmpty: f.IsEmpty(), IsSymlink: f.IsSymlink()}
+		if fv.IsSymlink {
+			fv.LinkTarget = linkTarget(f)
+		}
 		d.Added += f.Added
 		d.Deleted += f.Deleted
 		for hi, h := range f.Hunks {
@@ -620,4 +635,98 @@ func abs(n int) int {
 		return -n
 	}
 	return n
+}
+
+// linkTarget is a symbolic link's target as its diff holds it: the text of
+// its new side (the old one for a deleted link). It is only text.
+func linkTarget(f api.File) string {
+	want := api.Added
+	if f.IsDelete || f.NewMode != api.ModeSymlink {
+		want = api.Deleted
+	}
+	for _, h := range f.Hunks {
+		for _, l := range h.Lines {
+			if l.Kind == want {
+				return l.Text
+			}
+		}
+	}
+	return ""
+}
+
+// A change is one thing a file's diff says besides its lines; the page marks
+// each with data-change="<Kind>".
+type Change struct{ Kind, Text string }
+
+// Changes is what changed in f besides its lines, in the words of the
+// file's header: its mode, its name, a binary file's sizes, an empty file,
+// a symbolic link's target.
+func (f *FileView) Changes() []Change {
+	var out []Change
+	if f.IsRename {
+		t := "renamed from " + f.OldPath
+		if f.Similarity > 0 && f.Similarity < 100 {
+			t += " (" + strconv.Itoa(f.Similarity) + "% similar)"
+		}
+		out = append(out, Change{"rename", t})
+	}
+	if f.OldMode != "" && f.NewMode != "" && f.OldMode != f.NewMode {
+		t := "mode " + f.OldMode + " → " + f.NewMode
+		switch {
+		case f.NewMode == "100755" && f.OldMode == "100644":
+			t += " (made executable)"
+		case f.NewMode == "100644" && f.OldMode == "100755":
+			t += " (no longer executable)"
+		}
+		out = append(out, Change{"mode", t})
+	}
+	if f.IsSymlink {
+		t := "symbolic link → " + f.LinkTarget
+		switch {
+		case f.OldMode == api.ModeSymlink && f.NewMode != api.ModeSymlink && !f.IsDelete:
+			t = "symbolic link to " + f.LinkTarget + " replaced by a file"
+		case f.IsDelete:
+			t = "symbolic link removed (was → " + f.LinkTarget + ")"
+		}
+		out = append(out, Change{"symlink", t})
+	}
+	if f.IsBinary {
+		out = append(out, Change{"binary", "binary file" + f.sizes()})
+	}
+	if f.IsEmpty {
+		t := "empty file added"
+		if f.IsDelete {
+			t = "empty file removed"
+		}
+		out = append(out, Change{"empty", t})
+	}
+	return out
+}
+
+// sizes is ": <old> → <new>" of a binary file, as far as it is known.
+func (f *FileView) sizes() string {
+	switch {
+	case f.IsNew && f.NewSize > 0:
+		return ": " + ByteSize(f.NewSize)
+	case f.IsDelete && f.OldSize > 0:
+		return ": " + ByteSize(f.OldSize)
+	case f.OldSize > 0 && f.NewSize > 0:
+		return ": " + ByteSize(f.OldSize) + " → " + ByteSize(f.NewSize)
+	}
+	return ""
+}
+
+// ByteSize is n bytes as a reader reads them: "912 B", "12.3 KB", "4.0 MB".
+func ByteSize(n int64) string {
+	if n < 1024 {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	f, unit := float64(n)/1024, "KB"
+	for _, u := range []string{"MB", "GB", "TB"} {
+		if f < 1024 {
+			break
+		}
+		f, unit = f/1024, u
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64) + " " + unit
 }

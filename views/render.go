@@ -73,7 +73,15 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 	for i := range d.Files {
 		f := &d.Files[i]
 		rows := fileRows(*f)
+		changes := f.Changes()
 		b.WriteString(`<details class="file" id="` + esc(FileID(f.Path)) + `" data-path="` + esc(f.Path) + `" data-diff-hash="` + f.Hash + `" data-rows="` + strconv.Itoa(rows) + `"`)
+		if len(changes) > 0 {
+			kinds := make([]string, len(changes))
+			for i, c := range changes {
+				kinds[i] = c.Kind
+			}
+			b.WriteString(` data-change="` + esc(strings.Join(kinds, " ")) + `"`)
+		}
 		if layout[i] == fileOpen {
 			b.WriteString(` open`)
 		}
@@ -83,8 +91,8 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 		b.WriteString(">\n" + `<summary class="file-head"><span class="file-path">`)
 		b.WriteString(esc(f.Path))
 		b.WriteString(`</span>`)
-		if f.IsRename {
-			b.WriteString(` <span class="muted">renamed from ` + esc(f.OldPath) + `</span>`)
+		for _, c := range changes {
+			b.WriteString(` <span class="muted change" data-change="` + esc(c.Kind) + `">` + esc(c.Text) + `</span>`)
 		}
 		if f.IsNew {
 			b.WriteString(` <span class="tag">new</span>`)
@@ -190,7 +198,7 @@ func (d *DiffView) layout() []int {
 func (v *Views) writeFileBody(b *strings.Builder, f *FileView, d DiffView) error {
 	esc := html.EscapeString
 	if f.IsBinary || f.TooLarge {
-		what := "Binary file; not shown."
+		what := "Binary file" + f.sizes() + "; not shown."
 		if f.TooLarge {
 			what = "Too large to show: " + strconv.Itoa(f.Added+f.Deleted) + " changed lines, past what one page shows."
 		}
@@ -199,6 +207,23 @@ func (v *Views) writeFileBody(b *strings.Builder, f *FileView, d DiffView) error
 			b.WriteString(` <a href="` + esc(raw) + `">Raw file</a>`)
 		}
 		b.WriteString("</p>\n")
+		return nil
+	}
+	if len(f.Hunks) == 0 {
+		// no lines changed: say what did, not an empty box
+		what := "No lines changed."
+		if changes := f.Changes(); len(changes) > 0 {
+			texts := make([]string, len(changes))
+			for i, c := range changes {
+				texts[i] = c.Text
+			}
+			what = strings.ToUpper(texts[0][:1]) + texts[0][1:]
+			if len(texts) > 1 {
+				what += "; " + strings.Join(texts[1:], "; ")
+			}
+			what += "; no lines changed."
+		}
+		b.WriteString(`<p class="muted file-note">` + esc(what) + "</p>\n")
 		return nil
 	}
 	b.WriteString(`<div class="scroller">` + "\n" + `<table class="diff-table">` + "\n")
