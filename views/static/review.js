@@ -48,6 +48,14 @@
   function buildSplit(m) {
     const t = document.createElement('table');
     t.className = 'diff-table split-table';
+    // fixed columns: the numbers as wide as the largest needs, the two
+    // panes sharing the rest
+    const cols = document.createElement('colgroup');
+    let digits = 4;
+    const widest = { old: 0, new: 0 };
+    for (let i = 0; i < 4; i++) cols.append(document.createElement('col'));
+    cols.children[0].className = cols.children[2].className = 'c-num';
+    t.append(cols);
     for (const tb of m.bodies) {
       const out = document.createElement('tbody');
       out.className = 'hunk';
@@ -79,6 +87,9 @@
         const left = p.both || p.old;
         const right = p.both || p.new;
         tr.className = 'ln ' + (p.both ? 'ln-ctx' : (left && right ? 'ln-mod' : (left ? 'ln-del' : 'ln-add')));
+        if (left) widest.old = Math.max(widest.old, columns(left.cells[2]));
+        if (right) widest.new = Math.max(widest.new, columns(right.cells[2]));
+        for (const r of [left, right]) if (r) digits = Math.max(digits, r.cells[0].textContent.length, r.cells[1].textContent.length);
         if (left) {
           const num = left.cells[0].cloneNode(true);
           const code = p.both ? stripped(p.both.cells[2]) : left.cells[2].cloneNode(true);
@@ -105,7 +116,57 @@
       }
       t.append(out);
     }
+    if (digits > 5) { cols.children[0].style.width = cols.children[2].style.width = 'calc(' + (digits + 1) + 'ch + 1rem)'; }
+    t.append(paneBars(t, widest));
     return t;
+  }
+
+  // columns is how many character cells a code cell's line takes (a tab
+  // counted at the tab size), without laying it out
+  function columns(td) {
+    const text = td.querySelector('.text');
+    const s = text ? text.textContent : td.textContent;
+    const tabs = parseInt(pref('lazy:difftabs', '4'), 10) || 4;
+    let n = 0;
+    for (let i = 0; i < s.length; i++) n += s.charCodeAt(i) === 9 ? tabs - (n % tabs) : 1;
+    return n + 4; // the +/- sign and the cut note's margin
+  }
+
+  // paneBars is the split table's last row: one horizontal scroller per
+  // pane, as wide as that pane's longest line, shifting all its lines
+  function paneBars(t, widest) {
+    const foot = document.createElement('tfoot');
+    foot.className = 'pane-bars';
+    const tr = document.createElement('tr');
+    for (const side of ['old', 'new']) {
+      const bar = document.createElement('div');
+      bar.className = 'pane-bar pane-' + side;
+      bar.setAttribute('aria-label', 'Scroll the ' + side + ' side sideways');
+      const inner = document.createElement('div');
+      inner.style.width = 'calc(' + widest[side] + 'ch + 1.5rem)';
+      bar.append(inner);
+      let queued = false;
+      bar.addEventListener('scroll', () => {
+        if (queued) return;
+        queued = true;
+        requestAnimationFrame(() => { queued = false; t.style.setProperty('--sx-' + side, bar.scrollLeft + 'px'); });
+      }, { passive: true });
+      const holder = cell('td', 'bar-cell');
+      holder.append(bar);
+      tr.append(cell('td', 'num'), holder);
+    }
+    foot.append(tr);
+    // a sideways wheel or trackpad swipe over a pane moves that pane's scroller
+    t.addEventListener('wheel', (e) => {
+      if (Math.abs(e.deltaX) <= Math.abs(e.deltaY)) return;
+      const code = e.target.closest && e.target.closest('tr.ln td.code');
+      if (!code || !t.closest('.wrap-scroll')) return;
+      const bar = foot.querySelector(code.classList.contains('pane-old') ? '.pane-old' : '.pane-new');
+      const before = bar.scrollLeft;
+      bar.scrollLeft += e.deltaX;
+      if (bar.scrollLeft !== before) e.preventDefault();
+    }, { passive: false });
+    return foot;
   }
 
   function showLayout(next) {
