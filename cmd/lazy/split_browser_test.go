@@ -76,6 +76,9 @@ func TestBrowserSplitWidthsAndNarrowPages(t *testing.T) {
 			do(t, ctx, chromedp.EmulateViewport(int64(width), 900),
 				chromedp.Evaluate[chromedp.Void](`localStorage.setItem('lazy:difflayout', '`+lay+`'); localStorage.setItem('lazy:diffwrap', 'scroll')`),
 				chromedp.Navigate(url), chromedp.WaitVisible("[data-diff] table.diff-table"))
+			if width == 390 && lay == "unified" {
+				screenshot(t, ctx, "review-narrow")
+			}
 			sw := eval[int](t, ctx, `document.scrollingElement.scrollWidth`)
 			iw := eval[int](t, ctx, `innerWidth`)
 			if sw > iw {
