@@ -277,11 +277,14 @@ func transcriptView(t api.Turn) *views.TranscriptView {
 	if tr == nil {
 		return v
 	}
-	v.Seq, v.Tokens, v.Files, v.Truncated = tr.Seq, tr.Tokens, tr.Files, tr.Truncated
+	v.Seq, v.Tokens, v.Files, v.Written, v.Truncated = tr.Seq, tr.Tokens, tr.Files, tr.Written, tr.Truncated
 	for _, c := range tr.Calls {
 		cv := views.TranscriptCallView{Number: c.Call, Text: c.Text}
 		for _, tc := range c.Tools {
 			cv.Tools = append(cv.Tools, views.ToolView{Name: tc.Name, Input: tc.Input, File: tc.File})
+		}
+		for _, r := range c.Results {
+			cv.Results = append(cv.Results, views.ToolResultView{Tool: r.Tool, Content: r.Content, IsError: r.IsError})
 		}
 		v.Calls = append(v.Calls, cv)
 	}

@@ -40,7 +40,10 @@ func (f *formTasks) ShowTask(_ context.Context, ref string) (*api.TaskDetail, er
 			started := t0
 			return &api.TaskDetail{Task: t, Turns: []api.Turn{
 				{TaskID: t.ID, Number: 1, Seq: 1, Label: "work turn 1", Kind: "work", Trigger: "start", Status: store.TurnDone, Prompt: "Do <it>", StartedAt: &started,
-					Result: `{"type":"result","result":"Wrote <b>a.go</b>.","session_id":"s-1"}`, Output: `{"type":"result","result":"Wrote <b>a.go</b>.","session_id":"s-1"}`},
+					Result: `{"type":"result","result":"Wrote <b>a.go</b>.","session_id":"s-1"}`, Output: `{"type":"result","result":"Wrote <b>a.go</b>.","session_id":"s-1"}`,
+					Transcript: &api.TurnTranscript{Turn: 1, Seq: 4, Tokens: 42, Files: []string{"/wt/a.go"}, Written: []string{"<a>.go"}, Calls: []api.TranscriptCall{
+						{Call: 1, Text: "I will <write> it", Tools: []api.ToolCall{{Name: "Write", Input: `{"file_path":"a.go"}`}},
+							Results: []api.ToolResult{{Tool: "Write", Content: "wrote <script>x</script>"}, {Tool: "Bash", Content: "exit 1", IsError: true}}}}}},
 				{TaskID: t.ID, Number: 2, Seq: 2, Label: "work turn 2", Kind: "work", Trigger: "unblock", Status: store.TurnQueued, Prompt: "Continue."},
 			}}, nil
 		}
@@ -176,6 +179,14 @@ func TestTaskPageShowsResultText(t *testing.T) {
 	body := serve(t, h, "GET", "/tasks/fix-login", "", "").Body.String()
 	if !strings.Contains(body, `<div class="answer result">Wrote &lt;b&gt;a.go&lt;/b&gt;.</div>`) {
 		t.Errorf("the result is not shown as escaped text:\n%s", body)
+	}
+	// the turn's transcript: text, tool calls, the client's results and the
+	// files it wrote, all escaped
+	for _, want := range []string{`<pre class="call-text">I will &lt;write&gt; it</pre>`, `<code class="tool-name">Write</code> returned<pre class="tool-output">wrote &lt;script&gt;x&lt;/script&gt;</pre>`,
+		`<div class="tool-result tool-error"><code class="tool-name">Bash</code> failed`, `<p class="written">Files written: <span class="written-files"> <code class="file">&lt;a&gt;.go</code>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the transcript lacks %s", want)
+		}
 	}
 	// the raw JSON only behind a closed disclosure
 	raw := regexp.MustCompile(`(?s)<details id="turn-1-output" class="raw-output"><summary>Raw client output</summary><pre>\{&#34;type&#34;.*?</pre></details>`)

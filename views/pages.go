@@ -72,20 +72,30 @@ type TurnRow struct {
 
 // TranscriptView is a turn's transcript on the task page.
 type TranscriptView struct {
-	Turn      int
-	Open      bool // the running turn's is shown open
-	Seq       int  // the last part it holds (task.js skips the parts it has)
-	Tokens    int64
-	Files     []string
+	Turn   int
+	Open   bool // the running turn's is shown open
+	Seq    int  // the last part it holds (task.js skips the parts it has)
+	Tokens int64
+	Files  []string
+	// Written is what the agent client reported it wrote (relative to the
+	// worktree; only with a client that reports its turn)
+	Written   []string
 	Calls     []TranscriptCallView
 	Truncated bool
 }
 
 // TranscriptCallView is one model call of a turn.
 type TranscriptCallView struct {
-	Number int
-	Text   string
-	Tools  []ToolView
+	Number  int
+	Text    string
+	Tools   []ToolView
+	Results []ToolResultView
+}
+
+// ToolResultView is what a tool returned, as the agent client reported it.
+type ToolResultView struct {
+	Tool, Content string
+	IsError       bool
 }
 
 // ToolView is a tool call the model made.

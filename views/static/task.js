@@ -103,6 +103,29 @@
         box.querySelector('.files').appendChild(f);
       }
     }
+    if (p.result) {
+      var r = document.createElement('div');
+      r.className = p.result.is_error ? 'tool-result tool-error' : 'tool-result';
+      var rn = document.createElement('code');
+      rn.className = 'tool-name';
+      rn.textContent = p.result.tool;
+      var out = document.createElement('pre');
+      out.className = 'tool-output';
+      out.textContent = p.result.content || '';
+      r.appendChild(rn);
+      r.appendChild(document.createTextNode(p.result.is_error ? ' failed' : ' returned'));
+      r.appendChild(out);
+      call.appendChild(r);
+    }
+    if (p.wrote) {
+      var w = box.querySelector('.written');
+      var wf = document.createElement('code');
+      wf.className = 'file';
+      wf.textContent = p.wrote;
+      w.querySelector('.written-files').appendChild(document.createTextNode(' '));
+      w.querySelector('.written-files').appendChild(wf);
+      w.hidden = false;
+    }
     if (p.tokens) { box.querySelector('.tokens').textContent = String(p.tokens); }
   }
 
