@@ -64,8 +64,7 @@ const (
 type claudeStream struct {
 	worktree string
 	ev       ClientEvents
-	line     []byte
-	skip     bool              // the line is past maxStreamLine: dropped to its end
+	lines    lineSplitter
 	pending  map[string]toolOf // tool_use id → the tool and the file it writes
 	notices  []byte            // lines that are not stream events (a notice before the JSON)
 	result   []byte            // the last result event
@@ -81,33 +80,51 @@ func newClaudeStream(worktree string, ev ClientEvents) *claudeStream {
 }
 
 func (c *claudeStream) Write(p []byte) (int, error) {
-	n := len(p)
-	c.written = c.written || n > 0
+	c.written = c.written || len(p) > 0
+	c.lines.write(p, c.event)
+	return len(p), nil
+}
+
+// lineSplitter cuts a stream written in pieces of any size into its lines,
+// each handed on trimmed; a line past maxStreamLine is dropped whole.
+type lineSplitter struct {
+	line []byte
+	skip bool // the line is past maxStreamLine: dropped to its end
+}
+
+func (l *lineSplitter) write(p []byte, line func([]byte)) {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
-			c.add(p)
-			break
+			l.add(p)
+			return
 		}
-		c.add(p[:i])
-		if !c.skip {
-			c.event(bytes.TrimSpace(c.line))
+		l.add(p[:i])
+		if !l.skip {
+			line(bytes.TrimSpace(l.line))
 		}
-		c.line, c.skip = c.line[:0], false
+		l.line, l.skip = l.line[:0], false
 		p = p[i+1:]
 	}
-	return n, nil
 }
 
-func (c *claudeStream) add(b []byte) {
-	if c.skip {
+func (l *lineSplitter) add(b []byte) {
+	if l.skip {
 		return
 	}
-	if len(c.line)+len(b) > maxStreamLine {
-		c.skip, c.line = true, c.line[:0]
+	if len(l.line)+len(b) > maxStreamLine {
+		l.skip, l.line = true, l.line[:0]
 		return
 	}
-	c.line = append(c.line, b...)
+	l.line = append(l.line, b...)
+}
+
+// flush hands on a last line that never ended as if it had.
+func (l *lineSplitter) flush(line func([]byte)) {
+	if len(l.line) > 0 && !l.skip {
+		line(bytes.TrimSpace(l.line))
+	}
+	l.line, l.skip = l.line[:0], false
 }
 
 // Output is the stream's notices and its last result event, one a line:
@@ -117,10 +134,7 @@ func (c *claudeStream) Output() []byte {
 	if !c.written {
 		return nil
 	}
-	if len(c.line) > 0 && !c.skip {
-		c.event(bytes.TrimSpace(c.line))
-		c.line = c.line[:0]
-	}
+	c.lines.flush(c.event)
 	out := append([]byte(nil), c.notices...)
 	if c.result != nil {
 		out = append(append(out, c.result...), '\n')
@@ -202,10 +216,14 @@ func (c *claudeStream) notice(line []byte) {
 
 // relative is path relative to the worktree when it lies inside it, else
 // the path cleaned.
-func (c *claudeStream) relative(path string) string {
+func (c *claudeStream) relative(path string) string { return relativeTo(c.worktree, path) }
+
+// relativeTo is path relative to worktree when it lies inside it, else the
+// path cleaned (a relative path is the worktree's already).
+func relativeTo(worktree, path string) string {
 	p := filepath.Clean(path)
-	if c.worktree != "" && filepath.IsAbs(p) {
-		if rel, err := filepath.Rel(filepath.Clean(c.worktree), p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+	if worktree != "" && filepath.IsAbs(p) {
+		if rel, err := filepath.Rel(filepath.Clean(worktree), p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 			return rel
 		}
 	}
