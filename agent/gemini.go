@@ -9,14 +9,16 @@ import (
 )
 
 // Gemini drives Google's gemini CLI (npm @google/gemini-cli, checked with
-// 0.61.0) headless: `gemini -p "" --output-format json --approval-mode MODE
+// 0.61.0) headless: `gemini -p "" --output-format stream-json --approval-mode MODE
 // [--resume SESSION]`, the prompt on standard input (-p's text is appended
 // to standard input; an empty one adds nothing). The client is pointed at
 // the proxy by its own configuration: GOOGLE_GEMINI_BASE_URL, API-key
 // auth selected in $HOME/.gemini/settings.json (written by the daemon
 // before every turn), and the placeholder in GEMINI_API_KEY. It keeps its
 // sessions under $HOME/.gemini/tmp, so --resume with the session id of the
-// JSON result carries the conversation across turns.
+// stream's init event carries the conversation across turns; the stream
+// reports its tool results and files written as the turn runs
+// (gemini_stream.go).
 type Gemini struct {
 	PermissionMode string // work turns, in claude-code's words (agent.permission_mode)
 }
@@ -51,14 +53,14 @@ func (d Gemini) approvalMode() string {
 }
 
 func geminiArgs(mode, session string) []string {
-	args := []string{"-p", "", "--output-format", "json", "--approval-mode", mode}
+	args := []string{"-p", "", "--output-format", "stream-json", "--approval-mode", mode}
 	if session != "" {
 		args = append(args, "--resume", session)
 	}
 	return args
 }
 
-// WorkArgv: -p "" --output-format json --approval-mode MODE [--resume S].
+// WorkArgv: -p "" --output-format stream-json --approval-mode MODE [--resume S].
 func (d Gemini) WorkArgv(session string) []string { return geminiArgs(d.approvalMode(), session) }
 
 // AskArgv: the same in plan mode (gemini's read-only mode), on top of the
@@ -100,10 +102,16 @@ type geminiResult struct {
 	Error     json.RawMessage `json:"error"`
 }
 
-// ParseResult reads the one JSON object the client prints (indented, over
-// several lines); notices before it are skipped: the object is the last
-// line starting with '{' from which a whole object decodes.
+// ParseResult reads the stream-json events (parseGeminiStream: the
+// session id of init, the assistant's message deltas joined, the result's
+// status and error); an output of `--output-format json` instead is the
+// one JSON object the client prints (indented, over several lines), with
+// notices before it skipped: the object is the last line starting with
+// '{' from which a whole object decodes.
 func (Gemini) ParseResult(stdout []byte) (Result, error) {
+	if res, ok := parseGeminiStream(stdout); ok {
+		return res, nil
+	}
 	for end := len(stdout); end > 0; {
 		i := bytes.LastIndex(stdout[:end], []byte("\n{"))
 		start := i + 1

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -11,11 +13,11 @@ func TestGeminiArgv(t *testing.T) {
 		ask           bool
 		want          string
 	}{
-		{"", "", false, `-p  --output-format json --approval-mode auto_edit`},
-		{"acceptEdits", "s1", false, `-p  --output-format json --approval-mode auto_edit --resume s1`},
-		{"bypassPermissions", "", false, `-p  --output-format json --approval-mode yolo`},
-		{"bypassPermissions", "s1", true, `-p  --output-format json --approval-mode plan --resume s1`},
-		{"default", "", true, `-p  --output-format json --approval-mode plan`},
+		{"", "", false, `-p  --output-format stream-json --approval-mode auto_edit`},
+		{"acceptEdits", "s1", false, `-p  --output-format stream-json --approval-mode auto_edit --resume s1`},
+		{"bypassPermissions", "", false, `-p  --output-format stream-json --approval-mode yolo`},
+		{"bypassPermissions", "s1", true, `-p  --output-format stream-json --approval-mode plan --resume s1`},
+		{"default", "", true, `-p  --output-format stream-json --approval-mode plan`},
 	} {
 		d := Gemini{PermissionMode: tc.mode}
 		argv := d.WorkArgv(tc.session)
@@ -73,5 +75,75 @@ func TestGeminiLostSession(t *testing.T) {
 	}
 	if lostSession(Outcome{Stderr: []byte("some other failure")}) {
 		t.Error("any failure taken for a lost session")
+	}
+}
+
+// TestGeminiStream reads a turn the real gemini 0.61 printed with
+// --output-format stream-json (against an upstream that called write_file
+// and a read_file with bad parameters; the worktree path rewritten to
+// /work/wt): fed in pieces of 1, 7 and all bytes, each tool_result is
+// reported under its tool_use's name (an error when its status is not
+// success), the write_file that succeeded names its file relative to the
+// worktree, and Output parses as the whole stream does.
+func TestGeminiStream(t *testing.T) {
+	raw, err := os.ReadFile("testdata/gemini-stream.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := Gemini{}.ParseResult(raw)
+	if err != nil || whole.SessionID != "75edbef3-cbfc-4ced-be73-51571c4c5d98" || whole.Text != "I will write files. All done: wrote hello.txt." || whole.IsError {
+		t.Fatalf("the whole stream: %+v %v", whole, err)
+	}
+	wantResults := []string{
+		"write_file||",
+		"read_file|params must have required property 'file_path'|error",
+	}
+	wantFiles := []string{"hello.txt"}
+	for _, size := range []int{1, 7, len(raw)} {
+		var ev gotEvents
+		s := Gemini{}.Stream("/work/wt/", &ev)
+		feed(t, s, raw, size)
+		if !slices.Equal(ev.results, wantResults) {
+			t.Errorf("size %d: results\n got %q\nwant %q", size, ev.results, wantResults)
+		}
+		if !slices.Equal(ev.files, wantFiles) {
+			t.Errorf("size %d: files %q, want %q", size, ev.files, wantFiles)
+		}
+		out := s.Output()
+		if res, err := (Gemini{}).ParseResult(out); err != nil || res != whole {
+			t.Errorf("size %d: Output parses as %+v %v, want %+v", size, res, err, whole)
+		}
+		if strings.Contains(string(out), "tool_use") || strings.Contains(string(out), "write hello") {
+			t.Errorf("size %d: Output keeps lines ParseResult does not read:\n%s", size, out)
+		}
+	}
+	if out := (Gemini{}).Stream("/w", nil).Output(); out != nil {
+		t.Errorf("an empty stream's Output is %q, want nil", out)
+	}
+}
+
+// TestGeminiStreamError: a result whose status is not success is an error
+// result, its message the text; a failed write names no file; a stream
+// with neither init nor result is no result.
+func TestGeminiStreamError(t *testing.T) {
+	raw := "a notice\n" +
+		`{"type":"init","session_id":"s1","model":"auto"}` + "\n" +
+		`{"type":"message","role":"assistant","content":"trying","delta":true}` + "\n" +
+		`{"type":"tool_use","tool_name":"replace","tool_id":"r1","parameters":{"file_path":"/w/a.go","old_string":"x","new_string":"y"}}` + "\n" +
+		`{"type":"tool_result","tool_id":"r1","status":"error","error":{"type":"edit_no_occurrence_found","message":"no match"}}` + "\n" +
+		`{"type":"tool_result","tool_id":"nobody","status":"success","output":"x"}` + "\n" +
+		`{"type":"result","status":"error","error":{"type":"FatalError","message":"quota exceeded"}}`
+	var ev gotEvents
+	s := Gemini{}.Stream("/w", &ev)
+	feed(t, s, []byte(raw), 3)
+	if !slices.Equal(ev.results, []string{"replace|no match|error"}) || len(ev.files) != 0 {
+		t.Errorf("results %q files %q", ev.results, ev.files)
+	}
+	res, err := Gemini{}.ParseResult(s.Output())
+	if err != nil || res.SessionID != "s1" || !res.IsError || res.Text != "quota exceeded" {
+		t.Errorf("ParseResult = %+v %v", res, err)
+	}
+	if _, err := (Gemini{}).ParseResult([]byte(`{"type":"message","role":"assistant","content":"x"}`)); err == nil {
+		t.Error("a stream with no init or result parsed as a result")
 	}
 }
