@@ -17,7 +17,9 @@ import (
 
 // geminiPart is one part of a content.
 type geminiPart struct {
-	Text string `json:"text,omitempty"`
+	Text             string          `json:"text,omitempty"`
+	FunctionCall     any             `json:"functionCall,omitempty"`
+	FunctionResponse json.RawMessage `json:"functionResponse,omitempty"`
 }
 
 type geminiRequest struct {
@@ -81,8 +83,24 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, body []byte
 			}
 		}
 	}
+	answered := false // the last content carries a tool's result: the directive is done
+	if n := len(req.Contents); n > 0 {
+		for _, p := range req.Contents[n-1].Parts {
+			answered = answered || len(p.FunctionResponse) > 0
+		}
+	}
 	var reply string
-	if req.GenerationConfig.ResponseMimeType == "application/json" {
+	var call *toolUse
+	if req.GenerationConfig.ResponseMimeType != "application/json" && !answered {
+		// @stub-write: a write_file call, its path as given (gemini
+		// resolves a relative one against its working directory)
+		if t := toolDirective(last, nil); t != nil {
+			call = &toolUse{name: "write_file", input: t.input}
+		}
+	}
+	if call != nil {
+		reply = "Writing it now."
+	} else if req.GenerationConfig.ResponseMimeType == "application/json" {
 		// the client's own side questions (which model to route to, whether
 		// the model should speak next) want JSON of a schema: the smallest
 		// value of it
@@ -99,7 +117,11 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, body []byte
 	s.report(in, out)
 	usage := map[string]any{"promptTokenCount": in, "candidatesTokenCount": out, "totalTokenCount": in + out}
 	resp := func(text string, final bool) map[string]any {
-		c := map[string]any{"content": map[string]any{"role": "model", "parts": []geminiPart{{Text: text}}}, "index": 0}
+		parts := []geminiPart{{Text: text}}
+		if final && call != nil {
+			parts = append(parts, geminiPart{FunctionCall: map[string]any{"name": call.name, "args": call.input}})
+		}
+		c := map[string]any{"content": map[string]any{"role": "model", "parts": parts}, "index": 0}
 		m := map[string]any{"candidates": []any{c}, "modelVersion": model, "responseId": "stub"}
 		if final {
 			c["finishReason"] = "STOP"

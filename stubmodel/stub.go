@@ -7,7 +7,8 @@
 // see exactly what reached the upstream.
 //
 // One directive in the last user message makes an Anthropic reply a tool
-// call rather than text, so a real client runs a tool:
+// call rather than text (a Gemini reply: a write_file functionCall after
+// its text), so a real client runs a tool:
 //
 //	@stub-write PATH TEXT   a Write tool_use of TEXT (\n for newlines) to
 //	                        PATH, relative to the client's working directory
