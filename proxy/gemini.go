@@ -158,25 +158,8 @@ func (p *Proxy) planGemini(w http.ResponseWriter, r *http.Request, pl *plan) boo
 		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
 		return false
 	}
-	if p.o.OverBudget != nil {
-		if over, why := p.o.OverBudget(g.TaskID); over {
-			p.refuseStatus(w, pl, http.StatusTooManyRequests, "rate_limit_error", CauseBudgetExceeded, "lazy proxy: "+why)
-			return false
-		}
-	}
-	if pl.rt.gemini.credential == config.CredentialGemini {
-		c, err := pl.rt.geminiKey.Load()
-		if err != nil {
-			p.refuse(w, pl, CauseGeminiMissing, causeText[CauseGeminiMissing])
-			return false
-		}
-		if c.Expired(p.now()) {
-			p.refuse(w, pl, CauseProviderExpired, causeText[CauseProviderExpired])
-			return false
-		}
-		pl.geminiCred = &c
-	}
-	return true
+	pl.geminiCred, ok = p.sectionKey(w, pl, g, pl.rt.gemini.credential == config.CredentialGemini, pl.rt.geminiKey, CauseGeminiMissing)
+	return ok
 }
 
 // CauseGeminiMissing: the real Gemini key's file is missing.

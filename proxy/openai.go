@@ -83,25 +83,34 @@ func (p *Proxy) planOpenAI(w http.ResponseWriter, r *http.Request, pl *plan) boo
 		p.refuse(w, pl, CauseWrongGrantKind, causeText[CauseWrongGrantKind])
 		return false
 	}
+	pl.openaiCred, ok = p.sectionKey(w, pl, g, pl.rt.openai.credential == config.CredentialOpenAI, pl.rt.openaiKey, CauseOpenAIMissing)
+	return ok
+}
+
+// sectionKey ends the plan of a call on a route with its own key
+// ([proxy.openai], [proxy.gemini]): a task over its budget is refused;
+// when the target injects the section's key (inject) it is loaded, and a
+// missing (cause missing) or expired key refuses the call.
+func (p *Proxy) sectionKey(w http.ResponseWriter, pl *plan, g *Grant, inject bool, key *CredentialFile, missing string) (*Credential, bool) {
 	if p.o.OverBudget != nil {
 		if over, why := p.o.OverBudget(g.TaskID); over {
 			p.refuseStatus(w, pl, http.StatusTooManyRequests, "rate_limit_error", CauseBudgetExceeded, "lazy proxy: "+why)
-			return false
+			return nil, false
 		}
 	}
-	if pl.rt.openai.credential == config.CredentialOpenAI {
-		c, err := pl.rt.openaiKey.Load()
-		if err != nil {
-			p.refuse(w, pl, CauseOpenAIMissing, causeText[CauseOpenAIMissing])
-			return false
-		}
-		if c.Expired(p.now()) {
-			p.refuse(w, pl, CauseProviderExpired, causeText[CauseProviderExpired])
-			return false
-		}
-		pl.openaiCred = &c
+	if !inject {
+		return nil, true
 	}
-	return true
+	c, err := key.Load()
+	if err != nil {
+		p.refuse(w, pl, missing, causeText[missing])
+		return nil, false
+	}
+	if c.Expired(p.now()) {
+		p.refuse(w, pl, CauseProviderExpired, causeText[CauseProviderExpired])
+		return nil, false
+	}
+	return &c, true
 }
 
 // CauseOpenAIMissing: [credentials.openai] has no key on this machine.
