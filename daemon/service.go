@@ -306,9 +306,17 @@ func (s *Service) ShowTask(ctx context.Context, ref string) (*api.TaskDetail, er
 // a.Turn names, or the latest that has a transcript; the running turn's as
 // far as it went.
 func (s *Service) TaskTranscript(ctx context.Context, a api.TranscriptArgs) (*api.TurnTranscript, error) {
-	d, err := s.ShowTask(ctx, a.Task)
+	t, err := s.Resolve(ctx, a.Task)
 	if err != nil {
 		return nil, err
+	}
+	// the turns and their transcripts only: no git log of the branch
+	d, err := DetailOf(ctx, s.st, s.info(t), func(context.Context) ([]api.CommitInfo, error) { return nil, nil })
+	if err != nil {
+		return nil, err
+	}
+	if s.transcripts != nil {
+		s.transcripts.overlay(d) // the running turn's so far
 	}
 	for i := len(d.Turns) - 1; i >= 0; i-- {
 		t := d.Turns[i]

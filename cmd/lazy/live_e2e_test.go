@@ -135,6 +135,17 @@ func TestLiveTranscriptStream(t *testing.T) {
 		t.Errorf("a turn with no transcript: exit %d, %q", code, errOut)
 	}
 	p.keep("task-transcript.txt", out)
+	// who else can ask for it: a caller without the daemon's token (another
+	// local user, a web page) gets 401 and no transcript
+	res, err := http.Post(p.info().BaseURL+"/rpc/taskTranscript", "application/json", strings.NewReader(`{"task":"live"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized || strings.Contains(string(body), "watch me work") {
+		t.Errorf("taskTranscript without the token: %d %s", res.StatusCode, body)
+	}
 	stream := s.text()
 	for _, leak := range []string{"REALSECRET", "svc-"} {
 		if strings.Contains(stream, leak) || strings.Contains(page, leak) {
