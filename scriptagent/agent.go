@@ -7,6 +7,9 @@
 //
 //	@write PATH TEXT     write TEXT (\n for newlines) to PATH in the worktree
 //	@append PATH TEXT    append TEXT to PATH
+//	@lines PATH N TEXT   append N lines of TEXT to PATH, each "#" in TEXT
+//	                     replaced by the line's number (1 to N): a large
+//	                     change from a short prompt (argv holds 128 KiB)
 //	@commit MESSAGE      git add -A and commit
 //	@answer TEXT         the turn's result text (default: the model's reply)
 //	@crash [MESSAGE]     print MESSAGE to stderr and exit 3
@@ -171,15 +174,23 @@ func Main(argv []string, env func(string) string, stdin io.Reader, stdout, stder
 		verb, rest, _ := strings.Cut(line[1:], " ")
 		rest = strings.TrimSpace(rest)
 		switch verb {
-		case "write", "append":
+		case "write", "append", "lines":
 			path, text, _ := strings.Cut(rest, " ")
-			id := ev.toolUse(path, unescape(text))
+			text = unescape(text)
+			if verb == "lines" {
+				var err error
+				if text, err = numberedLines(text); err != nil {
+					fmt.Fprintf(stderr, "script-agent: @lines %s: %v\n", path, err)
+					return 1
+				}
+			}
+			id := ev.toolUse(path, text)
 			if readOnly {
 				notes = append(notes, "(plan mode: did not "+verb+" "+path+")")
 				ev.toolResult(id, "plan mode: did not "+verb+" "+path, true)
 				continue
 			}
-			if err := writeFile(path, unescape(text), verb == "append"); err != nil {
+			if err := writeFile(path, text, verb != "write"); err != nil {
 				fmt.Fprintf(stderr, "script-agent: %v\n", err)
 				return 1
 			}
@@ -541,6 +552,22 @@ func readStream(r io.Reader) (string, error) {
 	}
 	if !done {
 		return b.String(), errors.New("stream ended before message_stop")
+	}
+	return b.String(), nil
+}
+
+// numberedLines is @lines' text: "N TEXT" made N lines of TEXT, the i-th
+// with each "#" replaced by i.
+func numberedLines(spec string) (string, error) {
+	count, text, _ := strings.Cut(spec, " ")
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 || n > 1_000_000 {
+		return "", fmt.Errorf("want a line count from 1 to 1000000 first, got %q", count)
+	}
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(strings.ReplaceAll(text, "#", strconv.Itoa(i)))
+		b.WriteByte('\n')
 	}
 	return b.String(), nil
 }

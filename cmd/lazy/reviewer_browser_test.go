@@ -147,16 +147,18 @@ func TestBrowserReviewerTool(t *testing.T) {
 func BenchmarkBrowserLargeReview(b *testing.B) {
 	p := newProject(b, "process")
 	p.lazy(0, "daemon", "start")
-	ti := p.manyFiles("big", 100)
+	// issue 30's large change: 300 files, 15,000 added lines, 200 threads
+	const files = 300
+	ti := p.manyFiles("big", files)
 	for i := 0; i < 200; i++ {
-		p.post(ti.ID, api.PostCommentArgs{Body: "note " + strconv.Itoa(i), File: "pkg/f" + strconv.Itoa(i%100) + ".go", Line: 1 + i%49, Side: "new", Intent: "comment"})
+		p.post(ti.ID, api.PostCommentArgs{Body: "note " + strconv.Itoa(i), File: "pkg/f" + strconv.Itoa(i%files) + ".go", Line: 1 + i%49, Side: "new", Intent: "comment"})
 	}
 	url := p.info().BaseURL + "/review/" + ti.ID
 	ctx := browser(b, 1400, 1000, true)
 	do(b, ctx, chromedp.Navigate(p.login(url)), chromedp.WaitVisible(".toolbar"))
 	// the first files are open with their rows; the rest load when opened
-	if n, files := eval[int](b, ctx, `document.querySelectorAll('td.code[data-line]').length`), eval[int](b, ctx, `document.querySelectorAll('details.file').length`); n < 1000 || files != 100 {
-		b.Fatalf("%d lines of %d files on the page", n, files)
+	if n, got := eval[int](b, ctx, `document.querySelectorAll('td.code[data-line]').length`), eval[int](b, ctx, `document.querySelectorAll('details.file').length`); n < 1000 || got != files {
+		b.Fatalf("%d lines of %d files on the page", n, got)
 	}
 	const measure = `document.addEventListener('keydown', (e) => {
 		if (e.key !== 'j') return;
@@ -189,7 +191,7 @@ func BenchmarkBrowserLargeReview(b *testing.B) {
 	// opening a file sent without its rows: until its rows are on the page
 	var openMS float64
 	for i := 0; i < b.N; i++ {
-		path := "pkg/f" + strconv.Itoa(99-i) + ".go"
+		path := "pkg/f" + strconv.Itoa(files-1-i) + ".go"
 		ms, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(async () => {
 			const d = document.querySelector('details.file[data-path="`+path+`"]');
 			if (!d.dataset.lazy) throw new Error('not lazy');
@@ -204,9 +206,31 @@ func BenchmarkBrowserLargeReview(b *testing.B) {
 		}
 		openMS += ms
 	}
-	if n := eval[int](b, ctx, `document.querySelectorAll('details.file[data-path="pkg/f99.go"] td.code[data-line]').length`); n != 50 {
+	if n := eval[int](b, ctx, `document.querySelectorAll('details.file[data-path="pkg/f`+strconv.Itoa(files-1)+`.go"] td.code[data-line]').length`); n != 50 {
 		b.Fatalf("the opened file shows %d lines, want 50", n)
 	}
+	// switching to split and back: the click until the frame after the
+	// split tables are built
+	var splitMS float64
+	for i := 0; i < b.N; i++ {
+		for _, to := range []string{"split", "unified"} {
+			ms, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(async () => {
+				const btn = document.querySelector('.toolbar [data-mode="lazy:difflayout"] button[data-value="`+to+`"]');
+				const t0 = performance.now();
+				btn.click();
+				await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+				if (document.querySelectorAll('details.file table.split-table').length === 0 && '`+to+`' === 'split') throw new Error('no split table');
+				return performance.now() - t0;
+			})()`, chromedp.EvalAwaitPromise))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if to == "split" {
+				splitMS += ms
+			}
+		}
+	}
+	b.ReportMetric(splitMS/float64(b.N), "split-ms")
 	b.ReportMetric(openMS/float64(b.N), "open-file-ms")
 	b.ReportMetric(ready/float64(b.N), "interactive-ms")
 	b.ReportMetric(load/float64(b.N), "load-ms")
@@ -245,6 +269,27 @@ func TestBrowserLazyFiles(t *testing.T) {
 	do(t, ctx, chromedp.KeyEvent("j"))
 	waitJS(t, ctx, "f38 loaded by j", `document.querySelectorAll('details.file[data-path="pkg/f38.go"] td.code[data-line]').length === 50`)
 
+	// split on a page of 1,650 rows: the files in view at once, a far one
+	// when it comes near the view, each with its unified rows until then
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`),
+		chromedp.Click(`.toolbar button[data-value="split"]`), chromedp.WaitVisible("table.split-table"))
+	const far = `details.file[data-path="pkg/f29.go"]`
+	if eval[bool](t, ctx, `!!document.querySelector('`+far+` table.split-table')`) || eval[int](t, ctx, `document.querySelectorAll('`+far+` td.code[data-line]').length`) != 50 {
+		t.Fatalf("a file far below the view: split built at once, or its unified rows gone")
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('details.file[data-path="pkg/f0.go"] table.split-table').length`); n != 1 {
+		t.Fatalf("the first file has %d split tables, want 1", n)
+	}
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('`+far+`').scrollIntoView()`))
+	waitJS(t, ctx, "f29 split once near the view", `!!document.querySelector('`+far+` table.split-table') && document.querySelectorAll('`+far+` table.diff-table:not(.split-table) tbody').length === 0`)
+	do(t, ctx, chromedp.Click(`.toolbar button[data-value="unified"]`))
+	if n := eval[int](t, ctx, `document.querySelectorAll('table.split-table').length`); n != 0 {
+		t.Fatalf("back to unified, %d split tables left", n)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('details.file td.code[data-line]').length`); n != 33*50 {
+		t.Fatalf("back to unified: %d lines on the page, want %d", n, 33*50)
+	}
+
 	noScript := browser(t, 1400, 1000, false)
 	do(t, noScript, chromedp.Navigate(p.login(url)), chromedp.WaitVisible("nav.file-nav"))
 	link := eval[string](t, noScript, `document.querySelector('details.file[data-path="pkg/f39.go"] .lazy-note a').href`)
@@ -261,11 +306,9 @@ func (p *project) manyFiles(code string, n int) api.TaskInfo {
 	var prompt strings.Builder
 	prompt.WriteString("many files\n")
 	for f := 0; f < n; f++ {
-		prompt.WriteString("@write pkg/f" + strconv.Itoa(f) + ".go package pkg\\n")
-		for l := 1; l < 50; l++ {
-			prompt.WriteString("var v" + strconv.Itoa(f) + "_" + strconv.Itoa(l) + " = \"line " + strconv.Itoa(l) + "\"\\n")
-		}
-		prompt.WriteString("\n")
+		path := "pkg/f" + strconv.Itoa(f) + ".go"
+		prompt.WriteString("@write " + path + " package pkg\\n\n")
+		prompt.WriteString("@lines " + path + " 49 var v" + strconv.Itoa(f) + "_# = \"line #\"\n")
 	}
 	prompt.WriteString("@commit many\n@answer done")
 	p.lazy(0, "task", "new", "--code", code, "-m", prompt.String())

@@ -53,6 +53,7 @@
     const cols = document.createElement('colgroup');
     let digits = 4;
     const widest = { old: 0, new: 0 };
+    const tabs = parseInt(pref('lazy:difftabs', '4'), 10) || 4;
     for (let i = 0; i < 4; i++) cols.append(document.createElement('col'));
     cols.children[0].className = cols.children[2].className = 'c-num';
     t.append(cols);
@@ -87,8 +88,8 @@
         const left = p.both || p.old;
         const right = p.both || p.new;
         tr.className = 'ln ' + (p.both ? 'ln-ctx' : (left && right ? 'ln-mod' : (left ? 'ln-del' : 'ln-add')));
-        if (left) widest.old = Math.max(widest.old, columns(left.cells[2]));
-        if (right) widest.new = Math.max(widest.new, columns(right.cells[2]));
+        if (left) widest.old = Math.max(widest.old, columns(left.cells[2], tabs));
+        if (right) widest.new = Math.max(widest.new, columns(right.cells[2], tabs));
         for (const r of [left, right]) if (r) digits = Math.max(digits, r.cells[0].textContent.length, r.cells[1].textContent.length);
         if (left) {
           const num = left.cells[0].cloneNode(true);
@@ -122,11 +123,10 @@
   }
 
   // columns is how many character cells a code cell's line takes (a tab
-  // counted at the tab size), without laying it out
-  function columns(td) {
+  // counted at tabs columns), without laying it out
+  function columns(td, tabs) {
     const text = td.querySelector('.text');
     const s = text ? text.textContent : td.textContent;
-    const tabs = parseInt(pref('lazy:difftabs', '4'), 10) || 4;
     let n = 0;
     for (let i = 0; i < s.length; i++) n += s.charCodeAt(i) === 9 ? tabs - (n % tabs) : 1;
     return n + 4; // the +/- sign and the cut note's margin
@@ -169,15 +169,65 @@
     return foot;
   }
 
+  // Split tables are built at once for the files in or near the view, and
+  // for more in page order up to SPLIT_ROWS rows; the rest are built as
+  // they come near the view (a 300-file change switches in a frame, not in
+  // 300 tables' time). A file not yet built keeps its unified rows.
+  const SPLIT_ROWS = 500;
+  const splitLater = new Map(); // table -> its model, not built yet
+  const nearView = 'IntersectionObserver' in window ? new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      const m = e.isIntersecting && splitLater.get(e.target);
+      if (m && layout === 'split') splitOne(m);
+    }
+  }, { rootMargin: '1500px 0px' }) : null;
+
+  function splitOne(m) {
+    if (splitLater.delete(m.table) && nearView) nearView.unobserve(m.table);
+    m.bodies.forEach((b) => b.remove());
+    m.split = buildSplit(m);
+    m.table.after(m.split);
+    if (m.sx) { // rebuilt (a refresh of its threads): each pane stays where it was scrolled
+      for (const side of ['old', 'new']) {
+        if (!m.sx[side]) continue;
+        m.split.querySelector('.pane-bar.pane-' + side).scrollLeft = m.sx[side];
+        m.split.style.setProperty('--sx-' + side, m.sx[side] + 'px');
+      }
+      m.sx = null;
+    }
+  }
+
   function showLayout(next) {
+    if (nearView) nearView.disconnect();
+    splitLater.clear();
+    // every rect and scroll offset is read before the first change: one
+    // layout, not one a table
+    const vh = window.innerHeight;
+    const near = next === 'split' ? model.map((m) => {
+      const r = (m.split || m.table).getBoundingClientRect();
+      const bars = m.split ? m.split.querySelectorAll('.pane-bar') : [];
+      m.sx = bars.length === 2 ? { old: bars[0].scrollLeft, new: bars[1].scrollLeft } : null;
+      return r.height > 0 && r.bottom > -vh && r.top < 2 * vh;
+    }) : [];
+    let budget = SPLIT_ROWS;
     for (const m of model) {
-      if (m.split) { m.split.remove(); m.split = null; }
-      if (next === 'split') {
-        m.bodies.forEach((b) => b.remove());
-        m.split = buildSplit(m);
-        m.table.after(m.split);
-      } else {
-        m.bodies.forEach((b) => m.table.append(b));
+      if (!m.split) continue; // its unified rows are in place
+      m.split.remove();
+      m.split = null;
+      m.bodies.forEach((b) => m.table.append(b)); // back until split anew
+    }
+    if (next === 'split') {
+      const order = model.map((m, i) => i).sort((a, b) => near[b] - near[a]); // near first, then page order
+      for (const i of order) {
+        const m = model[i];
+        const rows = m.bodies.reduce((n, b) => n + b.rows.length, 0);
+        if (!nearView || near[i] || rows <= budget) {
+          budget -= rows;
+          splitOne(m);
+        } else {
+          splitLater.set(m.table, m);
+          nearView.observe(m.table);
+        }
       }
     }
     document.querySelectorAll('[data-diff]').forEach((d) => {
