@@ -7,7 +7,7 @@ import (
 )
 
 // CSSParts is the stylesheet's parts, in the order they are composed.
-var CSSParts = []string{"base.css", "layout.css", "diff.css", "threads.css", "actions.css", "statusbar.css"}
+var CSSParts = []string{"base.css", "layout.css", "diff.css", "threads.css", "actions.css", "statusbar.css", "dark.css"}
 
 // ComposeCSS concatenates the parts from fsys (a directory holding them) in
 // CSSParts order, then the highlighter's token colours (HighlightCSS). The daemon composes them once from the embedded files; the

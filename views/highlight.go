@@ -203,10 +203,21 @@ func HighlightCSS() string {
 	return styleCSS
 }
 
-func buildStyle() {
-	st := styles.Get(highlightStyle)
-	styleSet = map[string]bool{}
-	var rules []string
+// darkStyle is the colour scheme of highlighted code when the system
+// prefers dark (prefers-color-scheme).
+const darkStyle = "github-dark"
+
+// tokenLook is what a scheme gives one token type beyond its plain text.
+type tokenLook struct {
+	colour       string // "" when the plain text's
+	bold, italic bool
+}
+
+// schemeLooks is each short class's look in the named chroma style, for
+// the types it gives a colour other than its plain text's, a weight or a
+// slant.
+func schemeLooks(name string) map[string]tokenLook {
+	st := styles.Get(name)
 	// the scheme's plain text colour is the page's: no span for it. Where
 	// the scheme leaves Text unset, plain is the colour most types share.
 	plain := st.Get(chroma.Text).Colour
@@ -223,6 +234,7 @@ func buildStyle() {
 			}
 		}
 	}
+	looks := map[string]tokenLook{}
 	for tt, short := range chroma.StandardTypes {
 		// white space gets no class: a span per run of spaces is weight
 		// and shows nothing
@@ -230,24 +242,67 @@ func buildStyle() {
 			continue
 		}
 		e := st.Get(tt)
-		var decl []string
+		var l tokenLook
 		if e.Colour.IsSet() && e.Colour != plain {
-			decl = append(decl, "color:"+e.Colour.String())
+			l.colour = e.Colour.String()
 		}
-		if e.Bold == chroma.Yes {
-			decl = append(decl, "font-weight:600")
+		l.bold, l.italic = e.Bold == chroma.Yes, e.Italic == chroma.Yes
+		if l != (tokenLook{}) {
+			looks[short] = l
 		}
-		if e.Italic == chroma.Yes {
-			decl = append(decl, "font-style:italic")
-		}
-		if len(decl) == 0 {
-			continue
-		}
-		styleSet[short] = true
-		rules = append(rules, fmt.Sprintf(".text .%s { %s; }", short, strings.Join(decl, "; ")))
 	}
-	sort.Strings(rules)
-	styleCSS = "/* highlighted code (chroma, style " + highlightStyle + ") */\n" + strings.Join(rules, "\n") + "\n"
+	return looks
+}
+
+// buildStyle writes the light scheme's rules, then the dark scheme's inside
+// a prefers-color-scheme query. A class styled in either scheme gets its
+// span; the dark rules set every such class's colour, weight and slant, so
+// none of the light scheme's shows through.
+func buildStyle() {
+	light, dark := schemeLooks(highlightStyle), schemeLooks(darkStyle)
+	styleSet = map[string]bool{}
+	for short := range light {
+		styleSet[short] = true
+	}
+	for short := range dark {
+		styleSet[short] = true
+	}
+	var lightRules, darkRules []string
+	for short := range styleSet {
+		if l, ok := light[short]; ok {
+			lightRules = append(lightRules, fmt.Sprintf(".text .%s { %s; }", short, strings.Join(l.decls(false), "; ")))
+		}
+		darkRules = append(darkRules, fmt.Sprintf("  .text .%s { %s; }", short, strings.Join(dark[short].decls(true), "; ")))
+	}
+	sort.Strings(lightRules)
+	sort.Strings(darkRules)
+	styleCSS = "/* highlighted code (chroma, style " + highlightStyle + "; " + darkStyle + " when the system prefers dark) */\n" +
+		strings.Join(lightRules, "\n") + "\n@media (prefers-color-scheme: dark) {\n" + strings.Join(darkRules, "\n") + "\n}\n"
+}
+
+// decls is the look as CSS declarations; whole also resets what the look
+// leaves plain (a rule overriding another scheme's).
+func (l tokenLook) decls(whole bool) []string {
+	var d []string
+	switch {
+	case l.colour != "":
+		d = append(d, "color:"+l.colour)
+	case whole:
+		d = append(d, "color:inherit")
+	}
+	switch {
+	case l.bold:
+		d = append(d, "font-weight:600")
+	case whole:
+		d = append(d, "font-weight:inherit")
+	}
+	switch {
+	case l.italic:
+		d = append(d, "font-style:italic")
+	case whole:
+		d = append(d, "font-style:inherit")
+	}
+	return d
 }
 
 // hlKey names one lexed text: the lexer, and the text's hash and length
