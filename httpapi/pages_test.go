@@ -508,3 +508,25 @@ func TestEndedReviewPage(t *testing.T) {
 		t.Errorf("an accepted task without its commits kept:\n%s", page)
 	}
 }
+
+// TestBlockersApartFromMergeState: a change that merges cleanly but touches
+// a protected file shows the green merge state, and the blocker in a box of
+// its own beside it, never inside the green one.
+func TestBlockersApartFromMergeState(t *testing.T) {
+	_, h := newPagesServer(t)
+	rec := serve(t, h, "GET", "/review/fix-login", "", "")
+	page := rec.Body.String()
+	start := strings.Index(page, `<div class="merge-panel merge-clean">`)
+	if start < 0 {
+		t.Fatalf("no green merge panel on the page")
+	}
+	panel := page[start:]
+	panel = panel[:strings.Index(panel, "</div>")]
+	if strings.Contains(panel, "Protected") {
+		t.Errorf("the protected file sits inside the green merge state: %s", panel)
+	}
+	b := strings.Index(page, `<div class="merge-blockers"`)
+	if b < start || !strings.Contains(page[b:], "<b>Protected files changed</b>") || !strings.Contains(page[b:], "<code>.github/&lt;ci&gt;.yml</code>") {
+		t.Errorf("no blockers box after the merge state naming the protected file (escaped)")
+	}
+}

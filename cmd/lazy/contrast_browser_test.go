@@ -93,6 +93,11 @@ func TestBrowserDarkModeContrast(t *testing.T) {
 			}
 			layouts := []string{""}
 			if name == "review" {
+				// the diff high on the page: its first line within the
+				// window's first 620 px (the process runner's banner above)
+				if top := eval[float64](t, ctx, `document.querySelector('td.code[data-line]').getBoundingClientRect().top + window.scrollY`); top > 620 {
+					t.Errorf("%s: the diff's first line is %.0f px down the page, want <= 620", scheme, top)
+				}
 				if n := eval[int](t, ctx, `document.querySelectorAll('td.code .text span').length`); n == 0 {
 					t.Errorf("%s: no highlighted token on the review page", scheme)
 				}

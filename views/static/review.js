@@ -187,6 +187,7 @@
     m.bodies.forEach((b) => b.remove());
     m.split = buildSplit(m);
     m.table.after(m.split);
+    hunkTabStops(m.split.parentNode);
     if (m.sx) { // rebuilt (a refresh of its threads): each pane stays where it was scrolled
       for (const side of ['old', 'new']) {
         if (!m.sx[side]) continue;
@@ -311,6 +312,13 @@
     cancel.textContent = 'Cancel';
     cancel.addEventListener('click', () => tr.remove());
     form.querySelector('.buttons').append(cancel);
+    // Esc closes an empty form; one with text typed keeps it (and leaves it)
+    form.addEventListener('keydown', (e) => {
+      if (e.key !== 'Escape') return;
+      const box = form.querySelector('textarea');
+      if (box.value.trim()) box.blur(); else tr.remove();
+      e.preventDefault();
+    });
     c.append(form);
     tr.append(c);
     after.after(tr);
@@ -496,8 +504,12 @@
     if (!help) {
       help = document.createElement('dialog');
       help.className = 'keys-help';
-      help.innerHTML = '<h2>Keys</h2><dl><dt>j / k</dt><dd>next / previous file</dd><dt>n / p</dt><dd>next / previous thread</dd>' +
-        '<dt>c</dt><dd>comment on the focused line</dd><dt>v</dt><dd>mark the current file viewed (or not)</dd><dt>?</dt><dd>this list</dd></dl>' +
+      const keys = [['j / k, ] / [', 'next / previous file'], ['n / p', 'next / previous thread'], ['o', 'open or close the current file'],
+        ['c', 'comment on the focused line'], ['Tab, then ↑ / ↓', 'to a hunk, then along its lines (Enter comments)'],
+        ['v or r', 'mark the current file viewed (or not)'], ['e / E', 'expand / collapse every thread'],
+        ['s', 'unified or split'], ['w', 'scroll or wrap long lines'], ['a', 'write the message to the agent (unblock)'],
+        ['u', 'up to the review queue'], ['?', 'this list'], ['Esc', 'close a dialog, or an empty comment form']];
+      help.innerHTML = '<h2>Keys</h2><dl>' + keys.map((k) => '<dt>' + k[0] + '</dt><dd>' + k[1] + '</dd>').join('') + '</dl>' +
         '<form method="dialog"><button>Close</button></form>';
       document.body.append(help);
     }
@@ -527,10 +539,63 @@
         openForm(td);
         break;
       }
+      case ']': gotoFile(+1); break;
+      case '[': gotoFile(-1); break;
+      case 'r': { // Gerrit's "reviewed"
+        const f = files[focusedFile];
+        if (f && task) setViewed(f, !isViewed(f));
+        break;
+      }
+      case 'o': {
+        const f = files[focusedFile];
+        if (f) f.open = !f.open;
+        break;
+      }
+      case 'e': case 'E':
+        document.querySelectorAll('details.thread').forEach((d) => { d.open = e.key === 'e'; });
+        break;
+      case 's': case 'w': {
+        const mode = e.key === 's' ? 'lazy:difflayout' : 'lazy:diffwrap';
+        const pressed = toolbar && toolbar.querySelector('[data-mode="' + mode + '"] button[aria-pressed="false"]:not([disabled])');
+        if (!pressed) return;
+        pressed.click();
+        break;
+      }
+      case 'a': {
+        const box = document.querySelector('.actions .unblock-form textarea');
+        if (!box) return;
+        box.scrollIntoView({ block: 'center' });
+        box.focus();
+        break;
+      }
+      case 'u': location.href = '/review'; break;
       case '?': showHelp(); break;
       default: return;
     }
     e.preventDefault();
+  });
+
+  // ---- one tab stop per hunk: Tab walks the hunks, Up and Down its lines ----
+  // (without script every line's link is a tab stop, as links are)
+  function hunkTabStops(root) {
+    for (const tb of root.querySelectorAll('table.diff-table > tbody')) {
+      let first = true;
+      for (const a of tb.querySelectorAll('a.comment-link')) { a.tabIndex = first ? 0 : -1; first = false; }
+    }
+  }
+  hunkTabStops(document);
+  document.addEventListener('keydown', (e) => {
+    if ((e.key !== 'ArrowDown' && e.key !== 'ArrowUp') || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    const a = e.target.closest && e.target.closest('a.comment-link');
+    const tb = a && a.closest('tbody');
+    if (!tb) return;
+    const links = Array.from(tb.querySelectorAll('a.comment-link'));
+    const to = links[links.indexOf(a) + (e.key === 'ArrowDown' ? 1 : -1)];
+    if (!to) return;
+    e.preventDefault();
+    a.tabIndex = -1;
+    to.tabIndex = 0;
+    to.focus();
   });
 
   // ---- files sent closed without their rows: loaded when opened ----
@@ -558,6 +623,7 @@
           t.after(m.split);
         }
       });
+      hunkTabStops(d);
       restoreThreads(d);
     } catch (x) {
       if (note) note.textContent = 'Could not load this file (' + x.message + '); reload the page.';
