@@ -3,13 +3,10 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
-
-	sse "github.com/tmaxmax/go-sse"
 
 	"lazy/api"
 	"lazy/config"
@@ -155,91 +152,125 @@ const maxOpenAIEvent = 16 << 20
 // responsesUsage reads an OpenAI Responses reply as it streams past the
 // client and takes the call's usage from it: the usage of
 // response.completed (or .incomplete, .failed) in a stream, the top-level
-// usage of a JSON reply. The bytes go on unchanged, as they come; a copy
-// goes through a pipe to a goroutine that parses it with go-sse. OpenAI's
-// input_tokens count the cached ones (input_tokens_details.cached_tokens):
-// they are recorded as cache_read_input_tokens and the rest as
-// input_tokens, as the Anthropic route records them.
+// usage of a JSON reply. The bytes go on unchanged, as they come; a stream
+// is parsed as it passes, in the reader's own goroutine (sseFeed: no pipe,
+// no goroutine per call), a JSON reply is kept (up to maxOpenAIEvent) and
+// read at its end. OpenAI's input_tokens count the cached ones
+// (input_tokens_details.cached_tokens): they are recorded as
+// cache_read_input_tokens and the rest as input_tokens, as the Anthropic
+// route records them.
 type responsesUsage struct {
-	r    io.ReadCloser
-	pw   *io.PipeWriter
-	done chan struct{}
-	// written by the parser before done closes; read after Close/EOF
-	u    *api.CallUsage
-	seen *bool
-	end  *bool // the reply was read to its end
-	eof  bool
+	r      io.ReadCloser
+	stream bool
+	feed   sseFeed
+	whole  []byte // a JSON reply so far (nil past maxOpenAIEvent)
+	over   bool
+	tx     EventParser
+	// the last terminal event's usage, and whether one was seen
+	got   openAIUsage
+	found bool
+	u     *api.CallUsage
+	seen  *bool
+	end   *bool // the reply was read to its end
+	ended bool  // finish ran
 }
 
-// newResponsesUsage starts the parser of a reply of content type ct; tx
-// (nil when no transcript is asked for) is handed each event, then ended
-// after the usage is recorded.
+// newResponsesUsage reads a reply of content type ct; tx (nil when no
+// transcript is asked for) is handed each event, then ended after the
+// usage is recorded.
 func newResponsesUsage(r io.ReadCloser, ct string, u *api.CallUsage, seen, end *bool, tx EventParser) *responsesUsage {
-	pr, pw := io.Pipe()
-	ru := &responsesUsage{r: r, pw: pw, done: make(chan struct{}), u: u, seen: seen, end: end}
-	stream := strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")
-	go func() {
-		defer close(ru.done)
-		var got openAIUsage
-		var ok bool
-		switch {
-		case stream:
-			got, ok = responsesStreamUsage(pr, tx)
-		case tx != nil:
-			// the whole reply, for its usage and its transcript
-			b, err := io.ReadAll(io.LimitReader(pr, maxOpenAIEvent+1))
-			if err == nil && len(b) <= maxOpenAIEvent {
-				got, ok = responsesJSONUsage(bytes.NewReader(b))
-				tx.Whole(b)
-			}
-		default:
-			got, ok = responsesJSONUsage(io.LimitReader(pr, maxOpenAIEvent))
-		}
-		_, _ = io.Copy(io.Discard, pr) // what the parser left: the writer never blocks
-		if ok {
-			got.apply(u)
-			*seen = true
-		}
-		if tx != nil {
-			tx.End()
-		}
-	}()
+	ru := &responsesUsage{r: r, u: u, seen: seen, end: end, tx: tx,
+		stream: strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")}
+	ru.feed = sseFeed{max: maxOpenAIEvent, onEvent: ru.event}
 	return ru
 }
 
 func (ru *responsesUsage) Read(b []byte) (int, error) {
 	n, err := ru.r.Read(b)
-	if n > 0 && ru.pw != nil {
-		if _, werr := ru.pw.Write(b[:n]); werr != nil {
-			ru.pw = nil
+	if n > 0 && !ru.ended {
+		switch {
+		case ru.stream:
+			ru.feed.feed(b[:n])
+		case !ru.over:
+			if len(ru.whole)+n > maxOpenAIEvent {
+				ru.whole, ru.over = nil, true
+			} else {
+				ru.whole = append(ru.whole, b[:n]...)
+			}
 		}
 	}
 	if err != nil {
-		ru.finish(err)
 		if err == io.EOF {
-			ru.eof = true
+			ru.eof()
 			*ru.end = true
 		}
+		ru.finish()
 	}
 	return n, err
 }
 
-// finish ends the parser's input and waits for it: its usage is written
-// before the call's traffic record reads it.
-func (ru *responsesUsage) finish(err error) {
-	if ru.pw != nil {
-		_ = ru.pw.CloseWithError(err)
-		ru.pw = nil
+// eof reads a JSON reply, whole.
+func (ru *responsesUsage) eof() {
+	if ru.stream || ru.over || ru.ended {
+		return
 	}
-	<-ru.done
+	ru.got, ru.found = responsesJSONUsage(bytes.NewReader(ru.whole))
+	if ru.tx != nil {
+		ru.tx.Whole(ru.whole)
+	}
+}
+
+// event is one event of a stream: the transcript's, and its usage when it
+// is a terminal one.
+func (ru *responsesUsage) event(typ, data []byte) {
+	if ru.tx != nil {
+		ru.tx.Event(bytes.Clone(data))
+	}
+	if len(typ) == 0 && !bytes.Contains(data, []byte(`"response.`)) {
+		return
+	}
+	if len(typ) != 0 && !isTerminalResponses(string(typ)) {
+		return
+	}
+	var e struct {
+		Type     string `json:"type"`
+		Response *struct {
+			Usage *openAIUsage `json:"usage"`
+		} `json:"response"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.Response == nil || e.Response.Usage == nil {
+		return
+	}
+	if isTerminalResponses(e.Type) {
+		ru.got, ru.found = *e.Response.Usage, true
+	}
+}
+
+func isTerminalResponses(typ string) bool {
+	return typ == "response.completed" || typ == "response.incomplete" || typ == "response.failed"
+}
+
+// finish records the usage found (before the call's traffic record reads
+// it) and ends the transcript, once.
+func (ru *responsesUsage) finish() {
+	if ru.ended {
+		return
+	}
+	ru.ended = true
+	ru.whole = nil
+	if ru.found {
+		ru.got.apply(ru.u)
+		*ru.seen = true
+	}
+	if ru.tx != nil {
+		ru.tx.End()
+	}
 }
 
 func (ru *responsesUsage) Close() error {
-	ru.finish(errReplyClosed)
+	ru.finish()
 	return ru.r.Close()
 }
-
-var errReplyClosed = errors.New("reply closed before its end")
 
 // openAIUsage is the usage object of a Responses reply.
 type openAIUsage struct {
@@ -263,43 +294,6 @@ func (o openAIUsage) apply(u *api.CallUsage) {
 	if o.OutputTokens != nil && *o.OutputTokens >= 0 {
 		u.OutputTokens = *o.OutputTokens
 	}
-}
-
-// responsesStreamUsage parses a Responses event stream and returns the
-// usage of its last terminal event (response.completed, .incomplete,
-// .failed) that carried one; tx, if any, is handed each event's data.
-func responsesStreamUsage(r io.Reader, tx EventParser) (openAIUsage, bool) {
-	var last openAIUsage
-	found := false
-	for ev, err := range sse.Read(r, &sse.ReadConfig{MaxEventSize: maxOpenAIEvent}) {
-		if err != nil {
-			break
-		}
-		if tx != nil {
-			tx.Event([]byte(ev.Data))
-		}
-		typ := ev.Type
-		if typ == "" && !strings.Contains(ev.Data, `"response.`) {
-			continue
-		}
-		if typ != "" && typ != "response.completed" && typ != "response.incomplete" && typ != "response.failed" {
-			continue
-		}
-		var e struct {
-			Type     string `json:"type"`
-			Response *struct {
-				Usage *openAIUsage `json:"usage"`
-			} `json:"response"`
-		}
-		if json.Unmarshal([]byte(ev.Data), &e) != nil || e.Response == nil || e.Response.Usage == nil {
-			continue
-		}
-		switch e.Type {
-		case "response.completed", "response.incomplete", "response.failed":
-			last, found = *e.Response.Usage, true
-		}
-	}
-	return last, found
 }
 
 // responsesJSONUsage reads the top-level usage of a JSON (not streamed)
