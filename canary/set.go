@@ -1,6 +1,7 @@
 package canary
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"math/bits"
@@ -16,13 +17,17 @@ const Window = 20
 // Owner is the task a decoy was made for.
 type Owner struct{ TaskID, Ref string }
 
-// Set finds the pieces of many marks in one pass: a rolling hash over the
-// last Window bytes, a bitmap that rules out nearly every position with one
-// memory read, and an exact comparison for what is left. It is immutable;
-// With makes a new one.
+// Set finds the pieces of many marks in one pass. Every Window bytes of a
+// piece hold a gram (gramLen bytes) starting at a multiple of step of the
+// text, so the text is looked at only there: one 8-byte load, two
+// multiplications and a bitmap (a Bloom filter of every gram of every
+// mark) rule out nearly every such position; at a position it does not,
+// the Window-byte windows that hold the gram are hashed and compared
+// exactly. About 1/step of the work of a rolling hash at every byte.
+// It is immutable; With makes a new one.
 type Set struct {
 	marks map[Owner][]string
-	bits  []uint64 // 1 << shiftBits bits
+	bits  []uint64 // of the grams: 1 << (64-shift) bits
 	shift uint     // 64 - log2(len(bits)*64)
 	exact map[uint64][]piece
 }
@@ -32,16 +37,16 @@ type piece struct {
 	owner Owner
 }
 
-// base is the rolling hash's multiplier (odd), and pow its Window-1'th power.
-const base uint64 = 0x9E3779B97F4A7C15
+// gramLen is the length of the grams the bitmap holds, and step the
+// distance between the positions of the text looked at: every window of
+// Window bytes holds step positions, so one of them is a multiple of step.
+const (
+	gramLen = 8
+	step    = Window - gramLen + 1
+)
 
-var pow = func() uint64 {
-	p := uint64(1)
-	for range Window - 1 {
-		p *= base
-	}
-	return p
-}()
+// base is the multiplier (odd) of the pieces' hash.
+const base uint64 = 0x9E3779B97F4A7C15
 
 // Empty is a Set with no marks.
 var Empty = NewSet(nil)
@@ -53,23 +58,30 @@ func NewSet(marks map[Owner][]string) *Set {
 	n := 0
 	for _, ms := range marks {
 		for _, m := range ms {
-			n += max(0, len(m)-Window+1)
+			if len(m) >= Window {
+				n += len(m) - gramLen + 1
+			}
 		}
 	}
-	size := 1 << 12 // bits, at least 16 per piece
-	for size < 16*n {
+	size := 1 << 12 // bits, at least 32 per gram
+	for size < 32*n {
 		size <<= 1
 	}
 	s.bits = make([]uint64, size/64)
 	s.shift = uint(64 - bits.TrailingZeros(uint(size)))
 	for o, ms := range marks {
 		for _, m := range ms {
+			if len(m) < Window {
+				continue
+			}
+			for i := 0; i+gramLen <= len(m); i++ {
+				i, j := s.slots(gram([]byte(m[i : i+gramLen])))
+				s.bits[i/64] |= 1 << (i % 64)
+				s.bits[j/64] |= 1 << (j % 64)
+			}
 			for i := 0; i+Window <= len(m); i++ {
 				t := m[i : i+Window]
 				h := hashOf(t)
-				i, j := s.slots(h)
-				s.bits[i/64] |= 1 << (i % 64)
-				s.bits[j/64] |= 1 << (j % 64)
 				s.exact[h] = append(s.exact[h], piece{text: t, owner: o})
 			}
 		}
@@ -77,11 +89,12 @@ func NewSet(marks map[Owner][]string) *Set {
 	return s
 }
 
-// slots are the two bits of hash h in the bitmap (a Bloom filter of two
-// functions: the high bits, and the high bits of h times another odd
-// constant).
-func (s *Set) slots(h uint64) (uint64, uint64) {
-	return h >> s.shift, (h * 0xBF58476D1CE4E5B9) >> s.shift
+// gram reads gramLen bytes as a number.
+func gram(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+
+// slots are the two bits of gram g in the bitmap.
+func (s *Set) slots(g uint64) (uint64, uint64) {
+	return (g * 0x9E3779B97F4A7C15) >> s.shift, (g * 0xBF58476D1CE4E5B9) >> s.shift
 }
 
 func hashOf(t string) uint64 {
@@ -123,8 +136,7 @@ func (s *Set) FindString(v string) (Owner, bool) {
 	if s == nil || len(s.exact) == 0 || len(v) < Window {
 		return Owner{}, false
 	}
-	sc := Scanner{set: s}
-	return sc.scan([]byte(v))
+	return s.find([]byte(v))
 }
 
 // Find reports the owner of the first piece of a mark in b.
@@ -132,92 +144,84 @@ func (s *Set) Find(b []byte) (Owner, bool) {
 	if s == nil || len(s.exact) == 0 || len(b) < Window {
 		return Owner{}, false
 	}
-	sc := Scanner{set: s}
-	return sc.scan(b)
+	return s.find(b)
 }
 
 // Scanner looks for marks across the chunks of one stream: a piece split
 // between two chunks at any offset is found.
 type Scanner struct {
 	set  *Set
-	h    uint64
-	last [Window]byte // the last Window bytes seen, a ring
-	pos  int          // next slot of last
-	n    int          // bytes seen, up to Window
+	tail [Window - 1]byte // the last bytes seen (nt of them)
+	nt   int
 }
 
 // NewScanner starts a stream.
 func (s *Set) NewScanner() *Scanner { return &Scanner{set: s} }
 
-// scan feeds b and reports the first hit. The window's first Window bytes
-// of b may begin in earlier chunks (the ring last); after them it lies in
-// b, and the byte leaving it is read from b itself.
+// scan feeds b and reports the first piece (by where it starts) that ends
+// in b: one that begins in the bytes before b lies in the last Window-1 of
+// them and the first Window-1 of b, scanned together first.
 func (sc *Scanner) scan(b []byte) (Owner, bool) {
-	s := sc.set
-	h, pos, n := sc.h, sc.pos, sc.n
-	head := min(len(b), Window)
-	for _, c := range b[:head] {
-		if n == Window {
-			h -= uint64(sc.last[pos]) * pow
-		} else {
-			n++
-		}
-		h = h*base + uint64(c)
-		sc.last[pos] = c
-		if pos++; pos == Window {
-			pos = 0
-		}
-		if n < Window {
-			continue
-		}
-		if i, j := s.slots(h); s.bits[i/64]&(1<<(i%64)) != 0 && s.bits[j/64]&(1<<(j%64)) != 0 {
-			if o, ok := sc.verify(h, pos); ok {
-				sc.h, sc.pos, sc.n = h, pos, n
-				return o, true
-			}
+	if len(b) == 0 {
+		return Owner{}, false
+	}
+	if sc.nt > 0 {
+		var j [2 * (Window - 1)]byte
+		k := copy(j[:], sc.tail[:sc.nt])
+		k += copy(j[k:], b[:min(len(b), Window-1)])
+		if o, ok := sc.set.find(j[:k]); ok {
+			return o, true
 		}
 	}
-	if len(b) > Window {
-		bits, shift := s.bits, s.shift
-		for i := Window; i < len(b); i++ {
-			h = (h-uint64(b[i-Window])*pow)*base + uint64(b[i])
-			if x := h >> shift; bits[x/64]&(1<<(x%64)) == 0 {
-				continue
-			}
-			if y := (h * 0xBF58476D1CE4E5B9) >> shift; bits[y/64]&(1<<(y%64)) == 0 {
-				continue
-			}
-			w := b[i+1-Window : i+1]
-			for _, p := range s.exact[h] {
-				if p.text == string(w) {
-					copy(sc.last[:], w)
-					sc.h, sc.pos, sc.n = h, 0, Window
-					return p.owner, true
-				}
-			}
-		}
-		copy(sc.last[:], b[len(b)-Window:])
-		pos = 0
+	if o, ok := sc.set.find(b); ok {
+		return o, true
 	}
-	sc.h, sc.pos, sc.n = h, pos, n
+	if len(b) >= Window-1 {
+		sc.nt = copy(sc.tail[:], b[len(b)-(Window-1):])
+	} else {
+		keep := min(sc.nt, Window-1-len(b))
+		copy(sc.tail[:], sc.tail[sc.nt-keep:sc.nt])
+		sc.nt = keep + copy(sc.tail[keep:], b)
+	}
 	return Owner{}, false
 }
 
-// verify compares the window (oldest byte at pos) with the pieces of hash h.
-func (sc *Scanner) verify(h uint64, pos int) (Owner, bool) {
-	for _, p := range sc.set.exact[h] {
-		ok := true
-		for i := 0; i < Window; i++ {
-			if p.text[i] != sc.last[(pos+i)%Window] {
-				ok = false
+// find reports the owner of the first piece in b (by where it starts).
+func (s *Set) find(b []byte) (Owner, bool) {
+	if len(b) < Window {
+		return Owner{}, false
+	}
+	bits, shift := s.bits, s.shift
+	best, at := Owner{}, -1
+	for p := 0; p+gramLen <= len(b); p += step {
+		if at >= 0 && p-(step-1) > at {
+			break // no window holding this gram starts before the hit
+		}
+		g := gram(b[p:])
+		if x := (g * 0x9E3779B97F4A7C15) >> shift; bits[x/64]&(1<<(x%64)) == 0 {
+			continue
+		}
+		if y := (g * 0xBF58476D1CE4E5B9) >> shift; bits[y/64]&(1<<(y%64)) == 0 {
+			continue
+		}
+		// the windows that hold the gram at p
+		for a := max(0, p-(step-1)); a <= p && a+Window <= len(b); a++ {
+			if at >= 0 && a >= at {
+				break
+			}
+			w := b[a : a+Window]
+			for _, pc := range s.exact[hashOf(string(w))] {
+				if pc.text == string(w) {
+					best, at = pc.owner, a
+					break
+				}
+			}
+			if at == a {
 				break
 			}
 		}
-		if ok {
-			return p.owner, true
-		}
 	}
-	return Owner{}, false
+	return best, at >= 0
 }
 
 // Write scans p (for io.Writer users: a hit is ErrFound).
