@@ -82,13 +82,30 @@ func (s secretSet) heldTail(b []byte) int {
 // maskString masks secrets in a header value.
 func (s secretSet) maskString(v string) (string, bool) {
 	for _, x := range s {
-		if len(x) > 0 && strings.Contains(v, string(x)) {
+		if len(x) > 0 && containsBytes(v, x) {
 			b := []byte(v)
 			s.maskAll(b)
 			return string(b), true
 		}
 	}
 	return v, false
+}
+
+// containsBytes is strings.Contains(v, string(x)) without making the
+// string (a secret is longer than what the compiler converts on the stack:
+// six allocations a call, one per header value).
+func containsBytes(v string, x []byte) bool {
+	for i := 0; i+len(x) <= len(v); i++ {
+		j := strings.IndexByte(v[i:len(v)-len(x)+1], x[0])
+		if j < 0 {
+			return false
+		}
+		i += j
+		if v[i:i+len(x)] == string(x) {
+			return true
+		}
+	}
+	return false
 }
 
 // maskHeader masks secrets in every value of h, and drops a header whose

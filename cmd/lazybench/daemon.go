@@ -171,6 +171,18 @@ func serveDaemon(args []string) error {
 			}
 		}()
 	}
+	if os.Getenv("LAZYBENCH_MEMSTATS") != "" {
+		// where the daemon's anonymous memory is, at the stop (the load
+		// is over by then; HeapSys is what the heap took at its peak, less
+		// what was given back)
+		defer func() {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			mb := func(n uint64) float64 { return float64(n) / (1 << 20) }
+			fmt.Fprintf(os.Stderr, "lazybench serve-daemon: heap in use %.1f MB, heap from the OS %.1f MB (released %.1f), stacks %.1f MB, Go runtime in all %.1f MB, GCs %d\n",
+				mb(m.HeapInuse), mb(m.HeapSys), mb(m.HeapReleased), mb(m.StackSys), mb(m.Sys), m.NumGC)
+		}()
+	}
 	fmt.Printf("ADDR %s %s\n", strings.TrimPrefix(d.Info().ProxyURL, "http://"), strings.Join(phs, " "))
 	select {
 	case <-ctx.Done():
