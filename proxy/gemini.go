@@ -6,9 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
-
-	sse "github.com/tmaxmax/go-sse"
 
 	"lazy/config"
 )
@@ -165,17 +162,21 @@ func (p *Proxy) planGemini(w http.ResponseWriter, r *http.Request, pl *plan) boo
 // CauseGeminiMissing: the real Gemini key's file is missing.
 const CauseGeminiMissing = "gemini_credential_missing"
 
-// geminiUsage reads a Gemini reply as it passes, on a goroutine of its own
-// fed through a pipe: an SSE stream (alt=sse) with go-sse's parser, each
-// event's usageMetadata kept (a stream's counts are totals so far), or
-// one JSON object (or the JSON array of a stream without alt=sse). The
+// geminiUsage reads a Gemini reply as it passes, in the reader's own
+// goroutine: an SSE stream (alt=sse) parsed as it comes (sseFeed, as
+// go-sse reads it), each event's usageMetadata kept (a stream's counts are
+// totals so far), or one JSON object (or the JSON array of a stream
+// without alt=sse), kept up to maxGeminiJSON and read at its end. The
 // client's bytes are passed on as they come; the parser only copies them.
 type geminiUsage struct {
-	r    io.ReadCloser
-	pw   *io.PipeWriter
-	done chan struct{}
-	pl   *plan
-	once sync.Once
+	r      io.ReadCloser
+	pl     *plan
+	stream bool
+	feed   sseFeed
+	whole  []byte // a JSON reply so far
+	over   bool   // past maxGeminiJSON: not read
+	tx     EventParser
+	ended  bool
 }
 
 // maxGeminiJSON bounds a JSON reply read for its usage (an SSE event is
@@ -185,48 +186,36 @@ const (
 	maxGeminiEvent = 4 << 20
 )
 
-// newGeminiUsage starts the reader of a reply; tx (nil when no transcript
-// is asked for) is handed each response (an SSE chunk, an element of a
-// JSON array, the JSON reply), then ended after the usage is recorded.
+// newGeminiUsage reads a reply; tx (nil when no transcript is asked for)
+// is handed each response (an SSE chunk, an element of a JSON array, the
+// JSON reply), then ended after the usage is recorded.
 func newGeminiUsage(body io.ReadCloser, pl *plan, eventStream bool, tx EventParser) *geminiUsage {
-	pr, pw := io.Pipe()
-	u := &geminiUsage{r: body, pw: pw, done: make(chan struct{}), pl: pl}
-	each := u.record
-	if tx != nil {
-		each = func(b []byte) { u.record(b); tx.Event(b) }
-	}
-	go func() {
-		defer close(u.done)
-		if tx != nil {
-			defer tx.End() // after the rest is drained: the reply's end
-		}
-		defer func() { _, _ = io.Copy(io.Discard, pr) }() // a writer never waits on a parser that gave up
-		if eventStream {
-			for ev, err := range sse.Read(pr, &sse.ReadConfig{MaxEventSize: maxGeminiEvent}) {
-				if err != nil {
-					return
-				}
-				each([]byte(ev.Data))
-			}
-			return
-		}
-		b, err := io.ReadAll(io.LimitReader(pr, maxGeminiJSON+1))
-		if err != nil || len(b) > maxGeminiJSON {
-			return
-		}
-		b = bytes.TrimSpace(b)
-		if len(b) > 0 && b[0] == '[' {
-			var chunks []json.RawMessage
-			if json.Unmarshal(b, &chunks) == nil {
-				for _, c := range chunks {
-					each(c)
-				}
-			}
-			return
-		}
-		each(b)
-	}()
+	u := &geminiUsage{r: body, pl: pl, stream: eventStream, tx: tx}
+	u.feed = sseFeed{max: maxGeminiEvent, onEvent: func(_, data []byte) { u.each(data) }}
 	return u
+}
+
+// each is one response of the reply: its usage, and the transcript's.
+func (u *geminiUsage) each(b []byte) {
+	u.record(b)
+	if u.tx != nil {
+		u.tx.Event(bytes.Clone(b))
+	}
+}
+
+// whole reads a JSON reply at its end.
+func (u *geminiUsage) wholeReply() {
+	b := bytes.TrimSpace(u.whole)
+	if len(b) > 0 && b[0] == '[' {
+		var chunks []json.RawMessage
+		if json.Unmarshal(b, &chunks) == nil {
+			for _, c := range chunks {
+				u.each(c)
+			}
+		}
+		return
+	}
+	u.each(b)
 }
 
 // record keeps the usage one response (or chunk) reports. Google counts
@@ -264,26 +253,41 @@ func (u *geminiUsage) record(b []byte) {
 
 func (u *geminiUsage) Read(p []byte) (int, error) {
 	n, err := u.r.Read(p)
-	if n > 0 {
-		_, _ = u.pw.Write(p[:n]) // waits for the parser to take the bytes
+	if n > 0 && !u.ended {
+		switch {
+		case u.stream:
+			u.feed.feed(p[:n])
+		case !u.over:
+			if len(u.whole)+n > maxGeminiJSON {
+				u.whole, u.over = nil, true
+			} else {
+				u.whole = append(u.whole, p[:n]...)
+			}
+		}
 	}
 	if err == io.EOF {
-		u.finish(nil)
+		if !u.stream && !u.over && !u.ended {
+			u.wholeReply()
+		}
+		u.finish()
 		u.pl.usageDone = true
 	}
 	return n, err
 }
 
-// finish ends the parser's input and waits for it: its usage is known
-// when Read returns EOF or Close returns.
-func (u *geminiUsage) finish(err error) {
-	u.once.Do(func() {
-		_ = u.pw.CloseWithError(err)
-		<-u.done
-	})
+// finish ends the transcript, once: the usage is known when Read returns
+// EOF or Close returns.
+func (u *geminiUsage) finish() {
+	if u.ended {
+		return
+	}
+	u.ended, u.whole = true, nil
+	if u.tx != nil {
+		u.tx.End()
+	}
 }
 
 func (u *geminiUsage) Close() error {
-	u.finish(io.ErrUnexpectedEOF)
+	u.finish()
 	return u.r.Close()
 }

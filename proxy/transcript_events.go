@@ -10,11 +10,11 @@ import (
 )
 
 // Transcripts of the routes whose reply is decoded already to read its
-// usage (the OpenAI Responses and Gemini routes, with go-sse on the usage
-// reader's goroutine): their parsers are handed each decoded event rather
-// than parse the bytes a second time. The usage reader calls the parser
-// from its own goroutine, one call at a time, and ends it (after the
-// call's usage is recorded) before the reply's EOF or Close returns.
+// usage (the OpenAI Responses and Gemini routes, parsed by sseFeed as the
+// reply passes): their parsers are handed each decoded event rather than
+// parse the bytes a second time. The usage reader calls the parser from
+// the goroutine reading the reply, one call at a time, and ends it (after
+// the call's usage is recorded) before the reply's EOF or Close returns.
 
 // EventParser reads a reply its route decodes: each server-sent event's
 // data, or a JSON (not streamed) reply whole; End follows the last.
