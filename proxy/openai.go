@@ -232,17 +232,8 @@ func (ru *responsesUsage) event(typ, data []byte) {
 	if len(typ) != 0 && !isTerminalResponses(string(typ)) {
 		return
 	}
-	var e struct {
-		Type     string `json:"type"`
-		Response *struct {
-			Usage *openAIUsage `json:"usage"`
-		} `json:"response"`
-	}
-	if json.Unmarshal(data, &e) != nil || e.Response == nil || e.Response.Usage == nil {
-		return
-	}
-	if isTerminalResponses(e.Type) {
-		ru.got, ru.found = *e.Response.Usage, true
+	if u, ok := responsesEventUsage(data); ok {
+		ru.got, ru.found = u, true
 	}
 }
 
@@ -306,4 +297,112 @@ func responsesJSONUsage(r io.Reader) (openAIUsage, bool) {
 		return openAIUsage{}, false
 	}
 	return *body.Usage, true
+}
+
+// responsesEventUsage is the usage of a terminal Responses event (and
+// whether it is one that carries a usage), as json.Unmarshal of
+// {type, response: {usage}} reads it, without decoding the rest: the
+// event repeats the whole answer, which is only skipped here. An event it
+// cannot read so (a key written with escapes or in another case, an
+// escaped type, JSON it cannot walk) is handed to json.Unmarshal.
+func responsesEventUsage(data []byte) (openAIUsage, bool) {
+	var typ, resp []byte
+	dup := false // a key twice: encoding/json merges the objects
+	if !jsonFields(data, func(key, value []byte) bool {
+		switch string(key) {
+		case "type":
+			dup, typ = dup || typ != nil, value
+		case "response":
+			dup, resp = dup || resp != nil, value
+		}
+		return true
+	}, "type", "response") || dup || bytes.IndexByte(typ, '\\') >= 0 {
+		return responsesEventUsageSlow(data)
+	}
+	var usage []byte
+	if len(resp) > 0 && resp[0] == '{' {
+		if !jsonFields(resp, func(key, value []byte) bool {
+			if string(key) == "usage" {
+				dup, usage = dup || usage != nil, value
+			}
+			return true
+		}, "usage") || dup {
+			return responsesEventUsageSlow(data)
+		}
+	}
+	if len(typ) < 2 || typ[0] != '"' || !isTerminalResponses(string(typ[1:len(typ)-1])) || usage == nil {
+		return openAIUsage{}, false
+	}
+	var u *openAIUsage
+	if json.Unmarshal(usage, &u) != nil || u == nil {
+		return openAIUsage{}, false
+	}
+	return *u, true
+}
+
+// responsesEventUsageSlow is responsesEventUsage by encoding/json.
+func responsesEventUsageSlow(data []byte) (openAIUsage, bool) {
+	var e struct {
+		Type     string `json:"type"`
+		Response *struct {
+			Usage *openAIUsage `json:"usage"`
+		} `json:"response"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.Response == nil || e.Response.Usage == nil || !isTerminalResponses(e.Type) {
+		return openAIUsage{}, false
+	}
+	return *e.Response.Usage, true
+}
+
+// jsonFields hands each key (unquoted) and raw value of the JSON object b
+// to visit; false when b is not an object it can walk, or a key is written
+// with escapes or matches one of names in another case (what encoding/json
+// would match too).
+func jsonFields(b []byte, visit func(key, value []byte) bool, names ...string) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	for i++; ; {
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case '}':
+			return true
+		case ',':
+			i++
+			continue
+		case '"':
+		default:
+			return false
+		}
+		end, ok := skipValue(b, i)
+		if !ok || end-i < 2 {
+			return false
+		}
+		key := b[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false
+		}
+		for _, n := range names {
+			if string(key) != n && strings.EqualFold(string(key), n) {
+				return false
+			}
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+		vend, ok := skipValue(b, i)
+		if !ok || vend <= i {
+			return false
+		}
+		if !visit(key, b[i:vend]) {
+			return true
+		}
+		i = vend
+	}
 }

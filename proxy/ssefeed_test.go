@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -41,4 +42,39 @@ func FuzzSSEFeed(f *testing.F) {
 			t.Fatalf("step %d:\n got  %v\n want %v", step, got, want)
 		}
 	})
+}
+
+// FuzzResponsesEventUsage: the usage read from a terminal event without
+// decoding the rest is what encoding/json reads from valid JSON.
+func FuzzResponsesEventUsage(f *testing.F) {
+	f.Add([]byte(`{"type":"response.completed","response":{"id":"r","output":[{"text":"a \"usage\": {}"}],"usage":{"input_tokens":30,"input_tokens_details":{"cached_tokens":10},"output_tokens":7}}}`))
+	f.Add([]byte(`{"response":{"usage":{"output_tokens":1}},"type":"response.failed"}`))
+	f.Add([]byte(`{"type":"response.completed","Response":{"usage":{"output_tokens":1}}}`))
+	f.Add([]byte(`{"type":"response.completed","response":{"usage":null}}`))
+	f.Add([]byte(`{"type":"response.completed","response":{"usage":{"output_tokens":1}},"response":{}}`))
+	f.Add([]byte(`{"type":"response.c\u006fmpleted","response":{"usage":{"output_tokens":2.5}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := responsesEventUsage(b)
+		if !json.Valid(b) {
+			return
+		}
+		want, wok := responsesEventUsageSlow(b)
+		if ok != wok || fmt.Sprint(usageText(got)) != fmt.Sprint(usageText(want)) {
+			t.Fatalf("%s: got %v %v, encoding/json %v %v", b, usageText(got), ok, usageText(want), wok)
+		}
+	})
+}
+
+func usageText(u openAIUsage) string {
+	v := func(p *int64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprint(*p)
+	}
+	c := "-"
+	if u.InputTokensDetails != nil {
+		c = v(u.InputTokensDetails.CachedTokens)
+	}
+	return v(u.InputTokens) + "/" + v(u.OutputTokens) + "/" + c
 }
