@@ -218,23 +218,57 @@ func (u *geminiUsage) wholeReply() {
 	u.each(b)
 }
 
+// geminiUsageMeta is a response's usageMetadata.
+type geminiUsageMeta struct {
+	Prompt     *int64 `json:"promptTokenCount"`
+	Candidates *int64 `json:"candidatesTokenCount"`
+	Cached     *int64 `json:"cachedContentTokenCount"`
+	Thoughts   *int64 `json:"thoughtsTokenCount"`
+}
+
+// geminiUsageOf is the usageMetadata of a response (b, a JSON object), as
+// json.Unmarshal reads it, without decoding the candidates' text: the
+// object's keys are walked and only the usage decoded; encoding/json reads
+// the whole of a response whose keys it cannot walk so (escaped, in
+// another case, twice).
+func geminiUsageOf(b []byte) (*geminiUsageMeta, bool) {
+	var raw []byte
+	dup := false
+	if jsonFields(b, func(key, value []byte) bool {
+		if string(key) == "usageMetadata" {
+			dup, raw = dup || raw != nil, value
+		}
+		return true
+	}, "usageMetadata") && !dup {
+		var um *geminiUsageMeta
+		if raw == nil || json.Unmarshal(raw, &um) != nil || um == nil {
+			return nil, false
+		}
+		return um, true
+	}
+	return geminiUsageSlow(b)
+}
+
+// geminiUsageSlow is geminiUsageOf by encoding/json.
+func geminiUsageSlow(b []byte) (*geminiUsageMeta, bool) {
+	var m struct {
+		UsageMetadata *geminiUsageMeta `json:"usageMetadata"`
+	}
+	if json.Unmarshal(b, &m) != nil || m.UsageMetadata == nil {
+		return nil, false
+	}
+	return m.UsageMetadata, true
+}
+
 // record keeps the usage one response (or chunk) reports. Google counts
 // cached tokens inside promptTokenCount and bills thoughts as output:
 // input_tokens is the prompt less the cache read, output_tokens the
 // candidates and the thoughts.
 func (u *geminiUsage) record(b []byte) {
-	var m struct {
-		UsageMetadata *struct {
-			Prompt     *int64 `json:"promptTokenCount"`
-			Candidates *int64 `json:"candidatesTokenCount"`
-			Cached     *int64 `json:"cachedContentTokenCount"`
-			Thoughts   *int64 `json:"thoughtsTokenCount"`
-		} `json:"usageMetadata"`
-	}
-	if json.Unmarshal(b, &m) != nil || m.UsageMetadata == nil {
+	um, ok := geminiUsageOf(b)
+	if !ok {
 		return
 	}
-	um := m.UsageMetadata
 	val := func(v *int64) int64 {
 		if v == nil || *v < 0 {
 			return 0

@@ -78,3 +78,24 @@ func usageText(u openAIUsage) string {
 	}
 	return v(u.InputTokens) + "/" + v(u.OutputTokens) + "/" + c
 }
+
+// FuzzGeminiUsageOf: the usageMetadata read without decoding the rest is
+// what encoding/json reads from valid JSON.
+func FuzzGeminiUsageOf(f *testing.F) {
+	f.Add([]byte(`{"candidates":[{"content":{"parts":[{"text":"a \"usageMetadata\":{}"}]}}],"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":2,"thoughtsTokenCount":1,"cachedContentTokenCount":3}}`))
+	f.Add([]byte(`{"UsageMetadata":{"promptTokenCount":5}}`))
+	f.Add([]byte(`{"usageMetadata":{"promptTokenCount":5},"usageMetadata":{"candidatesTokenCount":1}}`))
+	f.Add([]byte(`{"usageMetadata":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := geminiUsageOf(b)
+		if !json.Valid(b) {
+			return
+		}
+		want, wok := geminiUsageSlow(b)
+		gj, _ := json.Marshal(got)
+		wj, _ := json.Marshal(want)
+		if ok != wok || string(gj) != string(wj) {
+			t.Fatalf("%s: got %s %v, encoding/json %s %v", b, gj, ok, wj, wok)
+		}
+	})
+}
