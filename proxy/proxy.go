@@ -323,8 +323,14 @@ type plan struct {
 	// openai: the OpenAI Responses route (its refusals in OpenAI's shape);
 	// gemini: a Gemini route (Google's shape, gemini.go)
 	openai, gemini bool
-	// stopWatchdog stops the body watchdog once the body is read.
-	stopWatchdog func()
+	// watchdog is the body watchdog that watches this request's body (nil:
+	// none); w is the request's writer (its read deadline cuts the body)
+	watchdog *watchdog
+	w        http.ResponseWriter
+	// rec and watched are the request's status writer and watched body, kept
+	// in the plan (one allocation for the three)
+	rec          statusWriter
+	watched      watchdogBody
 	bodyTimedOut atomic.Bool
 	// usage is what the reply said the call cost (usageSeen: it said so);
 	// written by the body's reader, read after the body is copied
@@ -362,8 +368,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := p.now()
-	pl := &plan{rt: p.routes.Load(), via: viaOf(r.Context()), stopWatchdog: func() {}, openai: isOpenAIRoute(r.URL.Path), gemini: isGeminiRoute(r)}
-	rec := &statusWriter{ResponseWriter: w, p: p, pl: pl}
+	pl := &plan{rt: p.routes.Load(), via: viaOf(r.Context()), w: w, openai: isOpenAIRoute(r.URL.Path), gemini: isGeminiRoute(r)}
+	pl.rec = statusWriter{ResponseWriter: w, p: p, pl: pl}
+	rec := &pl.rec
 	logPath := r.URL.EscapedPath()
 	defer func() {
 		p.canaryTripped(pl) // a decoy seen after the reply began
@@ -412,14 +419,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// a watchdog, not a deadline: the connection's deadline is left to
 		// net/http (its own background read uses it) unless the body is
 		// still arriving when the time is up; then a past deadline cuts it
-		rc := http.NewResponseController(w)
-		p.bodies.watch(pl, start.Add(p.bodyTimeout()), p.bodyTimeout()/4, func() {
-			pl.bodyTimedOut.Store(true)
-			_ = rc.SetReadDeadline(time.Unix(1, 0))
-		})
-		pl.stopWatchdog = func() { p.bodies.done(pl) }
+		pl.watchdog = &p.bodies
+		p.bodies.watch(pl, start.Add(p.bodyTimeout()), p.bodyTimeout()/4)
 		defer p.bodies.done(pl)
-		r.Body = &watchdogBody{ReadCloser: r.Body, pl: pl}
+		pl.watched = watchdogBody{ReadCloser: r.Body, pl: pl}
+		r.Body = &pl.watched
 	}
 	if strings.HasPrefix(r.URL.Path, "/_svc/") {
 		masked, ok := p.planEditor(rec, r, pl)
@@ -511,6 +515,22 @@ func (p *Proxy) sameOrigin(r *http.Request) bool {
 		}
 	}
 	return p.o.Port == 0 || port == strconv.Itoa(p.o.Port)
+}
+
+// stopWatchdog stops the body watchdog once the body is read (again:
+// nothing).
+func (pl *plan) stopWatchdog() {
+	if pl.watchdog != nil {
+		pl.watchdog.done(pl)
+	}
+}
+
+// cutBody is the watchdog's cut: the body did not arrive in time. A past
+// read deadline ends it (the connection's deadline is left to net/http
+// until then: its own background read uses it).
+func (pl *plan) cutBody() {
+	pl.bodyTimedOut.Store(true)
+	_ = http.NewResponseController(pl.w).SetReadDeadline(time.Unix(1, 0))
 }
 
 // watchdogBody stops the body watchdog at the end of the body.

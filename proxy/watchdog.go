@@ -18,12 +18,11 @@ type watchdog struct {
 
 type watched struct {
 	deadline time.Time
-	cut      func()
 }
 
-// watch registers pl's body; cut runs if it is still registered at deadline.
-// The loop looks at most every tick (and at least every second).
-func (w *watchdog) watch(pl *plan, deadline time.Time, tick time.Duration, cut func()) {
+// watch registers pl's body; pl.cutBody runs if it is still registered at
+// deadline. The loop looks at most every tick (and at least every second).
+func (w *watchdog) watch(pl *plan, deadline time.Time, tick time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.tick == 0 || tick < w.tick {
@@ -32,7 +31,7 @@ func (w *watchdog) watch(pl *plan, deadline time.Time, tick time.Duration, cut f
 	if w.live == nil {
 		w.live = map[*plan]watched{}
 	}
-	w.live[pl] = watched{deadline: deadline, cut: cut}
+	w.live[pl] = watched{deadline: deadline}
 	if !w.running {
 		w.running = true
 		go w.loop()
@@ -53,25 +52,25 @@ func (w *watchdog) loop() {
 		w.mu.Unlock()
 		time.Sleep(tick)
 		now := time.Now()
-		var due []func()
+		var due []*plan
 		w.mu.Lock()
 		for pl, x := range w.live {
 			if !now.Before(x.deadline) {
-				due = append(due, x.cut)
+				due = append(due, pl)
 				delete(w.live, pl)
 			}
 		}
 		if len(w.live) == 0 {
 			w.running = false
 			w.mu.Unlock()
-			for _, cut := range due {
-				cut()
+			for _, pl := range due {
+				pl.cutBody()
 			}
 			return
 		}
 		w.mu.Unlock()
-		for _, cut := range due {
-			cut()
+		for _, pl := range due {
+			pl.cutBody()
 		}
 	}
 }
