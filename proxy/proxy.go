@@ -329,8 +329,12 @@ type plan struct {
 	w        http.ResponseWriter
 	// rec and watched are the request's status writer and watched body, kept
 	// in the plan (one allocation for the three)
-	rec          statusWriter
-	watched      watchdogBody
+	rec     statusWriter
+	watched watchdogBody
+	// heldBody is the body read for replay (body points at it), bodyReader
+	// its first reading when it is one chunk
+	heldBody     replayBody
+	bodyReader   bytes.Reader
 	bodyTimedOut atomic.Bool
 	// usage is what the reply said the call cost (usageSeen: it said so);
 	// written by the body's reader, read after the body is copied
@@ -552,7 +556,8 @@ func (d *watchdogBody) Read(b []byte) (int, error) {
 // the first target alone, streamed, with what was read put back in front.
 func (p *Proxy) bufferForReplay(r *http.Request, pl *plan) error {
 	const chunkSize = 64 << 10
-	var held replayBody // whole chunks: memory is what was reserved, no regrowth
+	held := &pl.heldBody // whole chunks: memory is what was reserved, no regrowth
+	held.chunks = held.first[:0]
 	for {
 		size := int64(chunkSize)
 		if r.ContentLength >= 0 {
@@ -585,8 +590,13 @@ func (p *Proxy) bufferForReplay(r *http.Request, pl *plan) error {
 			return err
 		}
 	}
-	pl.body = &held
-	r.Body = io.NopCloser(held.reader())
+	pl.body = held
+	if len(held.chunks) == 1 {
+		pl.bodyReader.Reset(held.chunks[0])
+		r.Body = io.NopCloser(&pl.bodyReader)
+	} else {
+		r.Body = io.NopCloser(held.reader())
+	}
 	r.ContentLength = held.n
 	return nil
 }
@@ -595,6 +605,7 @@ func (p *Proxy) bufferForReplay(r *http.Request, pl *plan) error {
 type replayBody struct {
 	chunks [][]byte
 	n      int64
+	first  [1][]byte // chunks' room for a body of one chunk
 }
 
 func (b *replayBody) add(c []byte) {

@@ -146,6 +146,6 @@ func TestTaskCallAllocs(t *testing.T) {
 // The ceilings of TestTaskCallAllocs (httptest's request and recorder
 // included).
 const (
-	taskCallAllocs       = 84
-	taskCallOpenAIAllocs = 106
+	taskCallAllocs       = 81
+	taskCallOpenAIAllocs = 102
 )
