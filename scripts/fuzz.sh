@@ -29,6 +29,9 @@ targets=( # package:target:executions
   ./proxy:FuzzEchoingUpstream:30000x
   ./proxy:FuzzResponsesUsage:30000x
   ./proxy:FuzzGeminiUsage:50000x
+  ./proxy:FuzzGeminiUsageOf:50000x
+  ./proxy:FuzzResponsesEventUsage:50000x
+  ./proxy:FuzzSSEFeed:30000x
   ./proxy:FuzzResponsesTranscript:30000x
   ./proxy:FuzzGeminiTranscript:30000x
   ./review:FuzzShellQuote:300000x
