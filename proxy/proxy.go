@@ -479,6 +479,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	pl.left = true
 	p.rp.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), planKey{}, pl)))
+	// a reply of known length is whole now: its last bytes go to the agent
+	// before the call's bookkeeping (the traffic record, the log line, the
+	// usage settled), not after it. The budget stays safe meanwhile: the
+	// call's reservation is held until its traffic event gives it back.
+	if rec.status != 0 && w.Header().Get("Content-Length") != "" {
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
 }
 
 // bodyError answers a request whose body could not be read: 403 when its
