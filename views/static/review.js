@@ -408,16 +408,24 @@
     try { return JSON.parse(el.textContent); } catch (e) { return null; }
   }
   const stateURL = (what) => '/api/review/' + encodeURIComponent(task) + '/' + what;
+  // body's data-rv-pending counts the changes on their way (tests and a
+  // reviewer's reload wait for 0)
+  let statePending = 0;
   async function postReviewState(what, payload) {
-    const r = await fetch(stateURL(what), {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'X-Lazy-CSRF': body.dataset.csrf || '' },
-      body: JSON.stringify(payload),
-    });
-    const j = await r.json().catch(() => ({ error: 'the daemon answered ' + r.status }));
-    if (!r.ok) throw new Error(j.error || ('the daemon answered ' + r.status));
-    adoptReviewState(j);
-    return j;
+    body.dataset.rvPending = String(++statePending);
+    try {
+      const r = await fetch(stateURL(what), {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'X-Lazy-CSRF': body.dataset.csrf || '' },
+        body: JSON.stringify(payload),
+      });
+      const j = await r.json().catch(() => ({ error: 'the daemon answered ' + r.status }));
+      if (!r.ok) throw new Error(j.error || ('the daemon answered ' + r.status));
+      adoptReviewState(j);
+      return j;
+    } finally {
+      body.dataset.rvPending = String(--statePending);
+    }
   }
   async function fetchReviewState() {
     if (!reviewState) return;
