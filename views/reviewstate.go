@@ -13,7 +13,10 @@ func ApplyReviewState(d *DiffView, orphans []ThreadView, st *api.ReviewState) {
 		for i := range ts {
 			r, ok := st.Resolved[ts[i].ID]
 			if ok && r.Messages == len(ts[i].Messages) {
-				ts[i].Resolved, ts[i].QueuedResolved = true, r.Queued
+				ts[i].Resolved = true
+				if d.Commentable { // an ended task's queued comments never go
+					ts[i].QueuedResolved = r.Queued
+				}
 			}
 		}
 	}

@@ -74,4 +74,7 @@ func TestBrowserReviewStateSecondBrowser(t *testing.T) {
 		t.Fatalf("the head did not move: %s", now)
 	}
 	waitJS(t, second, "changes since the last review", `!document.querySelector('.since-link').hidden && document.querySelector('.since-link a').getAttribute('href') === '?since=`+head+`'`)
+	// the unblock delivered the resolved thread's comment: still resolved
+	// (no message came), now folded, with nothing left to say
+	waitJS(t, second, "the delivered thread resolved and folded", thread+`.classList.contains('resolved') && !`+thread+`.open && !`+thread+`.querySelector('.resolved-queued')`)
 }

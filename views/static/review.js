@@ -742,9 +742,14 @@
     const m = reviewState && reviewState.resolved[d.dataset.thread];
     return m && m.messages === d.querySelectorAll(':scope > .msg').length ? m : null;
   }
+  // queuedIn counts a thread's comments still queued, as the page shows them
+  // (a withdraw or an unblock re-rendered since the mark was read counts)
+  // (an ended task's never go: none counts)
+  const taskEnded = !!document.querySelector('.ended-status');
+  const queuedIn = (d) => (taskEnded ? 0 : d.querySelectorAll(':scope > .msg.msg-queued').length);
   function showResolvedQueued(d, mark) {
     let note = d.querySelector(':scope > .resolved-queued');
-    const n = mark ? mark.queued : 0;
+    const n = mark ? queuedIn(d) : 0;
     if (!n) { if (note) note.remove(); return; }
     if (!note) {
       note = document.createElement('p');
@@ -761,8 +766,7 @@
     try {
       const st = await postReviewState('resolved', { thread_id: d.dataset.thread, resolved: on });
       if (st.notice) reviewNotice(st.notice, false);
-      const m = resolvedMark(d);
-      if (on && !(m && m.queued)) d.open = false;
+      if (on && !queuedIn(d)) d.open = false;
     } catch (x) {
       reviewNotice('Not saved: ' + x.message, true);
     }
@@ -796,8 +800,7 @@
       const want = pref(threadKey(d), '');
       if (want) d.open = want === 'open';
       if (!reviewState) return;
-      const mark = resolvedMark(d);
-      if (showResolved(d) && !(mark && mark.queued)) d.open = false;
+      if (showResolved(d) && !queuedIn(d)) d.open = false;
     });
   }
   // only a click on its summary records a choice: a thread opened by the
@@ -819,6 +822,8 @@
     postReviewState('seen', { head: head.dataset.head }).catch(() => { /* the next visit posts it again */ });
   }
   markHeadSeen();
+  // back to this tab: another tab or browser may have marked something
+  document.addEventListener('visibilitychange', () => { if (document.visibilityState === 'visible') fetchReviewState(); });
 
   // ---- the island: threads and the status bar follow the task's event
   // stream (each event: the threads JSON fetched again); polling only where
