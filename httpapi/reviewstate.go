@@ -88,6 +88,11 @@ func (h *handler) applyReviewState(c echo.Context, p *views.ReviewPage, d *api.D
 		return err
 	}
 	p.ReviewState = st
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	p.ReviewStateJSON = string(b)
 	views.ApplyReviewState(&p.Diff, p.Orphans, st)
 	head := ""
 	if len(d.Commits) > 0 {

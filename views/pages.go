@@ -212,10 +212,12 @@ type ReviewPage struct {
 	// merged or left, its commits and threads, and no action at all
 	Ended *EndedView
 	// ReviewState is the reviewer's state on the task as the server keeps
-	// it (the page is rendered with it; review.js caches it and posts
-	// changes); LastReviewed the head "changes since your last review"
-	// runs from ("": none)
+	// it (the page is rendered with it), ReviewStateJSON the same as JSON
+	// for review.js, which caches it and posts changes (data-rv-state: no
+	// script element); LastReviewed the head "changes since your last
+	// review" runs from ("": none)
 	ReviewState             *api.ReviewState
+	ReviewStateJSON         string
 	LastReviewed, LastShort string
 }
 

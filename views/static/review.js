@@ -398,14 +398,14 @@
   // ---- the reviewer's state, kept by the daemon ----
   // Viewed files, resolved threads and the head last reviewed live on the
   // server (api.ReviewState), so another browser sees them. The page is
-  // rendered with them and carries them in #rv-state; this is the cache:
+  // rendered with them and carries them in data-rv-state; this is the cache:
   // each change is posted with fetch and the answer (the whole state) is
   // taken, and the poll fetches it again (another tab or browser's marks).
   let reviewState = readReviewState();
   function readReviewState() {
-    const el = document.getElementById('rv-state');
+    const el = document.querySelector('.review-head[data-rv-state]');
     if (!el) return null;
-    try { return JSON.parse(el.textContent); } catch (e) { return null; }
+    try { return JSON.parse(el.dataset.rvState); } catch (e) { return null; }
   }
   const stateURL = (what) => '/api/review/' + encodeURIComponent(task) + '/' + what;
   // body's data-rv-pending counts the changes on their way (tests and a
