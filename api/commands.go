@@ -176,4 +176,12 @@ var (
 	CmdReviewViolationDecision = Cmd[ViolationArgs, OK]{"reviewViolationDecision"}
 	CmdSync                    = Cmd[SyncArgs, *SyncResult]{"sync"}
 	CmdApprove                 = Cmd[ApproveArgs, OK]{"approve"}
+
+	// the reviewer's own state on a task (api/reviewstate.go): read it,
+	// mark a file viewed, resolve a thread, record the head reviewed; each
+	// change answers the state after it
+	CmdReviewState   = Cmd[ReviewStateArgs, *ReviewState]{"reviewState"}
+	CmdReviewViewed  = Cmd[ViewedArgs, *ReviewState]{"reviewViewed"}
+	CmdReviewResolve = Cmd[ResolveArgs, *ReviewState]{"reviewResolve"}
+	CmdReviewSeen    = Cmd[SeenArgs, *ReviewState]{"reviewSeen"}
 )

@@ -83,5 +83,9 @@ func (d *Daemon) commands(stop func()) httpapi.Commands {
 		httpapi.Handle(api.CmdApprove, func(ctx context.Context, a api.ApproveArgs) (api.OK, error) {
 			return ok("true", r.Approve(ctx, a.Task, a.Files, a.Passphrase))
 		}),
+		httpapi.Handle(api.CmdReviewState, r.State),
+		httpapi.Handle(api.CmdReviewViewed, r.MarkViewed),
+		httpapi.Handle(api.CmdReviewResolve, r.Resolve),
+		httpapi.Handle(api.CmdReviewSeen, r.Seen),
 	)
 }

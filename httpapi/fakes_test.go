@@ -71,7 +71,11 @@ func pages(t Tasks, r ReviewActions) Commands {
 			Handle(api.CmdReviewAccept, func(ctx context.Context, a api.ReviewAcceptArgs) (*api.TaskInfo, error) {
 				return r.Accept(ctx, a.Task, a.AcceptArgs)
 			}),
-			Handle(api.CmdSync, func(ctx context.Context, a api.SyncArgs) (*api.SyncResult, error) { return r.Sync(ctx, a.Task, a.Wait) }))
+			Handle(api.CmdSync, func(ctx context.Context, a api.SyncArgs) (*api.SyncResult, error) { return r.Sync(ctx, a.Task, a.Wait) }),
+			// the pages render with the reviewer's state: none kept by the fakes
+			Handle(api.CmdReviewState, func(_ context.Context, a api.ReviewStateArgs) (*api.ReviewState, error) {
+				return &api.ReviewState{Task: a.Task, Reviewer: a.Reviewer, Viewed: map[string]string{}, Resolved: map[string]api.ResolvedMark{}}, nil
+			}))
 	}
 	return Table(cs...)
 }

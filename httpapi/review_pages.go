@@ -22,13 +22,16 @@ import (
 	"lazy/views"
 )
 
+// route is one route of the review surface.
+type route struct {
+	method, path string
+	fn           echo.HandlerFunc
+}
+
 // reviewRoutes registers the routes of spec §4.2. Until review actions are
 // injected every one of them answers 503.
 func (h *handler) reviewRoutes(e *echo.Echo) {
-	routes := []struct {
-		method, path string
-		fn           echo.HandlerFunc
-	}{
+	routes := []route{
 		{http.MethodGet, "/review", h.queuePage},
 		{http.MethodGet, "/review/:task", h.reviewPage},
 		{http.MethodPost, "/review/:task/comment", h.postComment},
@@ -43,6 +46,7 @@ func (h *handler) reviewRoutes(e *echo.Echo) {
 		{http.MethodGet, "/review/:task/file", h.fileFragment},
 		{http.MethodGet, "/review/:task/raw", h.rawFile},
 	}
+	routes = append(routes, h.reviewStateRoutes()...)
 	for _, r := range routes {
 		fn := r.fn
 		if h.d.Call == nil {
@@ -128,6 +132,9 @@ func (h *handler) renderReview(c echo.Context, fl Flash) error {
 		if !p.Diff.SetDraft(c.QueryParam("comment"), body) {
 			p.Kept = append(p.Kept, views.KeptField{Label: "Your comment (not saved)", Value: body})
 		}
+	}
+	if err := h.applyReviewState(c, &p, d); err != nil {
+		return err
 	}
 	p.Diff.Expandable, p.Diff.Full, p.Diff.Context = d.Since == "", d.Full, opts.Context
 	p.Diff.Open = c.QueryParam("open")
@@ -452,6 +459,11 @@ func (h *handler) fileFragment(c echo.Context) error {
 		}
 	}
 	view, _ := views.BuildDiffAt(d.FileIndex, d.Files, threads, d.Task.ID, h.csrfFor(c), endedView(d.Task) == nil, "")
+	st, err := api.Do(ctx, h.d.Call, api.CmdReviewState, api.ReviewStateArgs{Task: d.Task.ID, Reviewer: h.reviewer(c)})
+	if err != nil {
+		return err
+	}
+	views.ApplyReviewState(&view, nil, st)
 	view.Expandable, view.RawURL, view.Sources = true, rawURL(d.Task.ID), d.Sources
 	views.LinkTurns(&view, nil, commitRows(d.Commits, d.Turns))
 	frag, err := h.d.Views.FileHTML(view, path)

@@ -139,6 +139,15 @@ func (r readsRemote) UpdatePassphraseTries(ctx context.Context, name string, fn 
 func (r readsRemote) AddEgress(ctx context.Context, e *store.EgressCall) error {
 	return r.w.AddEgress(ctx, e)
 }
+func (r readsRemote) SetViewed(ctx context.Context, v store.ViewedFile, on bool) error {
+	return r.w.SetViewed(ctx, v, on)
+}
+func (r readsRemote) SetResolved(ctx context.Context, rt store.ResolvedThread, on bool) error {
+	return r.w.SetResolved(ctx, rt, on)
+}
+func (r readsRemote) SeeHead(ctx context.Context, reviewer, taskID, head string, at time.Time) (*store.ReviewedHead, error) {
+	return r.w.SeeHead(ctx, reviewer, taskID, head, at)
+}
 func (r readsRemote) SaveTranscript(ctx context.Context, t *store.Transcript) error {
 	return r.w.SaveTranscript(ctx, t)
 }
@@ -173,6 +182,7 @@ func TestRemoteRefusesWrites(t *testing.T) {
 		"addComment": {Comment: &store.Comment{ID: "m", TaskID: tk.ID, Body: "x"}}, "addReviewComment": {Review: rc},
 		"saveReviewComment": {Review: rc}, "addApproval": {Approval: &store.Approval{TaskID: tk.ID, Path: ".github/x", Kind: "protected"}},
 		"addUsage": {TaskID: tk.ID}, "answerAsk": {ID: "c1", Review: rc},
+		"setViewed": {TaskID: tk.ID}, "setResolved": {TaskID: tk.ID}, "seeHead": {TaskID: tk.ID},
 	}
 	for op, args := range calls {
 		err := c.Call(ctx, "storage."+op, args, nil)

@@ -49,6 +49,7 @@ type fileTask struct {
 	usage     []UsageCall
 	egress    []EgressCall
 	scripts   []Transcript // turn transcripts, by turn
+	marks     reviewMarks  // the review state (file_reviewstate.go)
 }
 
 // launchRecord is MarkLaunched as one record, so it lands whole or not at all.
@@ -229,6 +230,8 @@ func (ft *fileTask) apply(r record) error {
 			return err
 		}
 		ft.egress = append(ft.egress, e)
+	case "viewed", "resolved", "seen":
+		return ft.marks.apply(r)
 	case "approval":
 		var a Approval
 		if err := json.Unmarshal(r.V, &a); err != nil {

@@ -212,6 +212,32 @@ var migrations = []migration{
 	{32, "usage_calls.requests: a row counts the calls of one task, turn, role, status and refusal of a batch", []string{
 		`ALTER TABLE usage_calls ADD COLUMN requests INTEGER NOT NULL DEFAULT 1`,
 	}},
+	{33, "review state on the server: files viewed per reviewer and diff content, threads resolved, the head last reviewed", []string{
+		`CREATE TABLE review_viewed (
+			reviewer TEXT NOT NULL,
+			task_id TEXT NOT NULL REFERENCES tasks(id),
+			path TEXT NOT NULL,
+			diff_hash TEXT NOT NULL,
+			at DATETIME NOT NULL,
+			PRIMARY KEY (reviewer, task_id, path, diff_hash)
+		)`,
+		`CREATE TABLE review_resolved (
+			task_id TEXT NOT NULL REFERENCES tasks(id),
+			thread_id TEXT NOT NULL,
+			reviewer TEXT NOT NULL,
+			messages INTEGER NOT NULL DEFAULT 0,
+			at DATETIME NOT NULL,
+			PRIMARY KEY (task_id, thread_id)
+		)`,
+		`CREATE TABLE review_heads (
+			reviewer TEXT NOT NULL,
+			task_id TEXT NOT NULL REFERENCES tasks(id),
+			head TEXT NOT NULL,
+			prev TEXT NOT NULL DEFAULT '',
+			at DATETIME NOT NULL,
+			PRIMARY KEY (reviewer, task_id)
+		)`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

@@ -39,6 +39,7 @@ type StorageArgs struct {
 	Approval *Approval             `json:"approval,omitempty"`
 	At       time.Time             `json:"at,omitempty"`
 	IDs      []string              `json:"ids,omitempty"`
+	Reviewer string                `json:"reviewer,omitempty"`
 }
 
 // call maps the daemon's not-found and conflict kinds back to ErrNotFound
@@ -161,6 +162,24 @@ func (r *Remote) UpdatePassphraseTries(context.Context, string, func(int, time.T
 	return readOnly("updatePassphraseTries")
 }
 
+func (r *Remote) SetViewed(context.Context, ViewedFile, bool) error { return readOnly("setViewed") }
+
+func (r *Remote) SetResolved(context.Context, ResolvedThread, bool) error {
+	return readOnly("setResolved")
+}
+
+func (r *Remote) SeeHead(context.Context, string, string, string, time.Time) (*ReviewedHead, error) {
+	return nil, readOnly("seeHead")
+}
+
+func (r *Remote) ReviewState(ctx context.Context, reviewer, taskID string) (*ReviewState, error) {
+	var st ReviewState
+	if err := r.call(ctx, "reviewState", StorageArgs{Reviewer: reviewer, TaskID: taskID}, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
 // Close has nothing to release.
 func (r *Remote) Close() error { return nil }
 
@@ -208,8 +227,11 @@ func Serve(ctx context.Context, st Store, op string, raw []byte) (any, error) {
 		return nonNil(st.ListEgress(ctx, a.TaskID))
 	case "listTranscripts":
 		return nonNil(st.ListTranscripts(ctx, a.TaskID))
+	case "reviewState":
+		return st.ReviewState(ctx, a.Reviewer, a.TaskID)
 	case "createTask", "saveTask", "createTurn", "saveTurn", "markLaunched", "addComment",
-		"addReviewComment", "saveReviewComment", "answerAsk", "addApproval", "addUsage", "addEgress", "saveTranscript":
+		"addReviewComment", "saveReviewComment", "answerAsk", "addApproval", "addUsage", "addEgress", "saveTranscript",
+		"setViewed", "setResolved", "seeHead":
 		return nil, readOnly(op)
 	}
 	return nil, fmt.Errorf("%w: unknown storage op %q", ErrBadStorageCall, op)

@@ -316,6 +316,17 @@ type Store interface {
 	SaveTranscript(ctx context.Context, t *Transcript) error
 	ListTranscripts(ctx context.Context, taskID string) ([]Transcript, error)
 
+	// The review state (reviewstate.go). SetViewed marks a file viewed by
+	// a reviewer at one content of its diff (on), replacing the marks on
+	// its other contents, or not viewed (off). SetResolved marks a thread
+	// resolved or not. SeeHead records the head a reviewer last reviewed
+	// and returns the row (its Prev the head seen before, when it moved).
+	// ReviewState reads a reviewer's state on a task.
+	SetViewed(ctx context.Context, v ViewedFile, on bool) error
+	SetResolved(ctx context.Context, r ResolvedThread, on bool) error
+	SeeHead(ctx context.Context, reviewer, taskID, head string, at time.Time) (*ReviewedHead, error)
+	ReviewState(ctx context.Context, reviewer, taskID string) (*ReviewState, error)
+
 	Close() error
 }
 

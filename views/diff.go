@@ -119,6 +119,9 @@ type FileView struct {
 	// Hash identifies the file's diff: a viewed mark made on another hash
 	// is void (the file changed since)
 	Hash string
+	// Viewed: the reviewer marked this content of the file's diff viewed
+	// (ApplyReviewState); the file starts closed, its box ticked
+	Viewed bool
 	// OldOID and NewOID are the blob ids of the file's two sides, as the
 	// diff names them ("" or zeros where a side is absent)
 	OldOID, NewOID string
@@ -177,6 +180,11 @@ type ThreadView struct {
 	// Settled: its change requests were delivered and nothing in it waits
 	// for anyone, so it starts collapsed to one line
 	Settled bool
+	// Resolved: the reviewer resolved it and no message came since
+	// (ApplyReviewState); QueuedResolved counts its comments still queued
+	// for the next unblock (resolving does not withdraw them)
+	Resolved       bool
+	QueuedResolved int
 }
 
 // MessageView is one message of a thread, with what the reviewer may do.

@@ -3,6 +3,8 @@ package views
 import (
 	"html/template"
 	"time"
+
+	"lazy/api"
 )
 
 // TaskRow is one line of the task list.
@@ -209,6 +211,14 @@ type ReviewPage struct {
 	// Ended, when set, makes the page the ended task's record: what it
 	// merged or left, its commits and threads, and no action at all
 	Ended *EndedView
+	// ReviewState is the reviewer's state on the task as the server keeps
+	// it (the page is rendered with it), ReviewStateJSON the same as JSON
+	// for review.js, which caches it and posts changes (data-rv-state: no
+	// script element); LastReviewed the head "changes since your last
+	// review" runs from ("": none)
+	ReviewState             *api.ReviewState
+	ReviewStateJSON         string
+	LastReviewed, LastShort string
 }
 
 // NetworkView is the review page's network section: every destination the

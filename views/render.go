@@ -50,7 +50,7 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 	if len(d.Files) > 0 {
 		b.WriteString(`<nav class="file-nav" aria-label="Changed files"><h2>Files <span class="muted">(` + strconv.Itoa(len(d.Files)) + `)</span></h2>` + "\n<ol>\n")
 		for _, f := range d.Files {
-			b.WriteString(`<li data-nav-file="` + esc(f.Path) + `"><a href="#` + esc(FileID(f.Path)) + `"><span class="nav-path">` + esc(f.Path) + `</span></a> <span class="nav-stat"><span class="plus">+` + strconv.Itoa(f.Added) + `</span> <span class="minus">-` + strconv.Itoa(f.Deleted) + `</span>`)
+			b.WriteString(`<li data-nav-file="` + esc(f.Path) + `"` + classIf(f.Viewed, "viewed") + `><a href="#` + esc(FileID(f.Path)) + `"><span class="nav-path">` + esc(f.Path) + `</span></a> <span class="nav-stat"><span class="plus">+` + strconv.Itoa(f.Added) + `</span> <span class="minus">-` + strconv.Itoa(f.Deleted) + `</span>`)
 			if n := fileThreads(f); n > 0 {
 				b.WriteString(` <span class="nav-threads" title="threads on this file">` + strconv.Itoa(n) + ` thread`)
 				if n > 1 {
@@ -58,7 +58,7 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 				}
 				b.WriteString(`</span>`)
 			}
-			b.WriteString(` <span class="viewed-mark" hidden>viewed</span></span></li>` + "\n")
+			b.WriteString(` <span class="viewed-mark"` + hiddenUnless(f.Viewed) + `>viewed</span></span></li>` + "\n")
 		}
 		b.WriteString("</ol>\n</nav>\n")
 	}
@@ -82,7 +82,7 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 			}
 			b.WriteString(` data-change="` + esc(strings.Join(kinds, " ")) + `"`)
 		}
-		if layout[i] == fileOpen {
+		if layout[i] == fileOpen && (!f.Viewed || f.Path == d.Open || f.Path == d.Full) {
 			b.WriteString(` open`)
 		}
 		if layout[i] == fileLazy {
@@ -115,7 +115,7 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 			}
 		}
 		b.WriteString(` <span class="stat"><span class="plus">+` + strconv.Itoa(f.Added) + `</span> <span class="minus">-` + strconv.Itoa(f.Deleted) + "</span></span>")
-		b.WriteString(` <label class="viewed-toggle" hidden><input type="checkbox" class="viewed-box"> Viewed</label></summary>` + "\n")
+		b.WriteString(` <label class="viewed-toggle" hidden><input type="checkbox" class="viewed-box"` + checkedIf(f.Viewed) + `> Viewed</label></summary>` + "\n")
 		if layout[i] == fileOverPage {
 			b.WriteString(`<p class="muted too-large">` + strconv.Itoa(rows) + ` lines, not shown: one page shows at most ` + strconv.Itoa(MaxPageRows) + ` lines.`)
 			if raw := d.rawURL(f); raw != "" {
@@ -414,4 +414,26 @@ func writeText(b *strings.Builder, text string, hl, marks []Span, mark string) {
 	if open {
 		b.WriteString("</" + mark + ">")
 	}
+}
+
+// the reviewer's marks in the rows (ApplyReviewState)
+func hiddenUnless(on bool) string {
+	if on {
+		return ""
+	}
+	return " hidden"
+}
+
+func classIf(on bool, class string) string {
+	if on {
+		return ` class="` + class + `"`
+	}
+	return ""
+}
+
+func checkedIf(on bool) string {
+	if on {
+		return " checked"
+	}
+	return ""
 }

@@ -70,6 +70,7 @@ func TestBrowserReviewerTool(t *testing.T) {
 	// viewed: collapses the file, lasts across a reload
 	do(t, ctx, chromedp.Click(`details.file[data-path="a.go"] .viewed-box`))
 	waitJS(t, ctx, "a.go viewed and closed", `!document.querySelector('details.file[data-path="a.go"]').open && document.querySelector('li[data-nav-file="a.go"]').classList.contains('viewed')`)
+	waitJS(t, ctx, "the mark saved", `document.body.dataset.rvPending === '0'`)
 	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible(".toolbar"))
 	waitJS(t, ctx, "viewed after a reload", `!document.querySelector('details.file[data-path="a.go"]').open && document.querySelector('details.file[data-path="a.go"] .viewed-box').checked`)
 	if eval[bool](t, ctx, `document.querySelector('li[data-nav-file="b.go"]').classList.contains('viewed')`) {
@@ -109,6 +110,7 @@ func TestBrowserReviewerTool(t *testing.T) {
 	// resolve: folds the thread and marks it, across a reload
 	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('.thread.focused > button.resolve').click()`))
 	id := eval[string](t, ctx, `document.querySelector('.thread.focused').dataset.thread`)
+	waitJS(t, ctx, "the resolve saved", `document.body.dataset.rvPending === '0' && document.querySelector('.thread.focused').classList.contains('resolved')`)
 	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible(".toolbar"))
 	waitJS(t, ctx, "the thread resolved after a reload", `(() => { const d = document.querySelector('details.thread[data-thread="`+id+`"]'); return d.classList.contains('resolved') && !d.open && d.querySelector('summary').textContent.includes('resolved'); })()`)
 

@@ -53,6 +53,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("MarkLaunched", func(t *testing.T) { testMarkLaunched(t, open) })
 	t.Run("AnswerAsk", func(t *testing.T) { testAnswerAsk(t, open) })
 	t.Run("PassphraseTries", func(t *testing.T) { testPassphraseTries(t, open) })
+	t.Run("ReviewState", func(t *testing.T) { testReviewState(t, open) })
 	t.Run("Durable", func(t *testing.T) { testDurable(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
 }
@@ -468,4 +469,77 @@ func testAnswerAsk(t *testing.T, open Opener) {
 	if len(cs) != 2 || cs[0].AskState != review.AskAnswered || cs[1].Body != "because" || cs[1].Actor != review.Agent {
 		t.Fatalf("after answering: %+v", cs)
 	}
+}
+
+// testReviewState: viewed marks per reviewer and content (a new content
+// replaces the old, unviewed takes it off), resolved threads per thread,
+// the head last reviewed with the one before it; all survive a reopen and
+// stay on their task.
+func testReviewState(t *testing.T, open Opener) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	a, b := NewTask(""), NewTask("")
+	must(t, s.CreateTask(ctx, a))
+	must(t, s.CreateTask(ctx, b))
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	empty, err := s.ReviewState(ctx, "owner", a.ID)
+	must(t, err)
+	if len(empty.Viewed) != 0 || len(empty.Resolved) != 0 || empty.Head != nil {
+		t.Fatalf("a new task's state: %+v", empty)
+	}
+	must(t, s.SetViewed(ctx, store.ViewedFile{Reviewer: "owner", TaskID: a.ID, Path: "a.go", DiffHash: "h1", At: at}, true))
+	must(t, s.SetViewed(ctx, store.ViewedFile{Reviewer: "owner", TaskID: a.ID, Path: "a.go", DiffHash: "h2", At: at}, true))
+	must(t, s.SetViewed(ctx, store.ViewedFile{Reviewer: "owner", TaskID: a.ID, Path: "b.go", DiffHash: "h3", At: at}, true))
+	must(t, s.SetViewed(ctx, store.ViewedFile{Reviewer: "owner", TaskID: a.ID, Path: "c.go", DiffHash: "h4", At: at}, true))
+	must(t, s.SetViewed(ctx, store.ViewedFile{Reviewer: "owner", TaskID: a.ID, Path: "c.go"}, false))
+	must(t, s.SetViewed(ctx, store.ViewedFile{Reviewer: "other", TaskID: a.ID, Path: "a.go", DiffHash: "h9", At: at}, true))
+	must(t, s.SetViewed(ctx, store.ViewedFile{Reviewer: "owner", TaskID: b.ID, Path: "a.go", DiffHash: "h8", At: at}, true))
+	must(t, s.SetResolved(ctx, store.ResolvedThread{TaskID: a.ID, ThreadID: "t1", Reviewer: "owner", Messages: 2, At: at}, true))
+	must(t, s.SetResolved(ctx, store.ResolvedThread{TaskID: a.ID, ThreadID: "t1", Reviewer: "owner", Messages: 3, At: at}, true))
+	must(t, s.SetResolved(ctx, store.ResolvedThread{TaskID: a.ID, ThreadID: "t2", Reviewer: "owner", Messages: 1, At: at}, true))
+	must(t, s.SetResolved(ctx, store.ResolvedThread{TaskID: a.ID, ThreadID: "t2"}, false))
+	h, err := s.SeeHead(ctx, "owner", a.ID, "c1", at)
+	must(t, err)
+	if h.Head != "c1" || h.Prev != "" {
+		t.Errorf("first head: got %+v, want head c1, no prev", h)
+	}
+	if h, err = s.SeeHead(ctx, "owner", a.ID, "c2", at); err != nil || h.Head != "c2" || h.Prev != "c1" {
+		t.Errorf("moved head: got %+v %v, want c2 after c1", h, err)
+	}
+	if h, err = s.SeeHead(ctx, "owner", a.ID, "c2", at); err != nil || h.Head != "c2" || h.Prev != "c1" {
+		t.Errorf("same head again: got %+v %v, want c2 after c1 kept", h, err)
+	}
+	check := func(s store.Store, when string) {
+		t.Helper()
+		st, err := s.ReviewState(ctx, "owner", a.ID)
+		must(t, err)
+		got := map[string]string{}
+		for _, v := range st.Viewed {
+			got[v.Path] = v.DiffHash
+			if v.Reviewer != "owner" || v.TaskID != a.ID || !v.At.Equal(at) {
+				t.Errorf("%s: viewed row %+v", when, v)
+			}
+		}
+		if len(got) != 2 || got["a.go"] != "h2" || got["b.go"] != "h3" {
+			t.Errorf("%s: viewed got %v, want a.go at h2 and b.go at h3 only", when, got)
+		}
+		if len(st.Resolved) != 1 || st.Resolved[0].ThreadID != "t1" || st.Resolved[0].Messages != 3 || st.Resolved[0].Reviewer != "owner" {
+			t.Errorf("%s: resolved got %+v, want t1 at 3 messages", when, st.Resolved)
+		}
+		if st.Head == nil || st.Head.Head != "c2" || st.Head.Prev != "c1" {
+			t.Errorf("%s: head got %+v, want c2 after c1", when, st.Head)
+		}
+		other, err := s.ReviewState(ctx, "other", a.ID)
+		must(t, err)
+		if len(other.Viewed) != 1 || other.Viewed[0].DiffHash != "h9" || other.Head != nil || len(other.Resolved) != 1 {
+			t.Errorf("%s: another reviewer's state: %+v", when, other)
+		}
+		sb, err := s.ReviewState(ctx, "owner", b.ID)
+		must(t, err)
+		if len(sb.Viewed) != 1 || sb.Viewed[0].DiffHash != "h8" || len(sb.Resolved) != 0 || sb.Head != nil {
+			t.Errorf("%s: another task's state: %+v", when, sb)
+		}
+	}
+	check(s, "written")
+	check(open(t, dir), "reopened")
 }

@@ -395,14 +395,80 @@
     open.addEventListener('click', () => dialog.showModal());
   });
 
+  // ---- the reviewer's state, kept by the daemon ----
+  // Viewed files, resolved threads and the head last reviewed live on the
+  // server (api.ReviewState), so another browser sees them. The page is
+  // rendered with them and carries them in data-rv-state; this is the cache:
+  // each change is posted with fetch and the answer (the whole state) is
+  // taken, and the poll fetches it again (another tab or browser's marks).
+  let reviewState = readReviewState();
+  function readReviewState() {
+    const el = document.querySelector('.review-head[data-rv-state]');
+    if (!el) return null;
+    try { return JSON.parse(el.dataset.rvState); } catch (e) { return null; }
+  }
+  const stateURL = (what) => '/api/review/' + encodeURIComponent(task) + '/' + what;
+  // body's data-rv-pending counts the changes on their way (tests and a
+  // reviewer's reload wait for 0)
+  let statePending = 0;
+  async function postReviewState(what, payload) {
+    body.dataset.rvPending = String(++statePending);
+    try {
+      const r = await fetch(stateURL(what), {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'X-Lazy-CSRF': body.dataset.csrf || '' },
+        body: JSON.stringify(payload),
+      });
+      const j = await r.json().catch(() => ({ error: 'the daemon answered ' + r.status }));
+      if (!r.ok) throw new Error(j.error || ('the daemon answered ' + r.status));
+      adoptReviewState(j);
+      return j;
+    } finally {
+      body.dataset.rvPending = String(--statePending);
+    }
+  }
+  async function fetchReviewState() {
+    if (!reviewState) return;
+    try {
+      const r = await fetch(stateURL('state'), { headers: { Accept: 'application/json' } });
+      if (!r.ok) return;
+      const j = await r.json();
+      const mine = JSON.stringify([reviewState.viewed, reviewState.resolved]);
+      if (JSON.stringify([j.viewed, j.resolved]) !== mine) adoptReviewState(j);
+      else reviewState = j;
+    } catch (e) { /* the daemon may be restarting: the next poll tries again */ }
+  }
+  function adoptReviewState(st) {
+    const before = reviewState;
+    reviewState = st;
+    for (const f of files) {
+      const was = before && before.viewed[f.dataset.path] === f.dataset.diffHash;
+      showViewed(f);
+      if (was !== isViewed(f)) f.open = !isViewed(f);
+    }
+    restoreThreads(document);
+  }
+  // reviewNotice says what a change did, for a moment, in the page's live region
+  function reviewNotice(text, alert) {
+    let p = document.querySelector('.rv-state-notice');
+    if (!p) {
+      p = document.createElement('p');
+      p.className = 'rv-state-notice';
+      p.setAttribute('role', 'status');
+      const head = document.querySelector('.review-head');
+      if (head) head.append(p); else return;
+    }
+    p.textContent = text;
+    p.classList.toggle('alert', !!alert);
+  }
+
   // ---- files: viewed marks, the current file, keyboard ----
-  // A viewed mark is kept per task and file with the hash of the file's
-  // diff: when the diff changes, the mark no longer matches and is gone.
+  // A viewed mark is kept per reviewer, task and file with the hash of the
+  // file's diff: when the diff changes, the mark no longer matches and is gone.
   const files = Array.from(document.querySelectorAll('[data-diff] details.file'));
   const navItems = new Map();
   document.querySelectorAll('.file-nav li[data-nav-file]').forEach((li) => navItems.set(li.dataset.navFile, li));
-  const viewedKey = (f) => 'lazy:viewed:' + task + ':' + f.dataset.path;
-  const isViewed = (f) => task !== '' && pref(viewedKey(f), '') === f.dataset.diffHash;
+  const isViewed = (f) => !!reviewState && reviewState.viewed[f.dataset.path] === f.dataset.diffHash;
 
   function showViewed(f) {
     const on = isViewed(f);
@@ -411,13 +477,37 @@
     const li = navItems.get(f.dataset.path);
     if (li) { li.classList.toggle('viewed', on); li.querySelector('.viewed-mark').hidden = !on; }
   }
-  function setViewed(f, on) {
-    if (on) setPref(viewedKey(f), f.dataset.diffHash);
-    else { delete mem[viewedKey(f)]; try { window.localStorage.removeItem(viewedKey(f)); } catch (e) { /* memory only */ } }
+  // setViewed shows the mark at once and posts it; a refusal puts it back
+  async function setViewed(f, on) {
+    if (!reviewState) return;
+    const path = f.dataset.path;
+    const before = reviewState.viewed[path];
+    if (on) reviewState.viewed[path] = f.dataset.diffHash; else delete reviewState.viewed[path];
     showViewed(f);
     f.open = !on;
+    try {
+      await postReviewState('viewed', { file: path, hash: f.dataset.diffHash, viewed: on });
+    } catch (x) {
+      if (before === undefined) delete reviewState.viewed[path]; else reviewState.viewed[path] = before;
+      showViewed(f);
+      reviewNotice('Not saved: ' + x.message, true);
+    }
   }
-  if (task) {
+  // moveLocalMarks sends the viewed marks an older page kept in this
+  // browser to the daemon once, then forgets them
+  async function moveLocalMarks() {
+    for (const f of files) {
+      const key = 'lazy:viewed:' + task + ':' + f.dataset.path;
+      let had = '';
+      try { had = window.localStorage.getItem(key) || ''; } catch (e) { return; }
+      if (!had) continue;
+      try {
+        if (had === f.dataset.diffHash && !isViewed(f)) await setViewed(f, true);
+        window.localStorage.removeItem(key);
+      } catch (e) { return; }
+    }
+  }
+  if (task && reviewState) {
     for (const f of files) {
       const toggle = f.querySelector('.viewed-toggle');
       const box = f.querySelector('.viewed-box');
@@ -427,6 +517,7 @@
       showViewed(f);
       box.addEventListener('change', () => setViewed(f, box.checked));
     }
+    moveLocalMarks();
   }
 
   let focusedFile = -1;
@@ -528,7 +619,7 @@
       case 'p': gotoThread(-1); break;
       case 'v': {
         const f = files[focusedFile];
-        if (f && task) setViewed(f, !isViewed(f));
+        if (f && task && reviewState) setViewed(f, !isViewed(f));
         break;
       }
       case 'c': {
@@ -644,12 +735,46 @@
 
   // ---- threads: a thread opened or closed by hand stays so ----
   const threadKey = (d) => 'lazy:thread:' + task + ':' + d.dataset.thread;
-  // resolved: folded with a mark, until the thread gets a new message
-  const resolvedKey = (d) => 'lazy:resolved:' + task + ':' + d.dataset.thread;
+  // resolved (kept by the daemon): folded with a mark, until the thread
+  // gets a new message; a resolved thread's comments still queued stay
+  // queued and the thread says so
+  function resolvedMark(d) {
+    const m = reviewState && reviewState.resolved[d.dataset.thread];
+    return m && m.messages === d.querySelectorAll(':scope > .msg').length ? m : null;
+  }
+  // queuedIn counts a thread's comments still queued, as the page shows them
+  // (a withdraw or an unblock re-rendered since the mark was read counts)
+  // (an ended task's never go: none counts)
+  const taskEnded = !!document.querySelector('.ended-status');
+  const queuedIn = (d) => (taskEnded ? 0 : d.querySelectorAll(':scope > .msg.msg-queued').length);
+  function showResolvedQueued(d, mark) {
+    let note = d.querySelector(':scope > .resolved-queued');
+    const n = mark ? queuedIn(d) : 0;
+    if (!n) { if (note) note.remove(); return; }
+    if (!note) {
+      note = document.createElement('p');
+      note.className = 'resolved-queued';
+      note.setAttribute('role', 'note');
+      const reply = d.querySelector(':scope > .reply');
+      if (reply) reply.before(note); else d.append(note);
+    }
+    note.textContent = n === 1
+      ? 'Resolved, but its queued comment still goes to the agent with the next unblock: withdraw it above to keep it back.'
+      : 'Resolved, but its ' + n + ' queued comments still go to the agent with the next unblock: withdraw them above to keep them back.';
+  }
+  async function setResolved(d, on) {
+    try {
+      const st = await postReviewState('resolved', { thread_id: d.dataset.thread, resolved: on });
+      if (st.notice) reviewNotice(st.notice, false);
+      if (on && !queuedIn(d)) d.open = false;
+    } catch (x) {
+      reviewNotice('Not saved: ' + x.message, true);
+    }
+  }
   function showResolved(d) {
-    const n = d.querySelectorAll(':scope > .msg').length;
-    const at = parseInt(pref(resolvedKey(d), '0'), 10);
-    const on = at > 0 && at === n;
+    const resolved = resolvedMark(d);
+    const on = !!resolved;
+    showResolvedQueued(d, resolved);
     d.classList.toggle('resolved', on);
     let mark = d.querySelector(':scope > summary .resolved-tag');
     if (on && !mark) {
@@ -663,11 +788,7 @@
       btn = document.createElement('button');
       btn.type = 'button';
       btn.className = 'resolve';
-      btn.addEventListener('click', () => {
-        if (d.classList.contains('resolved')) setPref(resolvedKey(d), '0');
-        else { setPref(resolvedKey(d), String(d.querySelectorAll(':scope > .msg').length)); d.open = false; }
-        showResolved(d);
-      });
+      btn.addEventListener('click', () => setResolved(d, !d.classList.contains('resolved')));
       d.append(btn);
     }
     btn.textContent = on ? 'Unresolve' : 'Resolve';
@@ -678,7 +799,8 @@
     root.querySelectorAll('details.thread[data-thread]').forEach((d) => {
       const want = pref(threadKey(d), '');
       if (want) d.open = want === 'open';
-      if (showResolved(d)) d.open = false;
+      if (!reviewState) return;
+      if (showResolved(d) && !queuedIn(d)) d.open = false;
     });
   }
   // only a click on its summary records a choice: a thread opened by the
@@ -691,28 +813,17 @@
   restoreThreads(document);
 
   // ---- changes since your last review ----
-  // The head seen on the last visit is kept per task; when the head moved,
-  // the page offers the diff from the one seen before to now.
-  const head = document.querySelector('.review-head');
-  if (task && head && head.dataset.head && !new URLSearchParams(location.search).has('since')) {
-    const key = 'lazy:seen:' + task;
-    let seen = {};
-    try { seen = JSON.parse(pref(key, '{}')) || {}; } catch (e) { seen = {}; }
-    const now = head.dataset.head;
-    if (seen.head !== now) {
-      seen = { head: now, prev: seen.head || '' };
-      setPref(key, JSON.stringify(seen));
-    }
-    if (seen.prev && seen.prev !== now) {
-      const p = document.querySelector('.since-link');
-      const a = p && p.querySelector('a');
-      if (a) {
-        a.href = '?since=' + encodeURIComponent(seen.prev);
-        a.textContent = 'Changes since your last review (' + seen.prev.slice(0, 10) + ')';
-        p.hidden = false;
-      }
-    }
+  // The daemon keeps the head the reviewer last reviewed and rendered the
+  // link from it; the page's head, once shown, is posted as reviewed.
+  function markHeadSeen() {
+    const head = document.querySelector('.review-head');
+    if (!task || !reviewState || !head || !head.dataset.head || new URLSearchParams(location.search).has('since')) return;
+    if (reviewState.head === head.dataset.head) return;
+    postReviewState('seen', { head: head.dataset.head }).catch(() => { /* the next visit posts it again */ });
   }
+  markHeadSeen();
+  // back to this tab: another tab or browser may have marked something
+  document.addEventListener('visibilitychange', () => { if (document.visibilityState === 'visible') fetchReviewState(); });
 
   // ---- the island: threads and the status bar follow the task's event
   // stream (each event: the threads JSON fetched again); polling only where
@@ -796,6 +907,7 @@
         const fp = JSON.stringify([p.threads, p.queued]);
         if (fingerprint && fp !== fingerprint && !now) await refresh();
         fingerprint = fp;
+        await fetchReviewState();
       }
     } catch (e) { /* the daemon may be restarting: try again later */ }
     if (source) { body.dataset.pollMs = 'stream'; return; } // the next event fetches again
