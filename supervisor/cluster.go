@@ -408,6 +408,12 @@ func (s *Supervisor) MemberInfos() []MemberStatus {
 		}
 		out = append(out, st)
 	}
+	if ms := s.Membership(); s.cluster != nil && !ms.In {
+		// out of the cluster it is in no member's list, its own included:
+		// it is listed all the same, saying so
+		out = append(out, MemberStatus{Member: Member{ID: ms.ID, Address: s.sys.Address(), Self: true},
+			Info: s.localInfo(), Error: "out of the cluster: " + ms.Why})
+	}
 	return out
 }
 
@@ -530,6 +536,16 @@ func (s *Supervisor) Membership() MembershipState {
 		return MembershipState{}
 	}
 	return s.members.Membership()
+}
+
+// OutOfCluster is the refusal of work while this member is out of its
+// cluster (*OutOfClusterError), nil while it is in or not in a cluster: the
+// daemon asks it before work that would reach a task (a new task).
+func (s *Supervisor) OutOfCluster() error {
+	if out := s.outOfCluster(); out != nil {
+		return out
+	}
+	return nil
 }
 
 // outOfCluster is the refusal of a call while this member is out of its

@@ -147,12 +147,12 @@ func (e *etcdProvider) register(call, life context.Context) (<-chan *clientv3.Le
 	}
 	key := e.prefix + id
 	if _, err := e.cli.Put(call, key, string(data), clientv3.WithLease(lease.ID)); err != nil {
-		e.revoke(lease.ID)
+		_, _ = e.revoke(lease.ID)
 		return nil, 0, fmt.Errorf("etcd: register this member: %w", err)
 	}
 	alive, err := e.cli.KeepAlive(life, lease.ID)
 	if err != nil {
-		e.revoke(lease.ID)
+		_, _ = e.revoke(lease.ID)
 		return nil, 0, fmt.Errorf("etcd: keep this member's lease: %w", err)
 	}
 	e.mu.Lock()
@@ -161,7 +161,7 @@ func (e *etcdProvider) register(call, life context.Context) (<-chan *clientv3.Le
 	e.mu.Unlock()
 	rev, err := e.list(call)
 	if err != nil {
-		e.revoke(lease.ID)
+		_, _ = e.revoke(lease.ID)
 		return nil, 0, err
 	}
 	e.mu.Lock()
@@ -172,13 +172,15 @@ func (e *etcdProvider) register(call, life context.Context) (<-chan *clientv3.Le
 }
 
 // revoke ends a lease this member holds no longer (its key goes with it),
-// as far as etcd answers within a few seconds: whether etcd has it no
-// more.
-func (e *etcdProvider) revoke(id clientv3.LeaseID) bool {
-	ctx, done := context.WithTimeout(context.Background(), 2*time.Second)
+// as far as etcd answers within a second: whether etcd has it no more.
+func (e *etcdProvider) revoke(id clientv3.LeaseID) (bool, error) {
+	ctx, done := context.WithTimeout(context.Background(), time.Second)
 	defer done()
 	_, err := e.cli.Revoke(ctx, id)
-	return err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)
+	if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return true, nil
+	}
+	return false, fmt.Errorf("etcd: revoke this member's last lease: %w", err)
 }
 
 // Membership is this member's place in the cluster now.
@@ -220,22 +222,30 @@ func (e *etcdProvider) rejoin(ctx context.Context) (life context.Context, end co
 	}
 	old, revoked := e.lease, false
 	for tries := 1; ; tries++ {
+		var err error
 		if !revoked {
 			// the old lease may still be alive in etcd (an etcd that
 			// restarted grants its leases their time again): its key goes
-			// now, not when it runs out
-			revoked = e.revoke(old)
+			// now, not when it runs out. Until etcd answers that, it is
+			// asked again every try, and nothing else (a short call: the
+			// member joins within a second or so of etcd's return)
+			revoked, err = e.revoke(old)
 		}
-		call, done := context.WithTimeout(ctx, 3*time.Second)
-		life, end = context.WithCancel(ctx)
-		var err error
-		alive, rev, err = e.register(call, life)
-		done()
-		if err == nil {
-			e.log.Warn("this cluster member is back in the cluster: etcd answers again", "member", e.key, "life", e.life, "tries", tries)
-			return life, end, alive, rev, true
+		if revoked {
+			call, done := context.WithTimeout(ctx, 3*time.Second)
+			life, end = context.WithCancel(ctx)
+			alive, rev, err = e.register(call, life)
+			done()
+			if err == nil {
+				e.log.Warn("this cluster member is back in the cluster: etcd answers again", "member", e.key, "life", e.life, "tries", tries)
+				return life, end, alive, rev, true
+			}
+			end()
+			if e.lease != old {
+				// registered, then failed to list: that lease goes too
+				old, revoked = e.lease, false
+			}
 		}
-		end()
 		if ctx.Err() != nil {
 			return nil, nil, nil, 0, false
 		}
@@ -415,6 +425,16 @@ func (e *etcdProvider) Shutdown(bool) error {
 	e.mu.Lock()
 	e.closing = true
 	e.mu.Unlock()
+	// stop first: a rejoin under way ends, and its lease is the one revoked
+	if e.cancel != nil {
+		e.cancel()
+	}
+	if e.stopped != nil {
+		select {
+		case <-e.stopped:
+		case <-time.After(5 * time.Second):
+		}
+	}
 	ctx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
 	// the others see it leave at once, not when the lease runs out
@@ -424,15 +444,6 @@ func (e *etcdProvider) Shutdown(bool) error {
 	var err error
 	if _, rerr := e.cli.Revoke(ctx, lease); rerr != nil {
 		_, err = e.cli.Delete(ctx, key)
-	}
-	if e.cancel != nil {
-		e.cancel()
-	}
-	if e.stopped != nil {
-		select {
-		case <-e.stopped:
-		case <-time.After(5 * time.Second):
-		}
 	}
 	if cerr := e.cli.Close(); err == nil {
 		err = cerr

@@ -36,7 +36,10 @@ func (a *app) clusterCmd() *cobra.Command {
 			fmt.Fprintln(tw, "MEMBER\tDASHBOARD\tTASKS\tRUNNING\tCERT EXPIRES\tSTATE")
 			for _, m := range st.Members {
 				state := "ok"
-				if m.Error != "" {
+				switch {
+				case m.Self && !st.Membership.In:
+					state = "OUT of the cluster (below)"
+				case m.Error != "":
 					state = "no answer: " + m.Error
 				}
 				addr := m.Address

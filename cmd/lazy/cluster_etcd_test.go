@@ -141,6 +141,15 @@ func TestClusterChaosEtcd(t *testing.T) {
 				t.Logf("lazy unblock during the outage (exit %d, %v): %s", code, took.Round(time.Millisecond), strings.TrimSpace(errs))
 			}
 		}
+		// a new task is refused too, before anything is made
+		via := members[rng.Intn(2)]
+		before := c.a.taskCount()
+		if out, errs, code := via.run("task", "new", "-m", "during the outage"); code == 0 || !strings.Contains(errs, "out of cluster") {
+			t.Errorf("outage %d: task new during the outage: exit %d\n%s%s", k, code, out, errs)
+		}
+		if n := c.a.taskCount(); n != before {
+			t.Errorf("outage %d: a refused task new made a task (%d tasks, %d before)", k, n, before)
+		}
 		// a comment posted meanwhile is kept when it is acknowledged
 		run(drawChaosOp(rng, "comment", k, file(refs[0])), members[rng.Intn(2)], refs[0])
 		if d := length - time.Since(down); d > 0 {
@@ -170,11 +179,11 @@ func TestClusterChaosEtcd(t *testing.T) {
 		// through the other
 		after := blocked(2)
 		unblock := drawChaosOp(rng, "unblock", k, file(after[0]))
-		via := rng.Intn(2)
-		run(unblock, members[via], after[0])
+		n := rng.Intn(2)
+		run(unblock, members[n], after[0])
 		c.a.settle(t)
 		accepted := c.a.show(after[1])
-		if _, err := client.Do(context.Background(), members[1-via].rpc(), api.CmdReviewAccept, api.ReviewAcceptArgs{Task: accepted.ID, AcceptArgs: api.AcceptArgs{Reason: "after the etcd outage"}}); err != nil {
+		if _, err := client.Do(context.Background(), members[1-n].rpc(), api.CmdReviewAccept, api.ReviewAcceptArgs{Task: accepted.ID, AcceptArgs: api.AcceptArgs{Reason: "after the etcd outage"}}); err != nil {
 			t.Fatalf("outage %d: accept after etcd is back: %v", k, err)
 		}
 		c.a.settle(t)
@@ -217,4 +226,14 @@ func checkNoOverlappingTurns(t *testing.T, p *project) {
 			}
 		}
 	}
+}
+
+// taskCount is how many tasks the store holds.
+func (p *project) taskCount() int {
+	p.t.Helper()
+	var ts []api.TaskInfo
+	if err := p.rpc().Call(context.Background(), "taskList", nil, &ts); err != nil {
+		p.t.Fatal(err)
+	}
+	return len(ts)
 }
