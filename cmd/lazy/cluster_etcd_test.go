@@ -108,7 +108,6 @@ func TestClusterChaosEtcd(t *testing.T) {
 		} else {
 			etcd.Stop()
 		}
-		wg.Wait()
 		for _, p := range members {
 			for deadline := time.Now().Add(30 * time.Second); c.status(p).Membership.In; time.Sleep(200 * time.Millisecond) {
 				if time.Now().After(deadline) {
@@ -116,7 +115,8 @@ func TestClusterChaosEtcd(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("outage %d (etcd %s): both members out %v after etcd went down", k, how, time.Since(down).Round(100*time.Millisecond))
+		t.Logf("figure: outage %d (etcd %s): both members out %v after etcd went down", k, how, time.Since(down).Round(100*time.Millisecond))
+		wg.Wait() // the work in flight ended (done or refused)
 		st := c.a.lazy(0, "cluster", "status")
 		if !strings.Contains(st, "OUT of the cluster") || !strings.Contains(st, "etcd") {
 			t.Errorf("cluster status during the outage does not say the member is out:\n%s", st)
