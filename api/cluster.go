@@ -8,6 +8,19 @@ type ClusterStatus struct {
 	Members []ClusterMember `json:"members"`
 	Etcd    []Health        `json:"etcd"`
 	Store   Health          `json:"store"`
+	// Membership is the answering member's own place in the cluster
+	Membership ClusterMembership `json:"membership"`
+}
+
+// ClusterMembership is whether a member is in its cluster: out when etcd
+// dropped it or it could not reach etcd for its lease's length, until it
+// has joined again (by itself, once etcd answers).
+type ClusterMembership struct {
+	In    bool   `json:"in"`
+	Since string `json:"since"` // RFC 3339: when it came in or went out
+	Why   string `json:"why,omitempty"`
+	ID    string `json:"id"`   // its member id in etcd now
+	Life  int    `json:"life"` // 1, then one more each time it joined again
 }
 
 // ClusterMember is one member and what it said of itself.

@@ -26,6 +26,8 @@ func (s *Service) ClusterStatus(ctx context.Context) (*api.ClusterStatus, error)
 	if s.links != nil {
 		out.Links = "mutual TLS"
 	}
+	ms := s.sup.Membership()
+	out.Membership = api.ClusterMembership{In: ms.In, Since: ms.Since.UTC().Format(time.RFC3339), Why: ms.Why, ID: ms.ID, Life: ms.Life}
 	for _, m := range s.sup.MemberInfos() {
 		cm := api.ClusterMember{ID: m.ID, Address: m.Address, Self: m.Self, Error: m.Error, Tasks: []string{}}
 		if i := m.Info; i != nil {

@@ -126,6 +126,9 @@ func (s *Service) NewTask(ctx context.Context, a api.NewTaskArgs) (*api.NewTaskR
 	if strings.TrimSpace(a.Prompt) == "" {
 		return nil, usage("a task needs a prompt: lazy task new -m \"what to do\"")
 	}
+	if err := s.sup.OutOfCluster(); err != nil {
+		return nil, err // its start could not be handed to any member
+	}
 	if a.Code != "" {
 		if err := task.ValidCode(a.Code); err != nil {
 			return nil, &UsageError{Msg: err.Error()}

@@ -3,6 +3,8 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"math"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 
 	"lazy/actors"
@@ -69,7 +72,14 @@ func (o *ClusterOptions) validate() error {
 // tree (so OneForOne supervision, health and shutdown are the member's own),
 // and the cluster decides which member that is.
 func (s *Supervisor) startCluster(o *ClusterOptions) error {
-	etcdCfg := clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second}
+	etcdCfg := clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second,
+		// reconnect within a second of etcd's return, however long it was
+		// away (gRPC's own backoff grows to two minutes): a member out of
+		// the cluster joins again as soon as etcd answers
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 2 * time.Second,
+		})}}
 	for _, e := range o.Etcd {
 		if strings.HasPrefix(e, "https://") {
 			etcdCfg.TLS = o.TLS.Client.Clone() // validate: TLS is set
@@ -81,6 +91,7 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 		}
 	}
 	prov := &etcdProvider{base: "/lazy/" + o.Name, cfg: etcdCfg, log: s.log}
+	s.members = prov
 	s.link = grain.NewLink(o.Secret, o.Now)
 	s.describe = o.Describe
 	if _, err := s.root.SpawnNamed(actor.PropsFromFunc(s.memberInfo), memberActor); err != nil {
@@ -93,7 +104,12 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(o.TLS.Client))))
 	}
 	cfg := cluster.Configure(o.Name, prov, disthash.New(), remote.Configure(o.Host, o.Port, links...),
-		cluster.WithKinds(kind), cluster.WithRequestTimeout(s.timeout))
+		cluster.WithKinds(kind), cluster.WithRequestTimeout(s.timeout),
+		// etcd alone says who is a member. protoactor's gossip would block,
+		// for good, a member whose heartbeat it missed for 20 s (its links
+		// refused), as it does while a member is out of the others' view
+		// during an etcd outage: one that joins again must be reachable.
+		cluster.WithHeartbeatExpiration(time.Duration(math.MaxInt64)))
 	s.cluster = cluster.New(s.sys, cfg)
 	s.sys.EventStream.Subscribe(func(evt any) {
 		if top, ok := evt.(*cluster.ClusterTopology); ok && len(top.Left) > 0 {
@@ -146,11 +162,19 @@ func (s *Supervisor) askGrain(id string, msg any, timeout time.Duration) (any, e
 		err  error
 	)
 	for {
+		if out := s.outOfCluster(); out != nil {
+			return nil, out
+		}
 		left := time.Until(deadline)
 		if call, err = s.link.Encode(msg, id, left); err != nil {
 			return nil, err
 		}
 		res, err = s.requestWhileHostLives(id, call, left)
+		if r, ok := res.(*grainpb.Reply); ok && err == nil && r.GetError().GetKind() == hostOutKind {
+			// its host is out of the cluster (etcd dropped it, or it lost
+			// etcd): the others place the task anew once they see it leave
+			res, err = nil, errors.New(r.GetError().GetMessage())
+		}
 		if err == nil || time.Until(deadline) < time.Second {
 			break
 		}
@@ -158,6 +182,9 @@ func (s *Supervisor) askGrain(id string, msg any, timeout time.Duration) (any, e
 		time.Sleep(500 * time.Millisecond)
 	}
 	if err != nil {
+		if out := s.outOfCluster(); out != nil {
+			return nil, out
+		}
 		return nil, fmt.Errorf("task %s: %w (%v)", id, ErrUnresponsive, err)
 	}
 	reply, err := replyAs[*grainpb.Reply](call, res)
@@ -279,6 +306,9 @@ func (s *Supervisor) handoff(id string) {
 
 // sendGrain delivers msg to the grain of task id without a reply.
 func (s *Supervisor) sendGrain(id string, msg any) error {
+	if out := s.outOfCluster(); out != nil {
+		return out
+	}
 	call, err := s.link.Encode(msg, id, s.timeout)
 	if err != nil {
 		return err
@@ -378,6 +408,12 @@ func (s *Supervisor) MemberInfos() []MemberStatus {
 		}
 		out = append(out, st)
 	}
+	if ms := s.Membership(); s.cluster != nil && !ms.In {
+		// out of the cluster it is in no member's list, its own included:
+		// it is listed all the same, saying so
+		out = append(out, MemberStatus{Member: Member{ID: ms.ID, Address: s.sys.Address(), Self: true},
+			Info: s.localInfo(), Error: "out of the cluster: " + ms.Why})
+	}
 	return out
 }
 
@@ -424,6 +460,14 @@ func (g *taskGrain) Receive(ctx actor.Context) {
 		g.s.log.Info("task moves to another member", "task", g.id)
 		g.s.root.Send(pid.(*actor.PID), &actors.Drain{})
 	case *grainpb.Call:
+		if out := g.s.outOfCluster(); out != nil {
+			// this member lost its place: the task is placed anew once the
+			// others see it leave, and the caller tries again there
+			if ctx.Sender() != nil {
+				ctx.Respond(&grainpb.Reply{Error: &grainpb.Error{Message: out.Error(), Kind: hostOutKind}})
+			}
+			return
+		}
 		msg, err := g.s.link.Decode(m, g.id)
 		if err != nil {
 			from := "a send"
@@ -459,4 +503,60 @@ func (g *taskGrain) Receive(ctx actor.Context) {
 			ctx.Respond(grain.EncodeReply(res, err))
 		})
 	}
+}
+
+// hostOutKind marks a grain's refusal because its member is out of the
+// cluster: the caller tries again, on the member the task is placed on next.
+const hostOutKind = "member-out"
+
+// OutOfClusterError is a call refused because this member is out of its
+// cluster: etcd dropped it, or it could not reach etcd for its lease's whole
+// length. It joins again by itself once etcd answers.
+type OutOfClusterError struct {
+	Cluster string
+	Etcd    []string
+	Since   time.Time
+	Why     string
+}
+
+func (e *OutOfClusterError) Error() string {
+	return fmt.Sprintf("this member is out of cluster %q since %s (%s; etcd at %s), so it runs no task's work now: "+
+		"it joins again by itself as soon as etcd answers. Check that etcd runs and this host reaches it "+
+		"(lazy cluster status), then try again",
+		e.Cluster, e.Since.UTC().Format("15:04:05 UTC"), e.Why, strings.Join(e.Etcd, ", "))
+}
+
+// HTTPStatus: 503, the service is unavailable for now.
+func (e *OutOfClusterError) HTTPStatus() int { return http.StatusServiceUnavailable }
+
+// Membership is this member's place in its cluster now (a zero value
+// outside a cluster).
+func (s *Supervisor) Membership() MembershipState {
+	if s.members == nil || s.cluster == nil {
+		return MembershipState{}
+	}
+	return s.members.Membership()
+}
+
+// OutOfCluster is the refusal of work while this member is out of its
+// cluster (*OutOfClusterError), nil while it is in or not in a cluster: the
+// daemon asks it before work that would reach a task (a new task).
+func (s *Supervisor) OutOfCluster() error {
+	if out := s.outOfCluster(); out != nil {
+		return out
+	}
+	return nil
+}
+
+// outOfCluster is the refusal of a call while this member is out of its
+// cluster (nil while it is in).
+func (s *Supervisor) outOfCluster() *OutOfClusterError {
+	if s.members == nil || s.cluster == nil {
+		return nil
+	}
+	m := s.members.Membership()
+	if m.In {
+		return nil
+	}
+	return &OutOfClusterError{Cluster: s.clusterOpts.Name, Etcd: s.clusterOpts.Etcd, Since: m.Since, Why: m.Why}
 }

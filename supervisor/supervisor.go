@@ -91,6 +91,7 @@ type Supervisor struct {
 	cluster  *cluster.Cluster // nil: a single daemon
 	link     *grain.Link      // signs and checks the calls between members
 	leaves   leaveWatch       // members that left, for the calls waiting on them
+	members  *etcdProvider    // this member's place in the cluster (nil: a single daemon)
 	describe func(*grainpb.MemberInfo)
 	// stopping: Shutdown has begun (a grain that stops now is not a move)
 	stopping atomic.Bool

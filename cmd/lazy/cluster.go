@@ -36,7 +36,10 @@ func (a *app) clusterCmd() *cobra.Command {
 			fmt.Fprintln(tw, "MEMBER\tDASHBOARD\tTASKS\tRUNNING\tCERT EXPIRES\tSTATE")
 			for _, m := range st.Members {
 				state := "ok"
-				if m.Error != "" {
+				switch {
+				case m.Self && !st.Membership.In:
+					state = "OUT of the cluster (below)"
+				case m.Error != "":
 					state = "no answer: " + m.Error
 				}
 				addr := m.Address
@@ -52,6 +55,7 @@ func (a *app) clusterCmd() *cobra.Command {
 				fmt.Fprintf(a.out, "etcd %s: %s\n", e.Endpoint, healthWord(e))
 			}
 			fmt.Fprintf(a.out, "store: %s\n", healthWord(st.Store))
+			fmt.Fprintln(a.out, membershipLine(st.Membership))
 			return nil
 		},
 	})
@@ -150,4 +154,16 @@ func dashIfEmpty(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// membershipLine says whether the member that answered is in its cluster.
+func membershipLine(m api.ClusterMembership) string {
+	since := m.Since
+	if t, err := time.Parse(time.RFC3339, m.Since); err == nil {
+		since = t.Local().Format("2006-01-02 15:04:05 MST")
+	}
+	if m.In {
+		return fmt.Sprintf("this member: in the cluster since %s (member id %s)", since, m.ID)
+	}
+	return fmt.Sprintf("this member: OUT of the cluster since %s: %s. It hosts no task and refuses their work; it joins again by itself as soon as etcd answers (check that etcd runs and this host reaches it)", since, m.Why)
 }

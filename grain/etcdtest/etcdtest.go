@@ -20,6 +20,9 @@ import (
 type Server struct {
 	Endpoint string // host:port of the client URL (https://host:port with TLS)
 	cmd      *exec.Cmd
+	dir      string
+	ready    func() error
+	starts   int
 }
 
 // Start runs a fresh single-member etcd for t and stops it when t ends.
@@ -64,7 +67,8 @@ func start(t testing.TB, tc *TLS) *Server {
 	}
 	args = append(args, "--listen-client-urls", url, "--advertise-client-urls", url)
 	s.cmd = exec.Command(bin, args...)
-	testsvc.Start(t, s.cmd, dir, "etcd", syscall.SIGTERM, func() error {
+	s.dir = dir
+	s.ready = func() error {
 		resp, err := hc.Get(url + "/health")
 		if err != nil {
 			return err
@@ -74,9 +78,27 @@ func start(t testing.TB, tc *TLS) *Server {
 			return fmt.Errorf("health: %s", resp.Status)
 		}
 		return nil
-	})
+	}
+	s.starts = 1
+	testsvc.Start(t, s.cmd, dir, "etcd", syscall.SIGTERM, s.ready)
 	return s
 }
+
+// Restart starts a server that was stopped (Stop) again, on its own data
+// and ports, and waits until it answers.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.cmd = exec.Command(s.cmd.Path, s.cmd.Args[1:]...)
+	s.starts++
+	testsvc.Start(t, s.cmd, s.dir, fmt.Sprintf("etcd-%d", s.starts), syscall.SIGTERM, s.ready)
+}
+
+// Freeze stops the server's process (SIGSTOP) until Thaw: it answers
+// nothing meanwhile, its connections stay open.
+func (s *Server) Freeze() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Thaw lets a frozen server go on (SIGCONT).
+func (s *Server) Thaw() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Stop ends the server (a test may stop it early to see lazy without it).
 func (s *Server) Stop() { testsvc.Stop(s.cmd, syscall.SIGTERM) }
