@@ -173,6 +173,14 @@ func RenderUnblockPrompt(queued []ReviewComment, thread func(threadID string) []
 		if c.IsTaskMessage() {
 			label = "Message"
 		}
+		if sg, ok := c.Suggestion(); ok {
+			// the suggestion goes verbatim, apart from the comment's words
+			if sg.Rest != "" {
+				fmt.Fprintf(&b, "   %s: %s\n", label, indent(sg.Rest))
+			}
+			renderSuggestion(&b, c, sg)
+			continue
+		}
 		fmt.Fprintf(&b, "   %s: %s\n", label, indent(c.Body))
 	}
 	if strings.TrimSpace(message) != "" {
