@@ -194,4 +194,3 @@ func parseInt(s string) int64 {
 	}
 	return n
 }
-
