@@ -29,6 +29,7 @@ const (
 	jobSync                      // the parent merged into the task branch
 	jobAccept                    // the task merged into its parent
 	jobDecide                    // out-of-scope files allowed or reverted
+	jobApply                     // a reviewer's suggestion committed to the task branch
 )
 
 func (k jobKind) String() string {
@@ -43,6 +44,8 @@ func (k jobKind) String() string {
 		return "accept"
 	case jobDecide:
 		return "decide"
+	case jobApply:
+		return "apply"
 	}
 	return fmt.Sprintf("jobKind(%d)", uint8(k))
 }
@@ -54,7 +57,9 @@ func (k jobKind) agentTurn() bool { return k == jobWork || k == jobAsk }
 
 // changesBranch: the job may move the task branch, which a cluster member
 // then sends to the git remote (an accept publishes the parent itself).
-func (k jobKind) changesBranch() bool { return k == jobWork || k == jobSync || k == jobDecide }
+func (k jobKind) changesBranch() bool {
+	return k == jobWork || k == jobSync || k == jobDecide || k == jobApply
+}
 
 // runJob is a job's slow part: it reads only what prepare captured.
 // onStart reports the agent process started; render asks the actor for an

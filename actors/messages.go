@@ -138,6 +138,24 @@ type ViolationDecision struct {
 	Files    []string
 }
 
+// ApplySuggestion commits the suggestion of review comment ID to the task
+// branch as the reviewer (Author, "Name <email>"), on an idle task only
+// (a running turn owns the worktree: busy), and only while the branch
+// head is Head, the one the reviewer saw. Reply: *SuggestionApplied or
+// error (a *review.RuleError saying why it cannot be applied).
+type ApplySuggestion struct {
+	ID, Head                string
+	AuthorName, AuthorEmail string
+}
+
+// SuggestionApplied is the reply of ApplySuggestion: the comment, the
+// branch's new head and a notice.
+type SuggestionApplied struct {
+	Comment review.ReviewComment
+	Commit  string
+	Notice  string
+}
+
 // jobDone comes back to the task actor when its running job ends.
 type jobDone struct {
 	epoch int

@@ -267,6 +267,8 @@ func (a *TaskActor) command(ctx actor.Context) {
 		a.startExclusive(ctx, &job{spec: acceptSpec{args: *m}, label: "accept"})
 	case *ViolationDecision:
 		a.startExclusive(ctx, &job{spec: decideSpec{args: *m}, label: m.Decision + " out-of-scope files"})
+	case *ApplySuggestion:
+		a.applySuggestion(ctx, m)
 	case *Approve:
 		reply(ctx, &Done{}, a.approve(m))
 	case *CancelTask:

@@ -97,6 +97,15 @@ type CommentRef struct {
 	ID   string `json:"id"`
 }
 
+// ApplySuggestionArgs are the arguments of reviewApplySuggestion: the
+// comment whose suggestion is applied and the branch head the reviewer saw
+// (CONTRACT §14: another head is refused).
+type ApplySuggestionArgs struct {
+	Task string `json:"task"`
+	ID   string `json:"id"`
+	Head string `json:"head"`
+}
+
 // ReviewUnblockArgs are the arguments of reviewUnblock: the reviewer's
 // message is feedback (message is accepted too, as unblock spells it).
 type ReviewUnblockArgs struct {
@@ -172,6 +181,7 @@ var (
 	CmdReviewRetryAsk          = Cmd[CommentRef, *ActionResult]{"reviewRetryAsk"}
 	CmdReviewWithdrawComment   = Cmd[CommentRef, *ActionResult]{"reviewWithdrawComment"}
 	CmdReviewUnblock           = Cmd[ReviewUnblockArgs, *Turn]{"reviewUnblock"}
+	CmdReviewApplySuggestion   = Cmd[ApplySuggestionArgs, *ActionResult]{"reviewApplySuggestion"}
 	CmdReviewAccept            = Cmd[ReviewAcceptArgs, *TaskInfo]{"reviewAccept"}
 	CmdReviewViolationDecision = Cmd[ViolationArgs, OK]{"reviewViolationDecision"}
 	CmdSync                    = Cmd[SyncArgs, *SyncResult]{"sync"}

@@ -141,10 +141,12 @@ type TurnRef struct {
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
 }
 
-// ActionResult is the reply of retry and withdraw.
+// ActionResult is the reply of retry, withdraw and apply suggestion
+// (Commit: the commit an applied suggestion made).
 type ActionResult struct {
 	Comment review.ReviewComment `json:"comment"`
 	Notice  string               `json:"notice"`
+	Commit  string               `json:"commit,omitempty"`
 }
 
 // AcceptArgs are the accept form's fields.

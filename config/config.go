@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/mail"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -47,6 +48,14 @@ type Config struct {
 	Egress      Egress      `koanf:"egress"`
 	Tasks       Tasks       `koanf:"tasks"`
 	Notify      Notify      `koanf:"notify"`
+	Review      Review      `koanf:"review"`
+}
+
+// Review is the reviewer. Author ("Name <email>") is who an applied
+// suggestion's commit is by; empty: the project's git user.name and
+// user.email.
+type Review struct {
+	Author string `koanf:"author"`
 }
 
 // Tasks is what happens to tasks once they end (accepted or cancelled):
@@ -338,6 +347,11 @@ func envKey(k, v string) (string, any) {
 
 // Validate checks every value and names the key that is wrong.
 func (c *Config) Validate() error {
+	if a := strings.TrimSpace(c.Review.Author); a != "" {
+		if _, err := mail.ParseAddress(a); err != nil {
+			return bad("review.author", "%q is not \"Name <email>\": %v", a, err)
+		}
+	}
 	if len(c.Daemon.PortWindow) != 2 || c.Daemon.PortWindow[0] < 1 || c.Daemon.PortWindow[1] > 65535 || c.Daemon.PortWindow[0] > c.Daemon.PortWindow[1] {
 		return bad("daemon.port_window", "want two ports [low, high] with 1 <= low <= high <= 65535, got %v", c.Daemon.PortWindow)
 	}

@@ -1,13 +1,16 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"net/mail"
 	"strings"
 	"time"
 
 	"lazy/actors"
 	"lazy/api"
+	"lazy/config"
 	"lazy/gitx"
 	"lazy/httpapi"
 	"lazy/review"
@@ -567,4 +570,47 @@ func eachEvent(ctx context.Context, events <-chan api.Event, fn func(api.Event))
 			fn(e)
 		}
 	}
+}
+
+// ApplySuggestion commits a reviewer's suggested change to the task
+// branch as the reviewer, through the task actor (refused while a turn
+// runs), pinned to the head the reviewer saw (CONTRACT §14).
+func (r *Review) ApplySuggestion(ctx context.Context, a api.ApplySuggestionArgs) (*api.ActionResult, error) {
+	if strings.TrimSpace(a.ID) == "" {
+		return nil, usage("name the comment whose suggestion to apply (id)")
+	}
+	if strings.TrimSpace(a.Head) == "" {
+		return nil, usage("say which branch head you reviewed (head): a suggestion is applied only to the head you saw")
+	}
+	t, err := r.svc.Resolve(ctx, a.Task)
+	if err != nil {
+		return nil, err
+	}
+	name, email, err := r.reviewer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	done, err := supervisor.Ask[*actors.SuggestionApplied](r.svc.sup, t.ID, &actors.ApplySuggestion{ID: a.ID, Head: a.Head, AuthorName: name, AuthorEmail: email})
+	if err != nil {
+		return nil, err
+	}
+	return &api.ActionResult{Comment: done.Comment, Notice: done.Notice, Commit: done.Commit}, nil
+}
+
+// reviewer is who an applied suggestion is by: review.author, else the
+// project's git user.name and user.email.
+func (r *Review) reviewer(ctx context.Context) (name, email string, err error) {
+	if a := strings.TrimSpace(r.svc.live.Get().Review.Author); a != "" {
+		addr, err := mail.ParseAddress(a)
+		if err != nil {
+			return "", "", usage("review.author %q is not \"Name <email>\" (%v): fix it in %s", a, err, config.FileName)
+		}
+		return cmp.Or(addr.Name, addr.Address), addr.Address, nil
+	}
+	name, _ = gitx.Run(ctx, r.svc.paths.Root, "config", "user.name")
+	email, _ = gitx.Run(ctx, r.svc.paths.Root, "config", "user.email")
+	if name == "" || email == "" {
+		return "", "", usage("no reviewer identity to author the commit: set review.author = \"Name <email>\" in %s (or git's user.name and user.email in the project)", config.FileName)
+	}
+	return name, email, nil
 }

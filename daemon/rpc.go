@@ -67,6 +67,7 @@ func (d *Daemon) commands(stop func()) httpapi.Commands {
 		httpapi.Handle(api.CmdReviewWithdrawComment, func(ctx context.Context, a api.CommentRef) (*api.ActionResult, error) {
 			return r.Withdraw(ctx, a.Task, a.ID)
 		}),
+		httpapi.Handle(api.CmdReviewApplySuggestion, r.ApplySuggestion),
 		httpapi.Handle(api.CmdReviewUnblock, func(ctx context.Context, a api.ReviewUnblockArgs) (*api.Turn, error) {
 			if a.Feedback == "" {
 				a.Feedback = a.Message // as unblock spells it

@@ -37,6 +37,7 @@ func (h *handler) reviewRoutes(e *echo.Echo) {
 		{http.MethodPost, "/review/:task/comment", h.postComment},
 		{http.MethodPost, "/review/:task/comment/:id/retry", h.retry},
 		{http.MethodPost, "/review/:task/comment/:id/withdraw", h.withdraw},
+		{http.MethodPost, "/review/:task/comment/:id/apply", h.applySuggestion},
 		{http.MethodPost, "/review/:task/unblock", h.unblock},
 		{http.MethodPost, "/review/:task/accept", h.accept},
 		{http.MethodPost, "/review/:task/sync", h.sync},
@@ -314,6 +315,16 @@ func (h *handler) retry(c echo.Context) error {
 
 func (h *handler) withdraw(c echo.Context) error {
 	res, err := api.Do(c.Request().Context(), h.d.Call, api.CmdReviewWithdrawComment, api.CommentRef{Task: c.Param("task"), ID: c.Param("id")})
+	return h.actionDone(c, res, err)
+}
+
+// applySuggestion commits a comment's suggested change as the reviewer,
+// pinned to the head the page showed (the form's head).
+func (h *handler) applySuggestion(c echo.Context) error {
+	if err := readForm(c); err != nil {
+		return err
+	}
+	res, err := api.Do(c.Request().Context(), h.d.Call, api.CmdReviewApplySuggestion, api.ApplySuggestionArgs{Task: c.Param("task"), ID: c.Param("id"), Head: strings.TrimSpace(c.FormValue("head"))})
 	return h.actionDone(c, res, err)
 }
 

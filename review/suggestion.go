@@ -105,3 +105,20 @@ func renderSuggestion(b *strings.Builder, c *ReviewComment, s Suggestion) {
 	}
 	b.WriteString(fence + "\n")
 }
+
+// CanApply is whether the suggestion of comment c may be committed to the
+// task branch: a reviewer's own comment on this task, not withdrawn, on
+// the new side, holding a suggestion block.
+func CanApply(c *ReviewComment, taskID string) (Suggestion, Verdict) {
+	if c == nil || c.TaskID != taskID {
+		return Suggestion{}, refuse("That message is not on this task; nothing was applied.")
+	}
+	if c.IsWithdrawn() {
+		return Suggestion{}, refuse("You withdrew this comment; post the suggestion again to apply it.")
+	}
+	s, ok := c.Suggestion()
+	if !ok {
+		return Suggestion{}, refuse("This message holds no suggestion to apply: a reviewer's comment on the new side with a ```suggestion block does.")
+	}
+	return s, Verdict{OK: true}
+}
