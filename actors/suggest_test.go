@@ -1,0 +1,78 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"lazy/gitx"
+	"lazy/gitx/gitxtest"
+	"lazy/review"
+)
+
+// TestApplySuggestion: the task actor commits a reviewer's suggestion to
+// the task branch as the reviewer, refuses a head other than the one the
+// reviewer saw, takes the applied comment out of the queue, and refuses
+// (busy) while a work turn owns the worktree.
+func TestApplySuggestion(t *testing.T) {
+	agentRun := &scripted{gate: make(chan struct{})}
+	r := newRigWith(t, "", nil, agentRun, "session-1")
+	ctx := context.Background()
+	r.commit(map[string]string{"a.go": "package a\n\nfunc A() int { return 2 }\n"})
+	head, _ := gitx.RevParse(ctx, r.root, "refs/heads/lazy/t")
+	post := func(body string) *review.ReviewComment {
+		t.Helper()
+		res, err := r.ask(&PostReviewComment{Comment: review.ReviewComment{Intent: review.Comment, Body: body,
+			File: "a.go", Line: 3, Side: review.New, LineText: "func A() int { return 2 }"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.(*review.ReviewComment)
+	}
+	c := post("Three, please.\n```suggestion\nfunc A() int { return 3 }\n```")
+	apply := func(id, head string) (any, error) {
+		return r.ask(&ApplySuggestion{ID: id, Head: head, AuthorName: "Rita Reviewer", AuthorEmail: "rita@example.com"})
+	}
+
+	_, err := apply(c.ID, strings.Repeat("1", 40))
+	var rule *review.RuleError
+	if !errors.As(err, &rule) || !strings.Contains(rule.Reason, "the branch moved since you reviewed it") {
+		t.Fatalf("another head: got %v, want the head rule's refusal", err)
+	}
+	res, err := apply(c.ID, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := res.(*SuggestionApplied)
+	t.Logf("notice: %s", done.Notice)
+	if now, _ := gitx.RevParse(ctx, r.root, "refs/heads/lazy/t"); now != done.Commit || now == head {
+		t.Fatalf("lazy/t at %s, reply says %s (before %s)", now, done.Commit, head)
+	}
+	if got := strings.TrimSpace(gitxtest.Git(t, r.root, "log", "-1", "--format=%an <%ae>", done.Commit)); got != "Rita Reviewer <rita@example.com>" {
+		t.Errorf("author %q, want the reviewer", got)
+	}
+	if got := gitxtest.Git(t, r.root, "show", done.Commit+":a.go"); got != "package a\n\nfunc A() int { return 3 }\n" {
+		t.Errorf("a.go at the commit: %q", got)
+	}
+	if saved, _ := r.st.GetReviewComment(ctx, c.ID); saved == nil || !saved.IsWithdrawn() {
+		t.Errorf("the applied suggestion is still queued for the agent: %+v", saved)
+	}
+
+	// a turn owns the worktree: no apply beneath it
+	c2 := post("```suggestion\nfunc A() int { return 4 }\n```")
+	if _, err := r.ask(&Unblock{Message: "go on"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = apply(c2.ID, done.Commit)
+	var busy *BusyError
+	if !errors.As(err, &busy) {
+		t.Fatalf("apply during a turn: got %v, want busy", err)
+	}
+	close(agentRun.gate)
+	waitTurns(t, r, 1)
+	runs := agentRun.recorded()
+	if len(runs) != 1 || !strings.Contains(runs[0].prompt, "```\nfunc A() int { return 4 }\n```") || strings.Contains(runs[0].prompt, "return 3") {
+		t.Fatalf("the turn's prompt should carry the second suggestion verbatim and not the applied one:\n%+v", runs)
+	}
+}
