@@ -156,6 +156,7 @@ func (h *handler) renderReview(c echo.Context, fl Flash) error {
 	p.Commits = commitRows(d.Commits, d.Turns)
 	p.Merge = mergeView(d.Merge, t.Parent, t.Status)
 	views.LinkTurns(&p.Diff, p.Orphans, p.Commits)
+	views.PinSuggestions(&p.Diff, p.Orphans, p.Head)
 	if p.DiffHTML, err = h.d.Views.DiffHTML(p.Diff); err != nil {
 		return err
 	}
@@ -477,6 +478,11 @@ func (h *handler) fileFragment(c echo.Context) error {
 	views.ApplyReviewState(&view, nil, st)
 	view.Expandable, view.RawURL, view.Sources = true, rawURL(d.Task.ID), d.Sources
 	views.LinkTurns(&view, nil, commitRows(d.Commits, d.Turns))
+	if len(d.Commits) > 0 {
+		views.PinSuggestions(&view, nil, d.Commits[0].SHA)
+	} else {
+		views.PinSuggestions(&view, nil, "")
+	}
 	frag, err := h.d.Views.FileHTML(view, path)
 	if err != nil {
 		return echo.NewHTTPError(http.StatusNotFound, "no changed file "+path+" in this task's diff: reload the page")

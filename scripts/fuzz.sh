@@ -40,6 +40,7 @@ targets=( # package:target:executions
   ./httpapi:FuzzReviewForms:8000x
   ./config:FuzzConfigLoad:15000x
   ./views:FuzzRenderLine:60000x
+  ./views:FuzzMessageHTML:40000x
   ./store:FuzzFileStoreLoad:20000x
   ./grain:FuzzDecode:40000x
   ./agent:FuzzRestoreHome:40000x

@@ -11,6 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"html/template"
+	"time"
+
 	"github.com/alecthomas/chroma/v2"
 
 	"lazy/api"
@@ -197,6 +200,12 @@ type MessageView struct {
 	// delivered); TurnCommit the commit that turn made, if one is known
 	DeliveredTurn int
 	TurnCommit    *CommitRow
+	// HTML is the message's Markdown rendered and sanitized (MessageHTML;
+	// a suggestion block is left out of it: Suggestion shows it); At when
+	// it was written
+	HTML       template.HTML
+	At         time.Time
+	Suggestion *SuggestionView
 }
 
 // BuildDiff turns parsed files and threads into the view; threads whose
@@ -228,7 +237,9 @@ func BuildDiffAt(first int, files []api.File, threads []review.Thread, taskID, c
 				}
 			}
 		}
-		if !placeThread(&tv, lines) {
+		placed := placeThread(&tv, lines)
+		fillSuggestions(&tv, lines, placed)
+		if !placed {
 			tv.Orphan = true
 			orphans = append(orphans, tv)
 			continue
@@ -492,7 +503,8 @@ func BuildThread(t review.Thread, taskID, csrf string) ThreadView {
 	tv := ThreadView{TaskID: taskID, CSRF: csrf, ID: t.ID, File: t.File, Side: string(t.Side), Line: t.Line, StartLine: t.StartLine, LineText: t.LineText, Orphan: t.Orphan, FragID: FragID(t.File, string(t.Side), t.Line)}
 	for i := range t.Messages {
 		m := &t.Messages[i]
-		mv := MessageView{ID: m.ID, Body: m.Body, IsAgent: !m.IsOwn(), IsAsk: m.Intent == review.Ask, IsWithdrawn: m.IsWithdrawn(), Error: m.AskError}
+		mv := MessageView{ID: m.ID, Body: m.Body, IsAgent: !m.IsOwn(), IsAsk: m.Intent == review.Ask, IsWithdrawn: m.IsWithdrawn(), Error: m.AskError, At: m.CreatedAt}
+		mv.HTML, mv.Suggestion = messageBody(m, taskID, csrf)
 		if mv.IsAgent {
 			mv.Actor = "Agent"
 		} else {

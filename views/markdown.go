@@ -7,22 +7,59 @@ import (
 
 	"github.com/microcosm-cc/bluemonday"
 	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/renderer"
 	"github.com/yuin/goldmark/renderer/html"
+	"github.com/yuin/goldmark/util"
 )
 
 // A thread's messages are Markdown (GitHub's flavour: fenced code, tables,
 // strikethrough, task lists, bare links) written by a reviewer or by the
 // agent, so every one is untrusted text. goldmark renders it with raw HTML
-// left out, then bluemonday keeps only the elements and attributes listed
+// shown as text (rawAsText), then bluemonday keeps only the elements and attributes listed
 // in messagePolicy: no script, style, event handler or iframe, links only
 // to http, https and mailto (and relative ones), each rel="nofollow
 // noopener" and a new tab when it leaves the page.
 
 var markdown = goldmark.New(
 	goldmark.WithExtensions(extension.GFM),
-	goldmark.WithRendererOptions(html.WithHardWraps()), // a line break typed is a line break shown
+	goldmark.WithRendererOptions(html.WithHardWraps(), // a line break typed is a line break shown
+		renderer.WithNodeRenderers(util.Prioritized(rawAsText{}, 100))),
 )
+
+// rawAsText shows raw HTML in a message as the text it is (goldmark
+// would leave it out): a reviewer who writes <T> means those characters.
+type rawAsText struct{}
+
+func (rawAsText) RegisterFuncs(reg renderer.NodeRendererFuncRegisterer) {
+	reg.Register(ast.KindRawHTML, func(w util.BufWriter, source []byte, node ast.Node, entering bool) (ast.WalkStatus, error) {
+		if entering {
+			segs := node.(*ast.RawHTML).Segments
+			for i := range segs.Len() {
+				s := segs.At(i)
+				_, _ = w.WriteString(template.HTMLEscapeString(string(s.Value(source))))
+			}
+		}
+		return ast.WalkSkipChildren, nil
+	})
+	reg.Register(ast.KindHTMLBlock, func(w util.BufWriter, source []byte, node ast.Node, entering bool) (ast.WalkStatus, error) {
+		n := node.(*ast.HTMLBlock)
+		if entering {
+			_, _ = w.WriteString("<p>")
+			lines := n.Lines()
+			for i := range lines.Len() {
+				l := lines.At(i)
+				_, _ = w.WriteString(template.HTMLEscapeString(string(l.Value(source))))
+			}
+			if n.HasClosure() {
+				_, _ = w.WriteString(template.HTMLEscapeString(string(n.ClosureLine.Value(source))))
+			}
+			_, _ = w.WriteString("</p>\n")
+		}
+		return ast.WalkContinue, nil
+	})
+}
 
 var messagePolicy = newMessagePolicy()
 

@@ -51,6 +51,7 @@ var funcs = template.FuncMap{
 		return t.Format("2006-01-02")
 	},
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"absTime": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"anchor": func(taskID, file string, line int, side, csrf string) CommentAnchor {
 		return CommentAnchor{TaskID: taskID, File: file, Line: line, Side: side, CSRF: csrf}
 	},
