@@ -65,6 +65,10 @@ func pages(t Tasks, r ReviewActions) Commands {
 			Handle(api.CmdReviewWithdrawComment, func(ctx context.Context, a api.CommentRef) (*api.ActionResult, error) {
 				return r.Withdraw(ctx, a.Task, a.ID)
 			}),
+			Handle(api.CmdReviewApplySuggestion, func(ctx context.Context, a api.ApplySuggestionArgs) (*api.ActionResult, error) {
+				// the daemon's rule, as far as a page without git can see it
+				return nil, &review.RuleError{Reason: "Not applied: the branch moved since you reviewed it (you saw " + a.Head + ")"}
+			}),
 			Handle(api.CmdReviewUnblock, func(ctx context.Context, a api.ReviewUnblockArgs) (*api.Turn, error) {
 				return r.Unblock(ctx, a.Task, a.Feedback)
 			}),

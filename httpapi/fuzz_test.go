@@ -32,7 +32,7 @@ func FuzzReviewForms(f *testing.F) {
 		f.Add(s)
 	}
 	_, h := newPagesServerF(f)
-	routes := []string{"/review/fix-login/accept", "/review/fix-login/unblock", "/review/fix-login/sync", "/review/fix-login/comment", "/review/fix-login/comment/c1/withdraw", "/review/fix-login/comment/c1/retry"}
+	routes := []string{"/review/fix-login/accept", "/review/fix-login/unblock", "/review/fix-login/sync", "/review/fix-login/comment", "/review/fix-login/comment/c1/withdraw", "/review/fix-login/comment/c1/retry", "/review/fix-login/comment/c1/apply"}
 	f.Fuzz(func(t *testing.T, body string) {
 		if strings.Contains(body, "SECRETPASS1") || strings.Contains(body, "SECRETPASS%31") {
 			return // typed into another field, where echoing it back is right

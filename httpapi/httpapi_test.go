@@ -32,7 +32,7 @@ func TestReviewRoutesAre503WithoutActions(t *testing.T) {
 	}
 	for _, r := range []struct{ method, path string }{
 		{"GET", "/review"}, {"GET", "/review/abc"}, {"POST", "/review/abc/comment"},
-		{"POST", "/review/abc/comment/x/retry"}, {"POST", "/review/abc/comment/x/withdraw"},
+		{"POST", "/review/abc/comment/x/retry"}, {"POST", "/review/abc/comment/x/withdraw"}, {"POST", "/review/abc/comment/x/apply"},
 		{"POST", "/review/abc/unblock"}, {"POST", "/review/abc/accept"}, {"POST", "/review/abc/sync"},
 		{"GET", "/api/review/queue"}, {"GET", "/api/review/abc/threads"},
 	} {
