@@ -332,6 +332,103 @@
     openForm(a.closest('td.code'));
   });
 
+  // ---- line numbers: permalinks, and ranges picked by drag or shift-click ----
+  // A number is made a link (#l-<path>-<side>-<line>, the code cell's id)
+  // when the pointer first reaches it: no bytes or tab stops for the
+  // thousands of numbers of a large diff. A click goes to the line and
+  // copies its address; a drag from one number to another on the same
+  // file and side, or a shift-click after a click, opens the range
+  // comment form (start_line filled in).
+  function codeOfNum(td) {
+    const next = td.nextElementSibling;
+    if (next && next.matches('td.code[data-line]')) return next;
+    const row = td.closest('tr');
+    return row ? row.querySelector('td.code[data-line]') : null;
+  }
+  function lineLink(td) {
+    if (td.querySelector('a.line-link') || !/^[0-9]+$/.test(td.textContent)) return;
+    const code = codeOfNum(td);
+    if (!code || !code.id) return;
+    const a = document.createElement('a');
+    a.className = 'line-link';
+    a.href = '#' + code.id;
+    a.tabIndex = -1; // the keys reach lines; a tab stop per number would bury the page's controls
+    a.textContent = td.textContent;
+    a.title = 'Link to this line (drag or shift-click to pick a range to comment on)';
+    td.textContent = '';
+    td.append(a);
+  }
+  document.addEventListener('mouseover', (e) => {
+    const td = e.target.closest && e.target.closest('[data-diff] td.num');
+    if (td) lineLink(td);
+  });
+
+  let pickFrom = null;   // the code cell a range starts at
+  let picking = false;   // a drag is under way
+  let pickMoved = false;
+  let pickTo = null;
+  function sameSide(a, b) { return a && b && a.dataset.file === b.dataset.file && a.dataset.side === b.dataset.side; }
+  function clearPick() { document.querySelectorAll('td.range-pick').forEach((c) => c.classList.remove('range-pick')); }
+  function showPick(a, b) {
+    clearPick();
+    const lo = Math.min(+a.dataset.line, +b.dataset.line), hi = Math.max(+a.dataset.line, +b.dataset.line);
+    const table = b.closest('table');
+    if (!table) return;
+    table.querySelectorAll('td.code[data-line]').forEach((c) => {
+      if (sameSide(c, b) && +c.dataset.line >= lo && +c.dataset.line <= hi) c.classList.add('range-pick');
+    });
+  }
+  function openRangeForm(a, b) {
+    if (!tpl || !b.querySelector('a.comment-link')) return;
+    const first = +a.dataset.line <= +b.dataset.line ? a : b;
+    const last = first === a ? b : a;
+    openForm(last);
+    const row = document.querySelector('tr.comment-row[data-comment-for="' + CSS.escape(last.id) + '"]');
+    const from = row && row.querySelector('[name=start_line]');
+    if (from && first !== last) from.value = first.dataset.line;
+    showPick(first, last);
+  }
+  document.addEventListener('mousedown', (e) => {
+    if (e.button !== 0) return;
+    const td = e.target.closest && e.target.closest('[data-diff] td.num');
+    const code = td && codeOfNum(td);
+    if (!code) return;
+    e.preventDefault(); // no text selection while picking lines
+    if (e.shiftKey && pickFrom && document.contains(pickFrom) && sameSide(pickFrom, code)) {
+      openRangeForm(pickFrom, code);
+      pickFrom = null;
+      return;
+    }
+    clearPick();
+    pickFrom = pickTo = code;
+    picking = true;
+    pickMoved = false;
+  });
+  document.addEventListener('mouseover', (e) => {
+    if (!picking) return;
+    const td = e.target.closest && e.target.closest('[data-diff] td.num, [data-diff] td.code');
+    const code = td && (td.matches('td.num') ? codeOfNum(td) : (td.dataset.line ? td : null));
+    if (!code || !sameSide(pickFrom, code) || code === pickTo) return;
+    pickTo = code;
+    pickMoved = pickTo !== pickFrom;
+    showPick(pickFrom, pickTo);
+  });
+  document.addEventListener('mouseup', () => {
+    if (!picking) return;
+    picking = false;
+    if (pickMoved) { openRangeForm(pickFrom, pickTo); pickFrom = null; }
+  });
+  document.addEventListener('click', (e) => {
+    if (e.target.closest && e.target.closest('tr.comment-row .buttons button[type=button]')) { clearPick(); return; }
+    const a = e.target.closest && e.target.closest('a.line-link');
+    if (!a || e.ctrlKey || e.metaKey || e.button !== 0) return;
+    if (e.shiftKey) { e.preventDefault(); return; } // the end of a range, not a new window
+    if (pickMoved) { e.preventDefault(); return; } // the end of a drag, not a click
+    const url = location.href.split('#')[0] + a.getAttribute('href');
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(url).catch(() => {});
+    // the hash changes as a link's would; the code cell is the target
+  });
+
   document.addEventListener('submit', async (e) => {
     const form = e.target;
     if (form.classList.contains('accept-form')) {
