@@ -88,5 +88,5 @@ func MessageHTML(text string) template.HTML {
 	if err := markdown.Convert([]byte(text), &b); err != nil {
 		return template.HTML("<p>" + template.HTMLEscapeString(text) + "</p>")
 	}
-	return template.HTML(messagePolicy.SanitizeBytes(b.Bytes())) // #nosec: sanitized by messagePolicy
+	return template.HTML(bytes.TrimSpace(messagePolicy.SanitizeBytes(b.Bytes()))) // #nosec: sanitized by messagePolicy
 }

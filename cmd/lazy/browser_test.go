@@ -186,7 +186,7 @@ func TestBrowserCommentUnblockWithdraw(t *testing.T) {
 	post("4", "Never mind this one.")
 	waitJS(t, ctx, "two queued", `document.querySelector('.queued-count').textContent === '2'`)
 	// withdraw the second: a plain form POST, back on the page with a notice
-	do(t, ctx, chromedp.Click(`//div[contains(@class,"msg")][.//div[contains(text(),"Never mind")]]//button[text()="Withdraw"]`),
+	do(t, ctx, chromedp.Click(`//div[contains(@class,"msg")][.//div[contains(@class,"body")][contains(.,"Never mind")]]//button[text()="Withdraw"]`),
 		chromedp.WaitVisible(".notice"))
 	if n := eval[string](t, ctx, `document.querySelector('.notice').textContent`); !strings.Contains(n, "Withdrawn") {
 		t.Errorf("notice: %q", n)
