@@ -273,7 +273,7 @@ func TestEndedTaskKeepsItsCommits(t *testing.T) {
 		r.pid = r.sys.Root.Spawn(actor.PropsFromProducer(NewTaskActor(r.tk.ID, r.deps, r.host)))
 		c := review.ReviewComment{Intent: review.Comment, Body: "more", File: "a.go", Line: 1, Side: review.New}
 		for _, msg := range []any{&PostReviewComment{Comment: c}, &RetryAsk{ID: "x"}, &WithdrawComment{ID: "x"}, &Unblock{Message: "go on"},
-			&Sync{Wait: true}, &Accept{Reason: "again"}} {
+			&Sync{Wait: true}, &Accept{Reason: "again"}, &ApplySuggestion{ID: "x", Head: head, AuthorName: "r", AuthorEmail: "r@x"}} {
 			if _, err := r.ask(msg); !errors.Is(err, ErrEnded) || !strings.Contains(err.Error(), "is "+string(status)) {
 				t.Errorf("%T on a %s task: got %v, want ErrEnded saying so", msg, status, err)
 			}

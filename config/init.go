@@ -81,6 +81,8 @@ sync = "full"                   # full: a 201 is on disk first | normal: no fsyn
 # [tasks]                       # once a task ends (accepted or cancelled) its worktree is removed
 # keep_branches = "168h"        # its branch lazy/<ref> stays this long, then goes (its commits stay
 #                               # under refs/lazy/ended/ for its review page); lazy task prune does it now
+# [review]
+# author = "Your Name <you@example.com>"   # who an applied suggestion is by (default: the project's git identity)
 # [notify]                      # told when a task needs you (blocked, conflict), failed or tripped a wire:
 # webhook = "https://hooks.example.com/lazy"   # POSTed {"event","task","status","url"} (http or https only)
 # command = "/usr/local/bin/on-lazy-notice"  # run with the same JSON on its standard input; plain words run without a
