@@ -332,6 +332,19 @@
     openForm(a.closest('td.code'));
   });
 
+  // ---- message times: "5m ago" kept true while the page stays open (the
+  // exact time is the element's title) ----
+  function freshTimes() {
+    const now = Date.now();
+    document.querySelectorAll('time.msg-time[datetime]').forEach((el) => {
+      const at = Date.parse(el.getAttribute('datetime'));
+      if (isNaN(at)) return;
+      const s = Math.max(0, Math.round((now - at) / 1000));
+      el.textContent = s < 60 ? s + 's ago' : s < 3600 ? Math.floor(s / 60) + 'm ago' : s < 172800 ? Math.floor(s / 3600) + 'h ago' : el.getAttribute('datetime').slice(0, 10);
+    });
+  }
+  setInterval(freshTimes, 30000);
+
   // ---- line numbers: permalinks, and ranges picked by drag or shift-click ----
   // A number is made a link (#l-<path>-<side>-<line>, the code cell's id)
   // when the pointer first reaches it: no bytes or tab stops for the
