@@ -49,6 +49,19 @@ func TestBrowserSuggestions(t *testing.T) {
 	do(t, ctx, chromedp.MouseClickXY(x, y))
 	waitJS(t, ctx, "the link followed", `location.hash === '#l-a.go-new-3'`)
 
+	// a click on line 1's number, a shift-click on line 2's: the range form;
+	// its Cancel lets the picked lines go
+	x1, y1 := num("1")
+	do(t, ctx, chromedp.MouseClickXY(x1, y1))
+	xb, yb := num("2") // after the click: following its link may scroll
+	do(t, ctx, chromedp.MouseClickXY(xb, yb, chromedp.ButtonModifiers(chromedp.ModifierShift)))
+	waitJS(t, ctx, "the range form on line 2", `!!document.querySelector('tr.comment-row[data-comment-for="l-a.go-new-2"] textarea')`)
+	if got := eval[string](t, ctx, `document.querySelector('tr.comment-row [name=start_line]').value + ' ' + document.querySelectorAll('td.code.range-pick').length`); got != "1 2" {
+		t.Errorf("shift-click range: start_line and lines lit %q, want \"1 2\"", got)
+	}
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll('tr.comment-row .buttons button[type=button]')].find((b) => b.textContent === 'Cancel').click()`))
+	waitJS(t, ctx, "the form and the picked lines gone", `!document.querySelector('tr.comment-row') && !document.querySelector('td.range-pick')`)
+
 	// one suggestion on line 1, posted the ordinary way
 	do(t, ctx,
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('td.code[data-line="1"][data-side="new"] a.comment-link').click()`),
