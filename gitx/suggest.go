@@ -140,6 +140,15 @@ func replaceLines(old []byte, s Suggestion) ([]byte, error) {
 	if s.To > len(lines) {
 		return nil, &SuggestionError{Why: fmt.Sprintf("%s has %d lines now, not the %d-%d the suggestion replaces: the lines no longer match; comment again on the file as it is", s.Path, len(lines), s.From, s.To)}
 	}
+	if n := len(s.Lines); n > 0 && s.From-1+n <= len(lines) {
+		same := true
+		for i, l := range s.Lines {
+			same = same && strings.TrimSuffix(lines[s.From-1+i], "\r") == strings.TrimSuffix(l, "\r")
+		}
+		if same {
+			return nil, &SuggestionError{Why: fmt.Sprintf("%s already reads as suggested from line %d: nothing to apply", s.Path, s.From)}
+		}
+	}
 	last := lines[s.To-1]
 	crlf := strings.HasSuffix(last, "\r")
 	if s.LineText != "" && strings.TrimSuffix(last, "\r") != strings.TrimSuffix(s.LineText, "\r") {

@@ -86,9 +86,15 @@ func TestApplySuggestion(t *testing.T) {
 	if st := git1(t, tr.Worktree, "status", "--porcelain"); st != "" {
 		t.Fatalf("worktree not clean after apply: %q", st)
 	}
-	// the same suggestion again: the head it saw has moved on
+	// the same suggestion again: the head it saw has moved on; at the new
+	// head, the lines already read as suggested
 	if _, err := tr.ApplySuggestion(ctx, s); err == nil || !strings.Contains(err.Error(), "moved") {
 		t.Fatalf("applying twice: got %v, want a head-moved refusal", err)
+	}
+	again := s
+	again.Head, again.From, again.To, again.LineText = after, 4, 4, ""
+	if _, err := tr.ApplySuggestion(ctx, again); err == nil || !strings.Contains(err.Error(), "already reads as suggested") {
+		t.Fatalf("applying at the new head: got %v, want already applied", err)
 	}
 }
 

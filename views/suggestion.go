@@ -66,7 +66,13 @@ func fillSuggestions(tv *ThreadView, lines map[string]sideLines, placed bool) {
 			}
 			sv.Old = append(sv.Old, text)
 		}
+		same := sv.OldKnown && len(sv.Old) == len(sv.New) && len(sv.New) > 0
+		for k := 0; same && k < len(sv.New); k++ {
+			same = sv.Old[k] == sv.New[k]
+		}
 		switch {
+		case same:
+			sv.Why = "Applied: the lines read as suggested."
 		case !tv.Commentable:
 			sv.Why = "The task has ended: nothing can be applied."
 		case !placed || tv.Outdated:
