@@ -71,7 +71,7 @@ func (t TaskRepo) ApplySuggestion(ctx context.Context, s Suggestion) (string, er
 	if s.Head != "" && s.Head != head {
 		return "", &SuggestionError{Why: fmt.Sprintf("the branch moved since you reviewed it (you saw %s, it is now %s): reload the page, review the new commits, then apply the suggestion", short(s.Head), short(head))}
 	}
-	tree, err := t.run(ctx, objects, "ls-tree", "-z", head, "--", s.Path)
+	tree, err := t.run(ctx, objects, "--literal-pathspecs", "ls-tree", "-z", head, "--", s.Path)
 	if err != nil {
 		return "", fmt.Errorf("find %s on %s: %w", s.Path, t.Branch, err)
 	}
@@ -82,7 +82,7 @@ func (t TaskRepo) ApplySuggestion(ctx context.Context, s Suggestion) (string, er
 	if mode != "100644" && mode != "100755" {
 		return "", &SuggestionError{Why: fmt.Sprintf("%s is not a plain file on the branch (mode %s): apply the change by hand", s.Path, mode)}
 	}
-	if _, err := t.run(ctx, objects, "diff", "--quiet", "--no-ext-diff", "--no-textconv", "--", s.Path); err != nil {
+	if _, err := t.run(ctx, objects, "--literal-pathspecs", "diff", "--quiet", "--no-ext-diff", "--no-textconv", "--", s.Path); err != nil {
 		var ge *Error
 		if errors.As(err, &ge) && exitCode(ge.Err) == 1 {
 			return "", &SuggestionError{Why: fmt.Sprintf("the task's worktree has changes to %s the agent did not commit: unblock the agent to commit or drop them, then apply the suggestion", s.Path)}
@@ -117,7 +117,7 @@ func (t TaskRepo) ApplySuggestion(ctx context.Context, s Suggestion) (string, er
 		return "", fmt.Errorf("commit the suggestion: %w", err)
 	}
 	// the worktree follows the branch (git writes no file beneath a link)
-	if _, err := t.run(ctx, objects, "checkout", "--", s.Path); err != nil {
+	if _, err := t.run(ctx, objects, "--literal-pathspecs", "checkout", "--", s.Path); err != nil {
 		return "", fmt.Errorf("bring the new %s into the worktree: %w", s.Path, err)
 	}
 	after, err := t.Import(ctx)

@@ -98,6 +98,27 @@ func TestApplySuggestion(t *testing.T) {
 	}
 }
 
+// TestApplySuggestionLiteralPath: a path that reads as pathspec magic is
+// the file of that name, nothing else.
+func TestApplySuggestionLiteralPath(t *testing.T) {
+	ctx := context.Background()
+	root := gitxtest.NewRepo(t, map[string]string{"x.txt": "x\n"})
+	tr := newTask(t, root, "lit")
+	agentCommit(t, tr, "agent", map[string]string{":(glob)*.txt": "a\n", "x.txt": "y\n"})
+	head := git1(t, root, "rev-parse", "refs/heads/lazy/lit")
+	after, err := tr.ApplySuggestion(ctx, Suggestion{Path: ":(glob)*.txt", From: 1, To: 1, LineText: "a", Lines: []string{"b"},
+		Head: head, AuthorName: "R", AuthorEmail: "r@x", Message: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := gitxtest.Git(t, root, "show", after+":x.txt"); got != "y\n" {
+		t.Errorf("x.txt changed: %q", got)
+	}
+	if got := gitxtest.Git(t, root, "--literal-pathspecs", "show", after+"::(glob)*.txt"); got != "b\n" {
+		t.Errorf("the file itself: %q", got)
+	}
+}
+
 func TestReplaceLines(t *testing.T) {
 	for _, tc := range []struct {
 		name, old string
