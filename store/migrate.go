@@ -238,6 +238,15 @@ var migrations = []migration{
 			PRIMARY KEY (reviewer, task_id)
 		)`,
 	}},
+	{34, "task_leases: the member hosting each task in a cluster, with the epoch its writes are fenced by", []string{
+		`CREATE TABLE task_leases (
+			task_id TEXT PRIMARY KEY,
+			holder TEXT NOT NULL,
+			epoch INTEGER NOT NULL,
+			expires_at DATETIME NOT NULL,
+			acquired_at DATETIME NOT NULL
+		)`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

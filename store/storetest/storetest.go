@@ -56,6 +56,7 @@ func Run(t *testing.T, open Opener) {
 	t.Run("ReviewState", func(t *testing.T) { testReviewState(t, open) })
 	t.Run("Durable", func(t *testing.T) { testDurable(t, open) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open) })
+	t.Run("Leases", func(t *testing.T) { testLeases(t, open) })
 }
 
 func must(t *testing.T, err error) {
