@@ -73,6 +73,13 @@ type TaskDeps struct {
 	// nil: not known), for telling the reviewer that the next turn starts
 	// a new conversation.
 	Agent func() (driver, command string)
+	// Leases, in a cluster, fence each task's writes by its host's lease
+	// (task_lease.go); LeaseHolder names this member (and its process's
+	// life) in them; LeaseTTL is their TTL (0: DefaultLeaseTTL). Leases
+	// nil: one daemon, no lease.
+	Leases      store.Leases
+	LeaseHolder string
+	LeaseTTL    time.Duration
 
 	// protect replaces Protect once SetProtect is called (a config reload)
 	protect atomic.Pointer[[]string]
@@ -177,6 +184,9 @@ type TaskActor struct {
 	// place is the task's state in a cluster (moving away, or held while
 	// another member may still run its job); see task_cluster.go
 	place placement
+	// lease is the actor's hold on the task's lease in a cluster
+	// (task_lease.go)
+	lease leasing
 }
 
 // epochs numbers jobs across every actor instance: a job's end that arrives
@@ -209,13 +219,23 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 	a.arrived(ctx.Message())
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if a.startLease(ctx) {
+			a.loadTask() // the rest once the lease is taken
+			return
+		}
 		a.reload(false)
 		a.recheckHeld(ctx)
 		a.next(ctx)
 	case *actor.Restarting:
 		a.abort(ctx, "the task actor restarted after a failure")
+		a.endLease()
 	case *actor.Stopping:
 		a.abort(ctx, "the daemon stopped")
+		a.endLease()
+	case *leaseTaken:
+		a.onLeaseTaken(ctx, m)
+	case *leaseLost:
+		a.onLeaseLost(ctx, m)
 	case *Drain:
 		a.drain(ctx)
 	case *heldCheck:
@@ -318,7 +338,7 @@ func (a *TaskActor) setBudget(tokens int64) error {
 		return fmt.Errorf("task %s: %w", a.id, store.ErrNotFound)
 	}
 	a.task.BudgetTokens, a.task.UpdatedAt = tokens, a.now()
-	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+	if err := a.store().SaveTask(a.bg(), a.task); err != nil {
 		return err
 	}
 	a.publish(api.Event{Kind: api.EventBudget, Detail: fmt.Sprintf("token budget set to %d", tokens)})
@@ -386,7 +406,7 @@ func (a *TaskActor) busyCount() int {
 // settled false) another member may still be running it: then the actor is
 // held.
 func (a *TaskActor) reload(settled bool) {
-	t, err := a.deps.Store.GetTask(a.bg(), a.id)
+	t, err := a.store().GetTask(a.bg(), a.id)
 	if err != nil {
 		a.log.Error("load task", "err", err)
 		a.task = nil
@@ -401,7 +421,7 @@ func (a *TaskActor) reload(settled bool) {
 		// this member's own worktree of the task (made by the first job)
 		t.Worktree = filepath.Join(a.deps.WorktreeDir, t.Ref())
 	}
-	turns, err := a.deps.Store.ListTurns(a.bg(), a.id)
+	turns, err := a.store().ListTurns(a.bg(), a.id)
 	if err != nil {
 		a.log.Error("load turns", "err", err)
 		return
@@ -425,7 +445,7 @@ func (a *TaskActor) reload(settled bool) {
 			}
 		}
 	}
-	cs, err := a.deps.Store.ListReviewComments(a.bg(), a.id)
+	cs, err := a.store().ListReviewComments(a.bg(), a.id)
 	if err != nil {
 		a.log.Error("load review comments", "err", err)
 		return
@@ -438,9 +458,23 @@ func (a *TaskActor) reload(settled bool) {
 	sort.SliceStable(a.queue, func(i, j int) bool { return a.queue[i].queuedAt.Before(a.queue[j].queuedAt) })
 }
 
+// loadTask loads the task row alone, with this member's worktree, for the
+// commands taken while the actor waits for the task's lease.
+func (a *TaskActor) loadTask() {
+	t, err := a.deps.Store.GetTask(a.bg(), a.id)
+	if err != nil {
+		a.log.Error("load task", "err", err)
+		return
+	}
+	if a.deps.Remote != "" {
+		t.Worktree = filepath.Join(a.deps.WorktreeDir, t.Ref())
+	}
+	a.task = t
+}
+
 // refreshTask reads the task row again (keeping this member's worktree).
 func (a *TaskActor) refreshTask() {
-	t, err := a.deps.Store.GetTask(a.bg(), a.id)
+	t, err := a.store().GetTask(a.bg(), a.id)
 	if err != nil {
 		a.log.Error("load task", "err", err)
 		return
@@ -490,6 +524,10 @@ func (a *TaskActor) startExclusive(ctx actor.Context, j *job) {
 		ctx.Respond(&BusyError{What: "a turn another cluster member is finishing"})
 		return
 	}
+	if a.leasePending() {
+		ctx.Respond(&BusyError{What: "the task's lease, which another cluster member holds until it is released or runs out"})
+		return
+	}
 	if len(a.queue) > 0 {
 		ctx.Respond(&BusyError{What: a.queue[0].label + " is queued"})
 		return
@@ -506,7 +544,7 @@ func (a *TaskActor) startExclusive(ctx actor.Context, j *job) {
 // next starts the head of the queue when nothing runs (and the task is
 // neither moving away nor waiting for another member's job).
 func (a *TaskActor) next(ctx actor.Context) {
-	if a.place.paused() {
+	if a.place.paused() || a.leasePending() {
 		return
 	}
 	for a.running == nil && len(a.queue) > 0 && a.task != nil && !a.task.Status.Ended() {
@@ -524,7 +562,7 @@ func (a *TaskActor) start(ctx actor.Context, j *job) {
 	if run == nil {
 		return // refused or failed while preparing; already recorded
 	}
-	jctx, cancel := context.WithCancel(context.Background())
+	jctx, cancel := context.WithCancel(a.jobParent())
 	a.epoch = nextEpoch()
 	a.running, a.since, a.cancel = j, a.now(), cancel
 	a.resCh = make(chan jobResult, 1)
@@ -570,7 +608,7 @@ func (a *TaskActor) start(ctx actor.Context, j *job) {
 }
 
 func (a *TaskActor) loadTurn(id string) (*store.Turn, error) {
-	turns, err := a.deps.Store.ListTurns(a.bg(), a.id)
+	turns, err := a.store().ListTurns(a.bg(), a.id)
 	if err != nil {
 		return nil, err
 	}
@@ -591,7 +629,7 @@ func (a *TaskActor) endTurn(tu *store.Turn, out agent.Outcome, result, state, er
 	if out.Stdout != nil || out.Stderr != nil {
 		tu.Output, tu.ExitCode = out.Combined(), out.ExitCode
 	}
-	if err := a.deps.Store.SaveTurn(a.bg(), tu); err != nil {
+	if err := a.store().SaveTurn(a.bg(), tu); err != nil {
 		a.log.Error("record turn end", "turn", tu.Number, "err", err)
 	}
 	a.publish(api.Event{Kind: api.EventTurnEnd, Turn: tu.Number, Label: tu.Label(), Status: state, Detail: errText})
@@ -688,7 +726,7 @@ func (a *TaskActor) tripped(what string) {
 	}
 	note := fmt.Sprintf("tripwire: %s at %s; the task's grant was revoked. Review what the agent did; unblocking the task gives its next turn a new grant", what, a.now().UTC().Format(time.RFC3339))
 	a.task.Tripwire, a.task.UpdatedAt = note, a.now()
-	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+	if err := a.store().SaveTask(a.bg(), a.task); err != nil {
 		a.log.Error("record tripwire", "task", a.task.Ref(), "err", err)
 	}
 	if a.host.Revoke != nil {
@@ -720,7 +758,7 @@ func (a *TaskActor) setStatus(s task.Status, reason string) {
 	changed := a.task.Status != s
 	a.task.Status, a.task.FailReason = s, reason
 	a.task.LastActivity, a.task.UpdatedAt = a.now(), a.now()
-	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+	if err := a.store().SaveTask(a.bg(), a.task); err != nil {
 		a.log.Error("save task", "err", err)
 	}
 	if changed {
@@ -736,7 +774,7 @@ func (a *TaskActor) rename(ctx actor.Context, title string) {
 	}
 	old := a.task.Title
 	a.task.Title, a.task.UpdatedAt = title, a.now()
-	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+	if err := a.store().SaveTask(a.bg(), a.task); err != nil {
 		a.task.Title = old
 		ctx.Respond(err)
 		return
@@ -746,7 +784,7 @@ func (a *TaskActor) rename(ctx actor.Context, title string) {
 }
 
 func (a *TaskActor) publish(e api.Event) {
-	if a.host.Publish == nil || a.task == nil {
+	if a.host.Publish == nil || a.task == nil || a.lease.lost {
 		return
 	}
 	e.Time, e.TaskID, e.TaskRef = a.now(), a.id, a.task.Ref()

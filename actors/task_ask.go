@@ -36,13 +36,13 @@ func (a *TaskActor) postReviewComment(c review.ReviewComment) (*review.ReviewCom
 	default:
 		return nil, &review.RuleError{Reason: fmt.Sprintf("intent %q is neither ask nor comment", c.Intent)}
 	}
-	if err := a.deps.Store.AddReviewComment(a.bg(), &c); err != nil {
+	if err := a.store().AddReviewComment(a.bg(), &c); err != nil {
 		return nil, fmt.Errorf("save the review comment: %w", err)
 	}
 	if c.Intent == review.Ask {
 		if v := review.Askable(a.task.Status); !v.OK {
 			c.AskState, c.AskError = review.AskFailed, v.Reason
-			if err := a.deps.Store.SaveReviewComment(a.bg(), &c); err != nil {
+			if err := a.store().SaveReviewComment(a.bg(), &c); err != nil {
 				a.log.Error("record the refused ask", "err", err)
 			}
 		} else {
@@ -53,7 +53,7 @@ func (a *TaskActor) postReviewComment(c review.ReviewComment) (*review.ReviewCom
 }
 
 func (a *TaskActor) loadComment(id string) (*review.ReviewComment, error) {
-	c, err := a.deps.Store.GetReviewComment(a.bg(), id)
+	c, err := a.store().GetReviewComment(a.bg(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -77,13 +77,13 @@ func (a *TaskActor) retryAsk(id string) (*ActionDone, error) {
 	}
 	if ask := review.Askable(a.task.Status); !ask.OK {
 		c.AskError = ask.Reason
-		if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+		if err := a.store().SaveReviewComment(a.bg(), c); err != nil {
 			return nil, err
 		}
 		return &ActionDone{Comment: *c, Notice: "Not re-sent: " + ask.Reason}, nil
 	}
 	c.AskState, c.AskError = review.AskPending, ""
-	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+	if err := a.store().SaveReviewComment(a.bg(), c); err != nil {
 		return nil, err
 	}
 	a.queue = append(a.queue, newAskJob(c.ID, a.now()))
@@ -106,7 +106,7 @@ func (a *TaskActor) withdraw(id string) (*ActionDone, error) {
 	}
 	now := a.now()
 	c.WithdrawnAt = &now
-	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+	if err := a.store().SaveReviewComment(a.bg(), c); err != nil {
 		return nil, err
 	}
 	return &ActionDone{Comment: *c, Notice: "Withdrawn: it stays in the thread, struck through, and will not reach the agent."}, nil
@@ -115,7 +115,7 @@ func (a *TaskActor) withdraw(id string) (*ActionDone, error) {
 // failAsk records a failed question with an actionable reason.
 func (a *TaskActor) failAsk(c *review.ReviewComment, reason string) {
 	c.AskState, c.AskError = review.AskFailed, reason
-	if err := a.deps.Store.SaveReviewComment(a.bg(), c); err != nil {
+	if err := a.store().SaveReviewComment(a.bg(), c); err != nil {
 		a.log.Error("record failed ask", "err", err)
 	}
 	a.publish(api.Event{Kind: api.EventAskEnd, Status: string(review.AskFailed), Detail: reason})
@@ -138,13 +138,13 @@ func (a *TaskActor) prepareAsk(j *job, commentID string) runJob {
 	now := a.now()
 	tu := &store.Turn{ID: task.NewID(now), TaskID: a.id, Kind: store.TurnAsk, Trigger: "ask", Prompt: review.RenderAskPrompt(c),
 		Status: store.TurnRunning, QueuedAt: c.CreatedAt}
-	if err := a.deps.Store.CreateTurn(a.bg(), tu); err != nil {
+	if err := a.store().CreateTurn(a.bg(), tu); err != nil {
 		a.failAsk(c, "could not record the ask turn: "+err.Error())
 		return nil
 	}
 	j.turn = tu
 	a.task.Asks++
-	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+	if err := a.store().SaveTask(a.bg(), a.task); err != nil {
 		a.log.Error("count the ask", "err", err)
 	}
 	a.publish(api.Event{Kind: api.EventTurnStart, Turn: tu.Number, Label: tu.Label(), Detail: "ask turn"})
@@ -223,7 +223,7 @@ func (a *TaskActor) finishAsk(j *job, commentID string, r jobResult) {
 		LineText: c.LineText, Intent: review.Ask, Body: body, Actor: review.Agent, CreatedAt: now}
 	// the reply and the answered state in one write: a crash between them
 	// would have the ask asked (and answered) again on the next host
-	if err := a.deps.Store.AnswerAsk(a.bg(), c.ID, &reply); errors.Is(err, store.ErrConflict) {
+	if err := a.store().AnswerAsk(a.bg(), c.ID, &reply); errors.Is(err, store.ErrConflict) {
 		// answered meanwhile (withdrawn, or by the member that hosted the
 		// task before): this answer is dropped, the turn still ends
 		a.log.Warn("the ask is no longer pending; this answer is dropped", "ask", c.ID)
@@ -242,7 +242,7 @@ func (a *TaskActor) finishAsk(j *job, commentID string, r jobResult) {
 	}
 	a.endTurn(j.turn, r.outcome, r.result.Text, store.TurnDone, "")
 	a.task.LastActivity = now
-	if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+	if err := a.store().SaveTask(a.bg(), a.task); err != nil {
 		a.log.Error("save task", "err", err)
 	}
 	a.publish(api.Event{Kind: api.EventAskEnd, Status: string(review.AskAnswered)})

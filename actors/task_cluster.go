@@ -135,6 +135,7 @@ func (a *TaskActor) handOver(ctx actor.Context) {
 		}
 	}
 	a.queue = nil
+	a.endLease() // released: the new host need not wait for it to run out
 	if a.host.Handoff != nil {
 		go a.host.Handoff(a.id)
 	}

@@ -370,6 +370,9 @@ type travel struct {
 	parent, taskID, home           string
 	kind                           jobKind
 	homes                          HomeStore
+	// fresh, in a cluster, says whether the task's lease is still this
+	// member's: nothing is sent to the remote or the store once it may not be
+	fresh func() error
 }
 
 // HomeStore keeps tasks' agent homes (store.SQL does).
@@ -385,7 +388,7 @@ func (a *TaskActor) trip(j *job) *travel {
 	}
 	t := a.task
 	tr := &travel{log: a.log, root: a.deps.Root, remote: a.deps.Remote, worktree: t.Worktree, branch: t.Branch, parent: t.Parent,
-		kind: j.kind(), taskID: t.ID, homes: a.deps.Homes}
+		kind: j.kind(), taskID: t.ID, homes: a.deps.Homes, fresh: a.leaseFresh()}
 	if a.deps.HomeFor != nil {
 		tr.home = a.deps.HomeFor(t.Ref())
 	}
@@ -489,6 +492,12 @@ func writeMarks(dir string, marks map[string]string) error {
 // home. A failure is logged: the next job's arrival finds things where they
 // are.
 func (tr *travel) depart(ctx context.Context) {
+	if tr.fresh != nil {
+		if err := tr.fresh(); err != nil {
+			tr.log.Error("the job's work stays on this member", "err", err)
+			return
+		}
+	}
 	if tr.kind.changesBranch() {
 		if err := gitx.Depart(ctx, tr.root, tr.remote, tr.branch); err != nil {
 			tr.log.Error("send the task branch to the cluster's git remote", "err", err)

@@ -29,7 +29,7 @@ func (a *TaskActor) queueWork(trigger, prompt, id string) (*WorkQueued, error) {
 		id = task.NewID(now)
 	}
 	tu := &store.Turn{ID: id, TaskID: a.id, Kind: store.TurnWork, Trigger: trigger, Prompt: prompt, Status: store.TurnQueued, QueuedAt: now}
-	if err := a.deps.Store.CreateTurn(a.bg(), tu); err != nil {
+	if err := a.store().CreateTurn(a.bg(), tu); err != nil {
 		return nil, fmt.Errorf("queue work turn: %w", err)
 	}
 	a.queue = append(a.queue, newWorkJob(tu, now))
@@ -65,7 +65,7 @@ func (a *TaskActor) unblock(message string) (*WorkQueued, error) {
 	}
 	// the size rule is checked now, with the comments queued now, so the
 	// reviewer hears of it at once (it is checked again at launch)
-	if all, err := a.deps.Store.ListReviewComments(a.bg(), a.id); err == nil {
+	if all, err := a.store().ListReviewComments(a.bg(), a.id); err == nil {
 		if err := review.UnblockFits(len(review.RenderUnblockPrompt(review.Queued(all), func(string) []review.ReviewComment { return nil }, message))); err != nil {
 			return nil, err
 		}
@@ -89,7 +89,7 @@ func (a *TaskActor) unblock(message string) (*WorkQueued, error) {
 	if a.task.Tripwire != "" {
 		// the reviewer's unblock re-arms the task: its next turn gets a new grant
 		a.task.Tripwire = ""
-		if err := a.deps.Store.SaveTask(a.bg(), a.task); err != nil {
+		if err := a.store().SaveTask(a.bg(), a.task); err != nil {
 			a.log.Error("clear tripwire", "err", err)
 		}
 	}
@@ -112,7 +112,7 @@ func (a *TaskActor) addComment(body string) (*CommentAdded, error) {
 	c := review.ReviewComment{ID: task.NewID(now), TaskID: a.id, Intent: review.Comment, Body: body, Actor: review.Human,
 		DeliveryState: review.PendingDelivery, CreatedAt: now}
 	c.ThreadID = c.ID
-	if err := a.deps.Store.AddReviewComment(a.bg(), &c); err != nil {
+	if err := a.store().AddReviewComment(a.bg(), &c); err != nil {
 		return nil, fmt.Errorf("save the message: %w", err)
 	}
 	res := &CommentAdded{Comment: c, Status: a.task.Status}
@@ -155,7 +155,7 @@ func (a *TaskActor) prepareWork(j *job, turnID string) runJob {
 		return nil
 	}
 	tu.Status = store.TurnRunning // started_at is set when the agent process starts
-	if err := a.deps.Store.SaveTurn(a.bg(), tu); err != nil {
+	if err := a.store().SaveTurn(a.bg(), tu); err != nil {
 		a.log.Error("mark turn running", "err", err)
 		return nil
 	}
@@ -217,7 +217,7 @@ func (a *TaskActor) startSetup(j *job) (SetupRunner, []string) {
 	now := a.now()
 	st := &store.Turn{ID: task.NewID(now), TaskID: a.id, Kind: store.TurnSetup, Trigger: "start", Prompt: strings.Join(commands, "\n"),
 		Status: store.TurnRunning, QueuedAt: now, StartedAt: &now}
-	if err := a.deps.Store.CreateTurn(a.bg(), st); err != nil {
+	if err := a.store().CreateTurn(a.bg(), st); err != nil {
 		a.log.Error("record the setup turn", "err", err)
 		st = nil
 	} else {
@@ -277,7 +277,7 @@ func (r repo) on() bool { return r.Project != "" && r.Worktree != "" }
 // delivered until the launch is recorded. A prompt over MaxUnblockPrompt is
 // refused: the comments stay queued.
 func (a *TaskActor) renderUnblock(j *job) (string, error) {
-	all, err := a.deps.Store.ListReviewComments(a.bg(), a.id)
+	all, err := a.store().ListReviewComments(a.bg(), a.id)
 	if err != nil {
 		return "", fmt.Errorf("could not read the queued comments: %w", err)
 	}
@@ -297,7 +297,7 @@ func (a *TaskActor) renderUnblock(j *job) (string, error) {
 		a.delivering[c.ID] = true
 	}
 	j.turn.Prompt = prompt
-	if err := a.deps.Store.SaveTurn(a.bg(), j.turn); err != nil {
+	if err := a.store().SaveTurn(a.bg(), j.turn); err != nil {
 		a.log.Error("record the unblock prompt", "err", err)
 	}
 	return prompt, nil
@@ -312,7 +312,7 @@ func (a *TaskActor) onLaunched(j *job) {
 	j.launched = true
 	now := a.now()
 	// one write: the turn launched and its comments are delivered, or neither
-	err := a.deps.Store.MarkLaunched(a.bg(), j.turn.ID, now, j.delivered)
+	err := a.store().MarkLaunched(a.bg(), j.turn.ID, now, j.delivered)
 	a.delivering = nil
 	if err != nil {
 		a.log.Error("record the launch", "turn", j.turn.Number, "err", err)

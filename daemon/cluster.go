@@ -2,7 +2,11 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -140,4 +144,20 @@ func agentHomes(cfg *config.Config, st store.Store) actors.HomeStore {
 		return h
 	}
 	return nil
+}
+
+// taskLeases, in a cluster, are the shared store's task leases, which fence
+// each task's writes by its host's epoch, and the name this process holds
+// them under: its host, pid and a random word, so a member restarted at
+// once waits for the leases of its last life to run out like any other
+// member would. nil outside a cluster: one daemon takes no lease.
+func taskLeases(cfg *config.Config, st store.Store) (store.Leases, string) {
+	ls, ok := st.(store.Leases)
+	if !ok || !cfg.Cluster.Enabled() {
+		return nil, ""
+	}
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return ls, fmt.Sprintf("%s (%s pid %d %s)", cfg.Cluster.Advertise, host, os.Getpid(), hex.EncodeToString(b[:]))
 }

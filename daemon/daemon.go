@@ -256,7 +256,8 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	d.launcher = newLiveLauncher(launcher, d.runnerUsable)
 	guesses := &approval.Limiter{Book: st, Now: o.Now}
 	modelErrs := &trouble{}
-	d.taskDeps = &actors.TaskDeps{Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: d.launcher.HomeFor, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, Setup: d.launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
+	leases, leaseHolder := taskLeases(cfg, st)
+	d.taskDeps = &actors.TaskDeps{Leases: leases, LeaseHolder: leaseHolder, Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: d.launcher.HomeFor, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, Setup: d.launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
 		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(), Agent: d.launcher.Agent,
 		CheckPassphrase: func(taskID, pass string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
