@@ -135,9 +135,9 @@ func (a *TaskActor) handOver(ctx actor.Context) {
 		}
 	}
 	a.queue = nil
-	a.endLease() // released: the new host need not wait for it to run out
+	freed := a.endLease() // the new host need not wait for the lease to run out
 	if a.host.Handoff != nil {
-		go a.host.Handoff(a.id)
+		go func(id string) { released(freed); a.host.Handoff(id) }(a.id)
 	}
 	a.log.Info("the task's running job finished; handed over to its new member")
 	ctx.Stop(ctx.Self())

@@ -147,23 +147,31 @@ func (a *TaskActor) onLeaseLost(ctx actor.Context, m *leaseLost) {
 	ctx.Stop(ctx.Self())
 }
 
-// endLease ends the keeper, which releases the lease when it still holds
-// it (so the task's next host need not wait for it to run out), and waits
-// for that, bounded.
-func (a *TaskActor) endLease() {
+// endLease ends the keeper, which then releases the lease when it still
+// holds it (so the task's next host need not wait for it to run out). It
+// does not wait: the returned channel closes when the keeper has ended
+// (closed at once with no keeper).
+func (a *TaskActor) endLease() <-chan struct{} {
 	if !a.lease.on || a.lease.quit == nil {
-		return
+		done := make(chan struct{})
+		close(done)
+		return done
 	}
 	select {
-	case <-a.lease.quit:
-		return // ended already
+	case <-a.lease.quit: // ended already
 	default:
+		close(a.lease.quit)
 	}
-	close(a.lease.quit)
+	return a.lease.done
+}
+
+// released waits for done (endLease), bounded: a handover's wake goes
+// once the lease is free, or after 5 s (the new host then waits for the
+// lease to run out).
+func released(done <-chan struct{}) {
 	select {
-	case <-a.lease.done:
+	case <-done:
 	case <-time.After(5 * time.Second):
-		a.log.Warn("the task's lease was not released within 5s; the next host waits for it to run out")
 	}
 }
 

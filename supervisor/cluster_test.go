@@ -56,7 +56,8 @@ func memberWith(t *testing.T, dsn, etcd string, secret []byte, launcher actors.T
 	t.Cleanup(func() { _ = st.Close() })
 	dir := t.TempDir()
 	deps := &actors.TaskDeps{Store: st, Launcher: launcher, LockDir: filepath.Join(dir, "locks"), Root: dir,
-		RecoveryDir: filepath.Join(dir, "recovery"), AskTimeout: time.Minute, Log: testLog(), CheckPassphrase: noPassphrase}
+		RecoveryDir: filepath.Join(dir, "recovery"), AskTimeout: time.Minute, Log: testLog(), CheckPassphrase: noPassphrase,
+		Leases: st, LeaseHolder: "member " + filepath.Base(dir)} // fenced as the daemon's members are
 	s, err := New(Config{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Task: deps, Timeout: 20 * time.Second,
 		Cluster: &ClusterOptions{Name: "lazy-test", Etcd: []string{etcd}, Host: "127.0.0.1", Secret: secret, TLS: links}})
 	if err != nil {
