@@ -45,11 +45,13 @@ fuzz:
 	@scripts/fuzz.sh
 
 # The fault-injection suite alone, with more kills: make chaos KILLS=200;
-# OUTAGES etcd outages of 35 s each (frozen, then stopped and started again)
+# OUTAGES etcd outages of 35 s each (frozen, then stopped and started again);
+# PAUSES rounds of a cluster member SIGSTOPped past its task leases
 KILLS ?= 100
 OUTAGES ?= 4
+PAUSES ?= 3
 chaos:
-	LAZY_CHAOS_KILLS=$(KILLS) LAZY_CHAOS_OUTAGES=$(OUTAGES) $(GO) test -count=1 -timeout 60m -run 'TestChaosKill9|TestClusterChaosEtcd' -v ./cmd/lazy
+	LAZY_CHAOS_KILLS=$(KILLS) LAZY_CHAOS_OUTAGES=$(OUTAGES) LAZY_CHAOS_PAUSES=$(PAUSES) $(GO) test -count=1 -timeout 60m -run 'TestChaosKill9|TestClusterChaosEtcd|TestClusterChaosPause' -v ./cmd/lazy
 
 # The headline: the daemon users run (a task with a live grant and a budget,
 # usage rows, traffic events) against the tuned bare ReverseProxy, the
