@@ -123,7 +123,7 @@ func (a *TaskActor) startLease(ctx actor.Context) bool {
 // runs from here.
 func (a *TaskActor) onLeaseTaken(ctx actor.Context, m *leaseTaken) {
 	a.lease.held, a.lease.jobs, a.lease.until = m.lease, m.jobs, m.until
-	a.lease.st = a.deps.Leases.Fenced(m.lease)
+	a.lease.st, a.lease.lost = a.deps.Leases.Fenced(m.lease), false
 	if waited := a.now().Sub(a.lease.since); waited > time.Second {
 		a.log.Info("took the task's lease", "epoch", m.lease.Epoch, "waited", waited.Round(time.Millisecond))
 	}
@@ -135,16 +135,22 @@ func (a *TaskActor) onLeaseTaken(ctx actor.Context, m *leaseTaken) {
 }
 
 // onLeaseLost: the keeper stopped the jobs already; what they would still
-// record is refused by the fence. The actor stops: the task is another
-// member's, or is placed anew on the next call.
+// record is refused by the fence (or lost with the store). The actor keeps
+// the stale view, so nothing of the task is written from here, and takes
+// the lease again: once the store answers and the lease ran out (at once
+// when nobody took it meanwhile), it reads the task anew, and a turn that
+// was cut off is recorded so, here or by whichever member took the task.
 func (a *TaskActor) onLeaseLost(ctx actor.Context, m *leaseLost) {
 	if a.lease.lost {
 		return
 	}
 	a.lease.lost = true
-	a.log.Error("lost the task's lease: its jobs here are stopped and this actor ends", "epoch", a.lease.held.Epoch, "err", m.err)
+	a.log.Error("lost the task's lease: its jobs here are stopped, and the task is taken up again only once this member holds the lease anew",
+		"epoch", a.lease.held.Epoch, "err", m.err)
 	a.abort(ctx, "this cluster member lost the task's lease")
-	ctx.Stop(ctx.Self())
+	stale := a.lease.st
+	a.startLease(ctx)
+	a.lease.st, a.lease.lost = stale, true
 }
 
 // endLease ends the keeper, which then releases the lease when it still
@@ -229,7 +235,7 @@ func (k *leaseKeeper) keep() time.Duration { return k.ttl * 7 / 10 }
 // take takes the lease, waiting while another member holds it, and says
 // when the successful request was sent; false: the actor ended first.
 func (k *leaseKeeper) take() (store.Lease, time.Time, bool) {
-	told := ""
+	told, failed := "", ""
 	for {
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), k.ttl)
@@ -255,8 +261,9 @@ func (k *leaseKeeper) take() (store.Lease, time.Time, bool) {
 					"holder", le.Holder, "epoch", le.Epoch, "until", le.Until)
 			}
 			wait = min(max(time.Until(le.Until)+20*time.Millisecond, 20*time.Millisecond), time.Second)
-		} else {
-			k.log.Warn("take the task's lease (trying again)", "err", err)
+		} else if err.Error() != failed {
+			failed = err.Error()
+			k.log.Warn("take the task's lease (trying again every second)", "err", err)
 		}
 		select {
 		case <-k.quit:

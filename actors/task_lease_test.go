@@ -129,9 +129,10 @@ func TestLeaseFencesTheTask(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// the stuck agent ends now: member a's late records are refused
+	// the stuck agent ends now: member a's late records are refused (the
+	// actor answers once it has tried them)
 	close(l.release)
-	if err := r.sys.Root.StopFuture(r.pid).Wait(); err != nil {
+	if _, err := r.ask(&GetHealth{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := r.st.ListTurns(ctx, r.tk.ID)
@@ -146,5 +147,34 @@ func TestLeaseFencesTheTask(t *testing.T) {
 	}
 	if l, _ := r.st.GetLease(ctx, r.tk.ID); l.Holder != "member b" || l.Epoch != 3 {
 		t.Errorf("the lease after member a stopped: %+v, want member b's epoch 3", l)
+	}
+	// member a waits for the lease meanwhile, refusing to write the task
+	if _, err := r.ask(&Rename{Title: "by a, stale"}); !store.IsStaleLease(err) {
+		t.Errorf("a rename on member a while member b holds the lease: got %v, want a stale lease", err)
+	}
+	// b lets go: a takes the lease anew (epoch 4) and acts on the task as b left it
+	leases.fail.Store(false)
+	if err := r.st.ReleaseLease(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if l, err := r.st.GetLease(ctx, r.tk.ID); err == nil && l.Holder == "member a" && l.Epoch == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("member a did not take the lease again once member b released it")
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, err := r.ask(&Rename{Title: "by a again"})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a rename on member a once it holds the lease again: %v", err)
+		}
+	}
+	if tk, _ := r.st.GetTask(ctx, r.tk.ID); tk.Title != "by a again" || tk.Status != task.Failed || tk.FailReason != "cut off" {
+		t.Errorf("the task after member a took it again: %q %s %q, want member b's failed %q renamed", tk.Title, tk.Status, tk.FailReason, "cut off")
 	}
 }
