@@ -524,10 +524,13 @@ func (a *TaskActor) startExclusive(ctx actor.Context, j *job) {
 		ctx.Respond(&BusyError{What: "a turn another cluster member is finishing"})
 		return
 	}
-	if a.leasePending() {
+	if a.lease.lost {
+		// another member took the task's lease: this member waits for it
 		ctx.Respond(&BusyError{What: "the task's lease, which another cluster member holds until it is released or runs out"})
 		return
 	}
+	// an actor that has not taken its lease yet (it just started) runs
+	// the job once it has
 	if len(a.queue) > 0 {
 		ctx.Respond(&BusyError{What: a.queue[0].label + " is queued"})
 		return
