@@ -29,6 +29,7 @@ const (
 	jobSync                      // the parent merged into the task branch
 	jobAccept                    // the task merged into its parent
 	jobDecide                    // out-of-scope files allowed or reverted
+	jobPush                      // a pending push of the task branch tried again (task_push.go)
 )
 
 func (k jobKind) String() string {
@@ -43,6 +44,8 @@ func (k jobKind) String() string {
 		return "accept"
 	case jobDecide:
 		return "decide"
+	case jobPush:
+		return "push"
 	}
 	return fmt.Sprintf("jobKind(%d)", uint8(k))
 }

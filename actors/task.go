@@ -69,6 +69,9 @@ type TaskDeps struct {
 	// HomeFor is where this member keeps a task's agent home.
 	Homes   HomeStore
 	HomeFor func(ref string) string
+	// PushRetryBase and PushRetryMax bound the backoff of a pending push's
+	// retries (0: PushRetryBase, PushRetryMax).
+	PushRetryBase, PushRetryMax time.Duration
 	// Agent is the agent a turn launched now runs (driver name, command;
 	// nil: not known), for telling the reviewer that the next turn starts
 	// a new conversation.
@@ -151,6 +154,8 @@ type jobResult struct {
 	// which command) and the work turn did not run
 	setupOut    string
 	setupFailed bool
+	// push is what the job's push of the task branch did (cluster only)
+	push pushTry
 }
 
 // TaskActor owns one task. Its FIFO runs one job at a time — work turns,
@@ -177,6 +182,8 @@ type TaskActor struct {
 	// place is the task's state in a cluster (moving away, or held while
 	// another member may still run its job); see task_cluster.go
 	place placement
+	// pushGen numbers the scheduled retries of a pending push
+	pushGen int
 }
 
 // epochs numbers jobs across every actor instance: a job's end that arrives
@@ -211,6 +218,7 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.reload(false)
 		a.recheckHeld(ctx)
+		a.resumePush(ctx)
 		a.next(ctx)
 	case *actor.Restarting:
 		a.abort(ctx, "the task actor restarted after a failure")
@@ -226,6 +234,8 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		a.onRenderUnblock(ctx, m)
 	case *jobDone:
 		a.onJobDone(ctx, m)
+	case *pushRetry:
+		a.onPushRetry(ctx, m)
 	case *GetHealth:
 		ctx.Respond(a.health())
 	case *InjectPanic:
@@ -349,8 +359,14 @@ func (a *TaskActor) onJobDone(ctx actor.Context, m *jobDone) {
 	j := a.running
 	r := <-a.resCh
 	a.running, a.cancel = nil, nil
+	a.settlePush(ctx, r.push)
 	j.spec.finish(a, ctx, j, r)
 	if a.place.draining {
+		if a.pushPending() {
+			// the commits are on this clone only: the task is handed
+			// over once they are on the remote (task_push.go)
+			return
+		}
 		a.handOver(ctx)
 		return
 	}
@@ -422,6 +438,12 @@ func (a *TaskActor) reload(settled bool) {
 				a.setStatus(task.Failed, fmt.Sprintf("work turn %d was cut off: the cluster member running it stopped; its work since the turn began is lost. Unblock the task to run it again", tu.Number))
 			}
 		}
+	}
+	if !settled && a.host.RunningElsewhere != nil && t.PushSince != nil {
+		// the member that made the task's last commits may still be
+		// pushing them: wait until it is done (task_push.go)
+		a.place.held = true
+		a.log.Info("a push of this task's branch is pending: waiting to learn whether another member still has it")
 	}
 	cs, err := a.deps.Store.ListReviewComments(a.bg(), a.id)
 	if err != nil {
@@ -556,7 +578,9 @@ func (a *TaskActor) start(ctx actor.Context, j *job) {
 			}
 			r = run(jctx, func(int) { root.Send(self, &launched{epoch: epoch}) }, render)
 			if travel != nil {
-				travel.depart(jctx)
+				if p := travel.depart(jctx); p.tried {
+					r.push = p
+				}
 			}
 			// release before reporting: the next job takes the lock as soon
 			// as the actor hears of this one's end
@@ -762,6 +786,10 @@ func (a *TaskActor) health() api.ActorHealth {
 	if a.running != nil {
 		since := a.since
 		h.Running, h.RunningSince = a.running.label, &since
+	} else if a.place.draining && a.pushPending() {
+		// moving away with commits only this clone has: the new host
+		// waits for them as for a running job
+		h.Running, h.RunningSince = "push of the task branch (pending)", a.task.PushSince
 	}
 	return h
 }

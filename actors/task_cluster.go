@@ -46,7 +46,7 @@ type heldCheck struct {
 // query, a lifecycle notice, a held check.
 func quiet(msg any) bool {
 	switch msg.(type) {
-	case *heldCheck, *GetHealth, *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *heldCheck, *pushRetry, *GetHealth, *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 		return true
 	}
 	return false
@@ -79,11 +79,16 @@ func (a *TaskActor) arrived(msg any) {
 // drain: the cluster placed the task on another member. With nothing
 // running the actor stops at once; else its job finishes first.
 func (a *TaskActor) drain(ctx actor.Context) {
-	if a.running == nil {
+	if a.running == nil && !a.pushPending() {
 		ctx.Stop(ctx.Self())
 		return
 	}
 	a.place.draining = true
+	if a.running == nil {
+		a.log.Info("the task moved to another member; its pending push lands from here first")
+		a.schedulePush(ctx, 0)
+		return
+	}
 	a.log.Info("the task moved to another member; its running job finishes here first", "job", a.running.label)
 }
 
@@ -105,6 +110,7 @@ func (a *TaskActor) heldChecked(ctx actor.Context, m *heldCheck) {
 	kept := a.memoryJobs()
 	a.reload(true)
 	a.queue = append(a.queue, kept...)
+	a.resumePush(ctx)
 	a.next(ctx)
 }
 

@@ -238,6 +238,13 @@ var migrations = []migration{
 			PRIMARY KEY (reviewer, task_id)
 		)`,
 	}},
+	{35, "tasks.push_*: a push of the task branch the host retries until it lands", []string{
+		`ALTER TABLE tasks ADD COLUMN push_since DATETIME`,
+		`ALTER TABLE tasks ADD COLUMN push_head TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN push_error TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN push_next DATETIME`,
+		`ALTER TABLE tasks ADD COLUMN push_tries INTEGER NOT NULL DEFAULT 0`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

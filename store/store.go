@@ -68,6 +68,16 @@ type Task struct {
 	// Both "" for a live task, or one that ended before they were kept.
 	EndBase string `json:"end_base,omitempty"`
 	EndHead string `json:"end_head,omitempty"`
+	// PushSince, in a cluster, is when the host's push of the task branch
+	// to the git remote first failed (nil: nothing waits to be pushed);
+	// PushHead the commit that waits, PushError the last failure, PushNext
+	// when the host tries again and PushTries how often it tried. The host
+	// writes them; the task's later steps wait for the push to land.
+	PushSince *time.Time `json:"push_since,omitempty"`
+	PushHead  string     `json:"push_head,omitempty"`
+	PushError string     `json:"push_error,omitempty"`
+	PushNext  *time.Time `json:"push_next,omitempty"`
+	PushTries int        `json:"push_tries,omitempty"`
 }
 
 // CodeString is the code, or "" when the task has none.
