@@ -1,0 +1,139 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"lazy/api"
+	"lazy/gitx/gitxtest"
+	"lazy/review"
+)
+
+// chaosLong: the long form of the cluster's chaos cases (make chaos).
+func chaosLong() bool { return os.Getenv("LAZY_CHAOS_LONG") != "" }
+
+// refusePushes makes the cluster's bare remote refuse every push while the
+// returned marker file exists (a pre-receive hook, as a forge in
+// maintenance or a full disk on the remote would).
+func refusePushes(t *testing.T, remote string) string {
+	t.Helper()
+	marker := remote + ".refuse"
+	hook := fmt.Sprintf("#!/bin/sh\nif [ -e %q ]; then echo 'the remote refuses pushes for a while (chaos test)' >&2; exit 1; fi\n", marker)
+	if err := os.WriteFile(filepath.Join(remote, "hooks", "pre-receive"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return marker
+}
+
+// TestClusterChaosPushRefused: the cluster's git remote refuses pushes for
+// a while. A work turn made then ends as usual, its push pending and shown
+// on the task (the wire, `lazy task show`, the task page, through either
+// member); an accept waits for it (refused as busy, naming the push); once
+// the remote takes pushes again the host's retry lands the branch, the
+// pending push is gone from the task, and the accept puts the work on the
+// remote's main. Invariants: every comment delivered, the branch on the
+// remote is the host's, the accepted work on the remote. Short form in
+// make test; LAZY_CHAOS_LONG=1 (make chaos) runs more rounds with longer
+// refusals.
+func TestClusterChaosPushRefused(t *testing.T) {
+	rounds, refusal := 1, 3*time.Second
+	if chaosLong() {
+		rounds, refusal = 4, 20*time.Second
+	}
+	c := newCluster(t)
+	a, b := c.a, c.b
+	marker := refusePushes(t, c.remote)
+	ref := "p0"
+	a.lazy(0, "task", "new", "--code", ref, "-m", "add a file\n@write p0.txt hello\\n\n@commit add p0\n@answer done")
+	ti := a.waitStatus(ref, "blocked")
+	t.Logf("task %s hosted by member %s", ref, c.hosts()[ti.ID])
+	remoteHead := func() string {
+		out, _ := exec.Command("git", "--git-dir", c.remote, "rev-parse", "refs/heads/"+ti.Branch).Output()
+		return strings.TrimSpace(string(out))
+	}
+	var comments []string
+	var recoveries []time.Duration
+	for round := 1; round <= rounds; round++ {
+		if err := os.WriteFile(marker, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		refusedAt := time.Now()
+		cm := b.post(ref, api.PostCommentArgs{Body: fmt.Sprintf("round %d: say more", round), File: "p0.txt", Line: 1, Side: "new", Intent: "comment"})
+		comments = append(comments, cm.ID)
+		before := remoteHead()
+		b.lazy(0, "unblock", ref, "-m", fmt.Sprintf("@write p0.txt round %d\\n\n@commit round %d\n@answer done", round, round))
+		b.waitThreads(ref, "the comment delivered", func(pl review.Payload) bool { return delivery(pl, cm.ID) == review.Delivered })
+		// the turn ends as usual; its push waits, shown on the task
+		var shown api.TaskInfo
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if shown = b.show(ref); shown.Status == "blocked" && shown.Push != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: no pending push on the task while the remote refuses: %+v", round, shown)
+			}
+		}
+		if !strings.Contains(shown.Push.LastError, "refuses pushes") || shown.Push.NextTry == nil || shown.Push.Tries < 1 {
+			t.Errorf("round %d: the pending push on the wire: %+v", round, shown.Push)
+		}
+		if out := a.lazy(0, "task", "show", ref); !strings.Contains(out, "push: pending since") || !strings.Contains(out, "next try") {
+			t.Errorf("round %d: lazy task show through a says no pending push:\n%s", round, out)
+		}
+		if page := a.page("/tasks/" + ti.ID); !strings.Contains(page, "pending since") {
+			t.Errorf("round %d: the task page shows no pending push", round)
+		}
+		if got := remoteHead(); got != before {
+			t.Fatalf("round %d: the remote's branch moved to %s while it refused pushes", round, got)
+		}
+		// an accept waits for the push
+		if out, errs, code := b.run("accept", ref, "--reason", "too early"); code == 0 || !strings.Contains(out+errs, "push") {
+			t.Errorf("round %d: an accept while the push is pending: exit %d\n%s%s", round, code, out, errs)
+		}
+		if st := b.show(ref).Status; st != "blocked" {
+			t.Fatalf("round %d: after the refused accept the task is %s", round, st)
+		}
+		if rest := refusal - time.Since(refusedAt); rest > 0 {
+			time.Sleep(rest) // the outage itself: the remote refuses this long
+		}
+		if err := os.Remove(marker); err != nil {
+			t.Fatal(err)
+		}
+		back := time.Now()
+		for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+			if shown = b.show(ref); shown.Push == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the push never landed after the remote took pushes again: %+v", round, shown.Push)
+			}
+		}
+		recoveries = append(recoveries, time.Since(back).Round(time.Millisecond))
+		if got := remoteHead(); got == before || got == "" {
+			t.Fatalf("round %d: the pending push was cleared but the remote's branch is still %s", round, got)
+		}
+	}
+	t.Logf("figure: remote refusing pushes %v, %d rounds: the pending push landed %v after it took pushes again", refusal, rounds, recoveries)
+	b.lazy(0, "accept", ref, "--reason", "fine")
+	if st := a.show(ref).Status; st != "accepted" {
+		t.Fatalf("after the accept: %s", st)
+	}
+	log := gitxtest.Git(t, a.root, "--git-dir", c.remote, "log", "--oneline", "main")
+	for round := 1; round <= rounds; round++ {
+		if !strings.Contains(log, fmt.Sprintf("round %d", round)) {
+			t.Errorf("the remote's main lacks round %d's commit:\n%s", round, log)
+		}
+	}
+	b.waitThreads(ref, "every comment delivered", func(pl review.Payload) bool {
+		for _, id := range comments {
+			if delivery(pl, id) != review.Delivered {
+				return false
+			}
+		}
+		return true
+	})
+}
