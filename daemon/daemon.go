@@ -270,7 +270,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.sup = sup
-	book := newUsageBook(st, o.Log)
+	var usageFresh time.Duration // a cluster: budgets and other members' usage come from the store
+	if cfg.Cluster.Enabled() {
+		usageFresh = usageTTL
+	}
+	book := newUsageBook(st, o.Log, usageFresh)
 	d.usage = book
 	egress := &egressBook{st: st, log: o.Log, turns: book}
 	scripts := newTranscripts(st, o.Log, sup.Publish, sup.WantsTranscript)

@@ -238,7 +238,8 @@ var migrations = []migration{
 			PRIMARY KEY (reviewer, task_id)
 		)`,
 	}},
-	{35, "tasks.push_*: a push of the task branch the host retries until it lands", []string{
+	{35, "tasks.push_*: a push of the task branch the host retries until it lands; usage_calls.writer: the daemon that counted the calls", []string{
+		`ALTER TABLE usage_calls ADD COLUMN writer TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE tasks ADD COLUMN push_since DATETIME`,
 		`ALTER TABLE tasks ADD COLUMN push_head TEXT NOT NULL DEFAULT ''`,
 		`ALTER TABLE tasks ADD COLUMN push_error TEXT NOT NULL DEFAULT ''`,

@@ -204,6 +204,10 @@ type UsageCall struct {
 	// Requests is how many calls the row counts (0, in a row of a file
 	// store written before it was counted: one)
 	Requests int64 `json:"requests,omitempty" gorm:"not null;default:1"`
+	// Writer is the daemon process that counted the calls (its random id
+	// for one life; "" before it was kept): a cluster member adds the rows
+	// of other writers, read from the store, to the calls it counted itself
+	Writer string `json:"writer,omitempty"`
 }
 
 // Calls is how many calls the row counts.
