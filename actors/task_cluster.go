@@ -9,9 +9,13 @@ package actors
 // next starts nothing while it is paused.
 
 import (
+	"errors"
+	"os"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"lazy/gitx"
 )
 
 // placement is whether the task is moving away (draining) or held.
@@ -80,6 +84,7 @@ func (a *TaskActor) arrived(msg any) {
 // running the actor stops at once; else its job finishes first.
 func (a *TaskActor) drain(ctx actor.Context) {
 	if a.running == nil && !a.pushPending() {
+		a.leaveWorktree()
 		ctx.Stop(ctx.Self())
 		return
 	}
@@ -141,6 +146,7 @@ func (a *TaskActor) handOver(ctx actor.Context) {
 		}
 	}
 	a.queue = nil
+	a.leaveWorktree()
 	if a.host.Handoff != nil {
 		go a.host.Handoff(a.id)
 	}
@@ -158,4 +164,34 @@ func (a *TaskActor) memoryJobs() []*job {
 		}
 	}
 	return out
+}
+
+// leaveWorktree removes this member's worktree of a task placed on another
+// member, once nothing runs in it: its commits are in this clone and on the
+// remote (a pending push keeps the actor until it landed), and a job here
+// again makes it anew from the remote. Under the task's job lock, so no job
+// of this member can be using it; a worktree it cannot lock (or remove) is
+// left, and logged.
+func (a *TaskActor) leaveWorktree() {
+	if a.deps.Remote == "" || a.task == nil || a.running != nil || a.pushPending() {
+		return
+	}
+	tr := a.taskRepo()
+	if !tr.on() {
+		return
+	}
+	if _, err := os.Lstat(tr.Worktree); errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	lock, err := gitx.TryLock(a.lockPath(), "remove the worktree of a task that moved to another member")
+	if err != nil {
+		a.log.Info("the task moved to another member; its worktree here is left", "err", err)
+		return
+	}
+	defer lock.Unlock()
+	if err := tr.Remove(); err != nil {
+		a.log.Warn("remove the worktree of a task that moved to another member", "err", err)
+		return
+	}
+	a.log.Info("the task moved to another member; its worktree here is removed", "worktree", tr.Worktree)
 }

@@ -337,6 +337,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	// ended tasks' worktrees and, after tasks.keep_branches, their branches
 	go d.svc.sweepEnded(runCtx)
+	if cfg.Cluster.Enabled() {
+		// worktrees of tasks other members host
+		go d.svc.sweepMoved(runCtx)
+	}
 	// the running turn of each task: its calls are counted to it
 	if events, unsubscribe, err := sup.Subscribe(actors.Filter{Tasks: true}, 256); err == nil {
 		go func() {

@@ -137,3 +137,40 @@ func TestClusterChaosPushRefused(t *testing.T) {
 		return true
 	})
 }
+
+// waitWorktreesLeft: the members a task moved away from (to the member
+// that holds it in onD) remove their worktree of it; the new host has its
+// own.
+func waitWorktreesLeft(t *testing.T, c *cluster, refs []string, ids map[string]string, onD map[string]bool) {
+	t.Helper()
+	for _, ref := range refs {
+		if !onD[ids[ref]] {
+			continue
+		}
+		// the actor removes it as the task leaves; the member's sweep the
+		// one made when the task was created through that member
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var left []string
+			for name, p := range map[string]*project{"a": c.a, "b": c.b} {
+				if _, err := os.Lstat(filepath.Join(p.paths.Worktrees, ref)); err == nil {
+					left = append(left, name)
+				}
+			}
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				var logs strings.Builder
+				for _, p := range []*project{c.a, c.b} {
+					b, _ := os.ReadFile(p.paths.Log)
+					for _, line := range strings.Split(string(b), "\n") {
+						if strings.Contains(line, "moves to another member") || strings.Contains(line, "moved to another member") || strings.Contains(line, "another member hosts") {
+							logs.WriteString(line + "\n")
+						}
+					}
+				}
+				t.Fatalf("task %s moved to the new member, but members %v keep their worktree of it; their logs:\n%s", ref, left, logs.String())
+			}
+		}
+	}
+}

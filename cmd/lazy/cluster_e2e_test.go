@@ -593,6 +593,7 @@ func TestClusterJoinMidTurn(t *testing.T) {
 		t.Fatalf("none of %d tasks moved to the member that joined", len(refs))
 	}
 	t.Logf("%d of %d tasks moved to the new member mid-turn; no turn was cut off", moved, len(refs))
+	waitWorktreesLeft(t, c, refs, ids, onD)
 }
 
 // TestClusterCertRefusedAtStart: a member whose certificate is for another
