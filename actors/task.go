@@ -184,6 +184,8 @@ type TaskActor struct {
 	place placement
 	// pushGen numbers the scheduled retries of a pending push
 	pushGen int
+	// store is what waits for the store to answer again (task_store.go)
+	store storeWait
 }
 
 // epochs numbers jobs across every actor instance: a job's end that arrives
@@ -236,6 +238,8 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		a.onJobDone(ctx, m)
 	case *pushRetry:
 		a.onPushRetry(ctx, m)
+	case *storeRetry:
+		a.onStoreRetry(ctx, m)
 	case *GetHealth:
 		ctx.Respond(a.health())
 	case *InjectPanic:
@@ -356,8 +360,20 @@ func (a *TaskActor) onJobDone(ctx actor.Context, m *jobDone) {
 	if m.epoch != a.epoch || a.running == nil {
 		return
 	}
-	j := a.running
 	r := <-a.resCh
+	if !a.storeUp() {
+		// the store does not answer: the job's end waits, held in the
+		// actor, until it does (task_store.go)
+		a.holdEnd(ctx, r)
+		return
+	}
+	a.completeJob(ctx, r)
+}
+
+// completeJob records the end of the running job (its result r) and
+// starts the next job.
+func (a *TaskActor) completeJob(ctx actor.Context, r jobResult) {
+	j := a.running
 	a.running, a.cancel = nil, nil
 	a.settlePush(ctx, r.push)
 	j.spec.finish(a, ctx, j, r)
@@ -530,6 +546,11 @@ func (a *TaskActor) next(ctx actor.Context) {
 		return
 	}
 	for a.running == nil && len(a.queue) > 0 && a.task != nil && !a.task.Status.Ended() {
+		if !a.storeUp() {
+			// a job's start writes to the store: it waits until it answers
+			a.waitStore(ctx)
+			return
+		}
 		j := a.queue[0]
 		a.queue = a.queue[1:]
 		a.start(ctx, j)
@@ -629,10 +650,14 @@ func (a *TaskActor) abort(ctx actor.Context, cause string) {
 	j := a.running
 	a.cancel()
 	var r jobResult
-	select {
-	case r = <-a.resCh:
-	case <-time.After(15 * time.Second):
-		r.err = errors.New("the agent did not stop within 15s")
+	if a.store.ended != nil {
+		r, a.store.ended = *a.store.ended, nil // ended already, waiting for the store
+	} else {
+		select {
+		case r = <-a.resCh:
+		case <-time.After(15 * time.Second):
+			r.err = errors.New("the agent did not stop within 15s")
+		}
 	}
 	a.running, a.cancel = nil, nil
 	a.epoch = nextEpoch()
@@ -786,6 +811,9 @@ func (a *TaskActor) health() api.ActorHealth {
 	if a.running != nil {
 		since := a.since
 		h.Running, h.RunningSince = a.running.label, &since
+		if a.store.ended != nil {
+			h.Running += " (ended; its record waits for the store: " + a.store.lastErr + ")"
+		}
 	} else if a.place.draining && a.pushPending() {
 		// moving away with commits only this clone has: the new host
 		// waits for them as for a running job

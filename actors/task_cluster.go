@@ -50,7 +50,7 @@ type heldCheck struct {
 // query, a lifecycle notice, a held check.
 func quiet(msg any) bool {
 	switch msg.(type) {
-	case *heldCheck, *pushRetry, *GetHealth, *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *heldCheck, *pushRetry, *storeRetry, *GetHealth, *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 		return true
 	}
 	return false

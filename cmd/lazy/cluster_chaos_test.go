@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -171,6 +172,74 @@ func waitWorktreesLeft(t *testing.T, c *cluster, refs []string, ids map[string]s
 				}
 				t.Fatalf("task %s moved to the new member, but members %v keep their worktree of it; their logs:\n%s", ref, left, logs.String())
 			}
+		}
+	}
+}
+
+// TestClusterChaosStoreStopped: PostgreSQL stops (every connection cut,
+// new ones refused) while a task's ask turn runs, with a comment and an
+// unblock queued behind it, and starts again after the outage. The ask's
+// end waits in its host for the store; the queued unblock waits to start.
+// Invariants once the store is back: the ask answered once (no answer
+// lost), the comment delivered (no acknowledged comment lost), no turn
+// left running, the task blocked after its unblock turn. Short form 8 s;
+// LAZY_CHAOS_LONG=1 (make chaos) 20 s.
+func TestClusterChaosStoreStopped(t *testing.T) {
+	outage := 8 * time.Second
+	if chaosLong() {
+		outage = 20 * time.Second
+	}
+	c := newCluster(t)
+	a, b := c.a, c.b
+	ref := "s0"
+	a.lazy(0, "task", "new", "--code", ref, "-m", "add a file\n@write s0.txt hello\\n\n@commit add s0\n@answer done")
+	ti := a.waitStatus(ref, "blocked")
+	t.Logf("task %s hosted by member %s", ref, c.hosts()[ti.ID])
+	ask := b.post(ref, api.PostCommentArgs{Body: "@sleep 3s\nwhy hello?", File: "s0.txt", Line: 1, Side: "new", Intent: "ask"})
+	waitTurn(t, b, ref, func(tu api.Turn) bool { return tu.Kind == "ask" && tu.Status == "running" })
+	cm := b.post(ref, api.PostCommentArgs{Body: "say more", File: "s0.txt", Line: 1, Side: "new", Intent: "comment"})
+	b.lazy(0, "unblock", ref, "-m", "@write s0.txt more\\n\n@commit more\n@answer done")
+
+	c.pg.Stop()
+	stopped := time.Now()
+	time.Sleep(outage) // the outage itself; the ask's turn ends during it
+	c.pg.Restart(t)
+	back := time.Now()
+	t.Logf("PostgreSQL stopped for %v", back.Sub(stopped).Round(time.Millisecond))
+
+	pl := b.waitThreads(ref, "the ask answered and the comment delivered after the outage", func(pl review.Payload) bool {
+		return answered(pl, ask.ID) && delivery(pl, cm.ID) == review.Delivered
+	})
+	t.Logf("figure: PostgreSQL stopped %v during an ask turn: the ask answered and the comment delivered %v after it was back", outage, time.Since(back).Round(time.Millisecond))
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if ti = b.show(ref); ti.Status == "blocked" && ti.Turns == 2 {
+			break
+		}
+		if ti.Status == "failed" || time.Now().After(deadline) {
+			t.Fatalf("after the outage the task is %s (%s) after %d work turns", ti.Status, ti.FailReason, ti.Turns)
+		}
+	}
+	replies := 0
+	for _, th := range pl.Threads {
+		for _, m := range th.Messages {
+			if th.ID == ask.ThreadID && m.Actor == review.Agent {
+				replies++
+			}
+		}
+	}
+	if replies != 1 {
+		t.Errorf("the ask has %d answers, want 1", replies)
+	}
+	var d api.TaskDetail
+	if err := b.rpc().Call(context.Background(), "taskShow", map[string]string{"task": ref}, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, tu := range d.Turns {
+		if tu.Status == "running" || tu.Status == "queued" {
+			t.Errorf("turn %d (%s) is still %s after the outage", tu.Number, tu.Kind, tu.Status)
+		}
+		if tu.Status != "done" {
+			t.Errorf("turn %d (%s) ended %s (%s): the outage cut it", tu.Number, tu.Kind, tu.Status, tu.Error)
 		}
 	}
 }
