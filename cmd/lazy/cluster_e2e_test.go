@@ -28,7 +28,7 @@ type cluster struct {
 	remote string
 	dsn    string
 	pg     *pgtest.Server // the store's server (chaos: stopped and restarted)
-	env    []string // what makes a daemon a member of this cluster
+	env    []string       // what makes a daemon a member of this cluster
 }
 
 func newCluster(t testing.TB) *cluster { return newClusterOf(t, "process", nil) }
