@@ -73,9 +73,9 @@ type taskUsage struct {
 	total, lastTurn api.Usage
 	lastTurnNo      int
 	budget          int64
-	// readAt is when others and budget were read (b.mu); refreshing: a
-	// read is on its way
-	readAt     time.Time
+	// readAt is when others and budget were read (unix ns; read without
+	// b.mu on the proxy's path); refreshing: a read is on its way
+	readAt     atomic.Int64
 	refreshing atomic.Bool
 	// held: the reservations of the task's calls on their way
 	held int64
@@ -146,7 +146,8 @@ func (b *usageBook) refresh(ctx context.Context, taskID string, u *taskUsage) {
 		return
 	}
 	b.mu.Lock()
-	u.budget, u.others, u.readAt = budget, others, time.Now()
+	u.budget, u.others = budget, others
+	u.readAt.Store(time.Now().UnixNano())
 	u.combine()
 	u.mirror()
 	b.mu.Unlock()
@@ -154,12 +155,7 @@ func (b *usageBook) refresh(ctx context.Context, taskID string, u *taskUsage) {
 
 // stale: in a cluster, u was read from the store longer than ttl ago.
 func (b *usageBook) stale(u *taskUsage) bool {
-	if b.ttl <= 0 {
-		return false
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return time.Since(u.readAt) > b.ttl
+	return b.ttl > 0 && time.Since(time.Unix(0, u.readAt.Load())) > b.ttl
 }
 
 // close writes the rows that wait and stops the writer; a call recorded
@@ -175,7 +171,8 @@ func (b *usageBook) load(ctx context.Context, taskID string) (*taskUsage, error)
 	if err != nil {
 		return nil, err
 	}
-	u := &taskUsage{budget: budget, others: others, readAt: time.Now()}
+	u := &taskUsage{budget: budget, others: others}
+	u.readAt.Store(time.Now().UnixNano())
 	u.combine()
 	u.mirror()
 	cur, _ := b.tasks.LoadOrStore(taskID, u) // or the one loaded meanwhile
