@@ -52,6 +52,8 @@ OUTAGES ?= 4
 PAUSES ?= 3
 chaos:
 	LAZY_CHAOS_KILLS=$(KILLS) LAZY_CHAOS_OUTAGES=$(OUTAGES) LAZY_CHAOS_PAUSES=$(PAUSES) $(GO) test -count=1 -timeout 60m -run 'TestChaosKill9|TestClusterChaosEtcd|TestClusterChaosPause' -v ./cmd/lazy
+	@echo "chaos: the cluster's remote and store outages, long form"
+	LAZY_CHAOS_LONG=1 $(GO) test -count=1 -timeout 30m -run 'TestClusterChaos(PushRefused|StoreStopped)' -v ./cmd/lazy
 
 # The headline: the daemon users run (a task with a live grant and a budget,
 # usage rows, traffic events) against the tuned bare ReverseProxy, the

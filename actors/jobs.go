@@ -30,6 +30,7 @@ const (
 	jobAccept                    // the task merged into its parent
 	jobDecide                    // out-of-scope files allowed or reverted
 	jobApply                     // a reviewer's suggestion committed to the task branch
+	jobPush                      // a pending push of the task branch tried again (task_push.go)
 )
 
 func (k jobKind) String() string {
@@ -46,6 +47,8 @@ func (k jobKind) String() string {
 		return "decide"
 	case jobApply:
 		return "apply"
+	case jobPush:
+		return "push"
 	}
 	return fmt.Sprintf("jobKind(%d)", uint8(k))
 }

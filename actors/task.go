@@ -69,6 +69,9 @@ type TaskDeps struct {
 	// HomeFor is where this member keeps a task's agent home.
 	Homes   HomeStore
 	HomeFor func(ref string) string
+	// PushRetryBase and PushRetryMax bound the backoff of a pending push's
+	// retries (0: PushRetryBase, PushRetryMax).
+	PushRetryBase, PushRetryMax time.Duration
 	// Agent is the agent a turn launched now runs (driver name, command;
 	// nil: not known), for telling the reviewer that the next turn starts
 	// a new conversation.
@@ -158,6 +161,8 @@ type jobResult struct {
 	// which command) and the work turn did not run
 	setupOut    string
 	setupFailed bool
+	// push is what the job's push of the task branch did (cluster only)
+	push pushTry
 }
 
 // TaskActor owns one task. Its FIFO runs one job at a time — work turns,
@@ -187,6 +192,10 @@ type TaskActor struct {
 	// lease is the actor's hold on the task's lease in a cluster
 	// (task_lease.go)
 	lease leasing
+	// pushGen numbers the scheduled retries of a pending push
+	pushGen int
+	// outage is what waits for the store to answer again (task_store.go)
+	outage storeWait
 }
 
 // epochs numbers jobs across every actor instance: a job's end that arrives
@@ -225,6 +234,7 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		}
 		a.reload(false)
 		a.recheckHeld(ctx)
+		a.resumePush(ctx)
 		a.next(ctx)
 	case *actor.Restarting:
 		a.abort(ctx, "the task actor restarted after a failure")
@@ -246,6 +256,10 @@ func (a *TaskActor) Receive(ctx actor.Context) {
 		a.onRenderUnblock(ctx, m)
 	case *jobDone:
 		a.onJobDone(ctx, m)
+	case *pushRetry:
+		a.onPushRetry(ctx, m)
+	case *storeRetry:
+		a.onStoreRetry(ctx, m)
 	case *GetHealth:
 		ctx.Respond(a.health())
 	case *InjectPanic:
@@ -368,11 +382,29 @@ func (a *TaskActor) onJobDone(ctx actor.Context, m *jobDone) {
 	if m.epoch != a.epoch || a.running == nil {
 		return
 	}
-	j := a.running
 	r := <-a.resCh
+	if !a.storeUp() {
+		// the store does not answer: the job's end waits, held in the
+		// actor, until it does (task_store.go)
+		a.holdEnd(ctx, r)
+		return
+	}
+	a.completeJob(ctx, r)
+}
+
+// completeJob records the end of the running job (its result r) and
+// starts the next job.
+func (a *TaskActor) completeJob(ctx actor.Context, r jobResult) {
+	j := a.running
 	a.running, a.cancel = nil, nil
+	a.settlePush(ctx, r.push)
 	j.spec.finish(a, ctx, j, r)
 	if a.place.draining {
+		if a.pushPending() {
+			// the commits are on this clone only: the task is handed
+			// over once they are on the remote (task_push.go)
+			return
+		}
 		a.handOver(ctx)
 		return
 	}
@@ -444,6 +476,12 @@ func (a *TaskActor) reload(settled bool) {
 				a.setStatus(task.Failed, fmt.Sprintf("work turn %d was cut off: the cluster member running it stopped; its work since the turn began is lost. Unblock the task to run it again", tu.Number))
 			}
 		}
+	}
+	if !settled && a.host.RunningElsewhere != nil && t.PushSince != nil {
+		// the member that made the task's last commits may still be
+		// pushing them: wait until it is done (task_push.go)
+		a.place.held = true
+		a.log.Info("a push of this task's branch is pending: waiting to learn whether another member still has it")
 	}
 	cs, err := a.store().ListReviewComments(a.bg(), a.id)
 	if err != nil {
@@ -551,6 +589,11 @@ func (a *TaskActor) next(ctx actor.Context) {
 		return
 	}
 	for a.running == nil && len(a.queue) > 0 && a.task != nil && !a.task.Status.Ended() {
+		if !a.storeUp() {
+			// a job's start writes to the store: it waits until it answers
+			a.waitStore(ctx)
+			return
+		}
 		j := a.queue[0]
 		a.queue = a.queue[1:]
 		a.start(ctx, j)
@@ -599,7 +642,9 @@ func (a *TaskActor) start(ctx actor.Context, j *job) {
 			}
 			r = run(jctx, func(int) { root.Send(self, &launched{epoch: epoch}) }, render)
 			if travel != nil {
-				travel.depart(jctx)
+				if p := travel.depart(jctx); p.tried {
+					r.push = p
+				}
 			}
 			// release before reporting: the next job takes the lock as soon
 			// as the actor hears of this one's end
@@ -648,10 +693,14 @@ func (a *TaskActor) abort(ctx actor.Context, cause string) {
 	j := a.running
 	a.cancel()
 	var r jobResult
-	select {
-	case r = <-a.resCh:
-	case <-time.After(15 * time.Second):
-		r.err = errors.New("the agent did not stop within 15s")
+	if a.outage.ended != nil {
+		r, a.outage.ended = *a.outage.ended, nil // ended already, waiting for the store
+	} else {
+		select {
+		case r = <-a.resCh:
+		case <-time.After(15 * time.Second):
+			r.err = errors.New("the agent did not stop within 15s")
+		}
 	}
 	a.running, a.cancel = nil, nil
 	a.epoch = nextEpoch()
@@ -805,6 +854,13 @@ func (a *TaskActor) health() api.ActorHealth {
 	if a.running != nil {
 		since := a.since
 		h.Running, h.RunningSince = a.running.label, &since
+		if a.outage.ended != nil {
+			h.Running += " (ended; its record waits for the store: " + a.outage.lastErr + ")"
+		}
+	} else if a.place.draining && a.pushPending() {
+		// moving away with commits only this clone has: the new host
+		// waits for them as for a running job
+		h.Running, h.RunningSince = "push of the task branch (pending)", a.task.PushSince
 	}
 	return h
 }

@@ -9,9 +9,13 @@ package actors
 // next starts nothing while it is paused.
 
 import (
+	"errors"
+	"os"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"lazy/gitx"
 )
 
 // placement is whether the task is moving away (draining) or held.
@@ -46,7 +50,7 @@ type heldCheck struct {
 // query, a lifecycle notice, a held check.
 func quiet(msg any) bool {
 	switch msg.(type) {
-	case *heldCheck, *GetHealth, *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	case *heldCheck, *pushRetry, *storeRetry, *GetHealth, *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 		return true
 	}
 	return false
@@ -79,11 +83,17 @@ func (a *TaskActor) arrived(msg any) {
 // drain: the cluster placed the task on another member. With nothing
 // running the actor stops at once; else its job finishes first.
 func (a *TaskActor) drain(ctx actor.Context) {
-	if a.running == nil {
+	if a.running == nil && !a.pushPending() {
+		a.leaveWorktree()
 		ctx.Stop(ctx.Self())
 		return
 	}
 	a.place.draining = true
+	if a.running == nil {
+		a.log.Info("the task moved to another member; its pending push lands from here first")
+		a.schedulePush(ctx, 0)
+		return
+	}
 	a.log.Info("the task moved to another member; its running job finishes here first", "job", a.running.label)
 }
 
@@ -105,6 +115,7 @@ func (a *TaskActor) heldChecked(ctx actor.Context, m *heldCheck) {
 	kept := a.memoryJobs()
 	a.reload(true)
 	a.queue = append(a.queue, kept...)
+	a.resumePush(ctx)
 	a.next(ctx)
 }
 
@@ -135,6 +146,7 @@ func (a *TaskActor) handOver(ctx actor.Context) {
 		}
 	}
 	a.queue = nil
+	a.leaveWorktree()
 	freed := a.endLease() // the new host need not wait for the lease to run out
 	if a.host.Handoff != nil {
 		go func(id string) { released(freed); a.host.Handoff(id) }(a.id)
@@ -153,4 +165,34 @@ func (a *TaskActor) memoryJobs() []*job {
 		}
 	}
 	return out
+}
+
+// leaveWorktree removes this member's worktree of a task placed on another
+// member, once nothing runs in it: its commits are in this clone and on the
+// remote (a pending push keeps the actor until it landed), and a job here
+// again makes it anew from the remote. Under the task's job lock, so no job
+// of this member can be using it; a worktree it cannot lock (or remove) is
+// left, and logged.
+func (a *TaskActor) leaveWorktree() {
+	if a.deps.Remote == "" || a.task == nil || a.running != nil || a.pushPending() {
+		return
+	}
+	tr := a.taskRepo()
+	if !tr.on() {
+		return
+	}
+	if _, err := os.Lstat(tr.Worktree); errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	lock, err := gitx.TryLock(a.lockPath(), "remove the worktree of a task that moved to another member")
+	if err != nil {
+		a.log.Info("the task moved to another member; its worktree here is left", "err", err)
+		return
+	}
+	defer lock.Unlock()
+	if err := tr.Remove(); err != nil {
+		a.log.Warn("remove the worktree of a task that moved to another member", "err", err)
+		return
+	}
+	a.log.Info("the task moved to another member; its worktree here is removed", "worktree", tr.Worktree)
 }

@@ -114,6 +114,22 @@ func AcceptBlockers(ctx context.Context, deps *TaskDeps, t *store.Task, changed 
 // behind its parent is no refusal: merge and squash take the parent's new
 // commits in as they merge, rebase replays the task onto them.
 func runAccept(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) jobResult {
+	if deps.Remote == "" {
+		return acceptHere(ctx, deps, t, args)
+	}
+	// what is accepted is on the remote first: the task branch, whose
+	// push may be pending since an earlier job
+	pushed := pushBranch(ctx, deps.Root, deps.Remote, t.Branch)
+	if pushed.err != nil {
+		return jobResult{push: pushed, err: &BusyError{What: fmt.Sprintf("the push of the task branch to the cluster's git remote, which failed: %v; the accept waits for it: accept again once `lazy task show` no longer says push pending", pushed.err)}}
+	}
+	r := acceptHere(ctx, deps, t, args)
+	r.push = pushed
+	return r
+}
+
+// acceptHere is runAccept once the task branch is where it must be.
+func acceptHere(ctx context.Context, deps *TaskDeps, t *store.Task, args Accept) jobResult {
 	refuse := func(cause string, files []string) jobResult {
 		return jobResult{err: review.Refuse(cause, t.Ref(), t.Parent, args.Reason, files)}
 	}
@@ -383,7 +399,7 @@ type HomeStore interface {
 
 // trip is the job's travel; nil outside a cluster.
 func (a *TaskActor) trip(j *job) *travel {
-	if a.deps.Remote == "" || a.task == nil {
+	if a.deps.Remote == "" || a.task == nil || j.kind() == jobPush {
 		return nil
 	}
 	t := a.task
@@ -489,25 +505,25 @@ func writeMarks(dir string, marks map[string]string) error {
 
 // depart sends the branch after a job that may have changed it (an accept
 // has published the parent itself) and, after an agent turn, the agent
-// home. A failure is logged: the next job's arrival finds things where they
-// are.
-func (tr *travel) depart(ctx context.Context) {
+// home. It returns what the push did: a failed push is the actor's to
+// retry (task_push.go); a failure to keep the home is logged. A member
+// whose lease on the task may have run out (fresh fails) sends nothing:
+// its work stays here, and no retry is tried.
+func (tr *travel) depart(ctx context.Context) (p pushTry) {
 	if tr.fresh != nil {
 		if err := tr.fresh(); err != nil {
 			tr.log.Error("the job's work stays on this member", "err", err)
-			return
+			return p
 		}
 	}
 	if tr.kind.changesBranch() {
-		if err := gitx.Depart(ctx, tr.root, tr.remote, tr.branch); err != nil {
-			tr.log.Error("send the task branch to the cluster's git remote", "err", err)
-		}
+		p = pushBranch(ctx, tr.root, tr.remote, tr.branch)
 	}
 	if !tr.agentTurn() {
-		return
+		return p
 	}
 	if fi, err := os.Lstat(tr.home); err != nil || !fi.IsDir() {
-		return // the agent never started
+		return p // the agent never started
 	}
 	at := time.Now().UTC().Truncate(time.Microsecond) // what the store keeps
 	err := writeMarks(tr.home, map[string]string{homeMark: at.Format(time.RFC3339Nano), homeCwd: tr.worktree})
@@ -521,4 +537,5 @@ func (tr *travel) depart(ctx context.Context) {
 	if err != nil {
 		tr.log.Error("keep the agent home in the store", "err", err)
 	}
+	return p
 }

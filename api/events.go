@@ -61,6 +61,10 @@ const (
 	EventTripwire EventKind = "tripwire"
 	// EventModelError: the model upstream failed the task's calls (Detail).
 	EventModelError EventKind = "model_error"
+	// EventPush: in a cluster, the push of the task branch to the git
+	// remote failed and waits (Detail: since when, the error, the next
+	// try), or it landed.
+	EventPush EventKind = "push"
 	// EventNet: one proxied call or egress connection (Net).
 	EventNet EventKind = "net"
 	// EventTranscript: a part of a model exchange of the task's running
@@ -77,5 +81,5 @@ const (
 // EventKinds is every kind of event, in the order the docs list them.
 func EventKinds() []EventKind {
 	return []EventKind{EventStatus, EventTurnStart, EventTurnEnd, EventTurnNote, EventAskEnd, EventTitle, EventBudget,
-		EventTripwire, EventModelError, EventNet, EventTranscript, EventConfig, EventDaemonStopped}
+		EventTripwire, EventModelError, EventPush, EventNet, EventTranscript, EventConfig, EventDaemonStopped}
 }

@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // TaskInfo is the task object of `lazy task show --json` (CONTRACT §3).
 type TaskInfo struct {
@@ -44,6 +48,46 @@ type TaskInfo struct {
 	EndedAt *time.Time `json:"ended_at,omitempty"`
 	EndBase string     `json:"end_base,omitempty"`
 	EndHead string     `json:"end_head,omitempty"`
+	// Push, in a cluster, is a push of the task branch to the git remote
+	// that failed and is retried until it lands (nil: none waits).
+	Push *PushPending `json:"push_pending,omitempty"`
+}
+
+// PushPending is a push of the task branch that has not landed yet: since
+// when, the commit, the last error, the next try and the tries so far.
+type PushPending struct {
+	Since     time.Time  `json:"since"`
+	Head      string     `json:"head,omitempty"`
+	LastError string     `json:"last_error"`
+	NextTry   *time.Time `json:"next_try,omitempty"`
+	Tries     int        `json:"tries"`
+}
+
+// Words is the pending push in one line, relative to now.
+func (p *PushPending) Words(now time.Time) string {
+	if p == nil {
+		return ""
+	}
+	return PushWords(&p.Since, p.LastError, p.NextTry, now)
+}
+
+// PushWords says "pending since …, last error …, next try …".
+func PushWords(since *time.Time, lastErr string, next *time.Time, now time.Time) string {
+	if since == nil {
+		return ""
+	}
+	s := fmt.Sprintf("pending since %s (%s ago)", since.UTC().Format(time.RFC3339), now.Sub(*since).Round(time.Second))
+	if lastErr != "" {
+		s += ", last error: " + strings.TrimSpace(lastErr)
+	}
+	if next != nil {
+		if d := next.Sub(now).Round(time.Second); d > 0 {
+			s += fmt.Sprintf(", next try in %s", d)
+		} else {
+			s += ", next try now"
+		}
+	}
+	return s
 }
 
 // TaskDetail is a task with its turns and ordinary comments.

@@ -62,7 +62,7 @@ func newBudgetRig(t *testing.T, budget int64, upstream http.Handler) *budgetRig 
 	ph := proxy.NewPlaceholder("api_key", "")
 	grants := &atomic.Pointer[proxy.Grants]{}
 	grants.Store(&proxy.Grants{ph: {Placeholder: ph, TaskRef: "b", TaskID: tk.ID, EnvVar: "ANTHROPIC_API_KEY", CreatedAt: now}})
-	book := newUsageBook(st, slog.New(slog.DiscardHandler))
+	book := newUsageBook(st, slog.New(slog.DiscardHandler), 0)
 	t.Cleanup(book.close)
 	p, err := proxy.New(proxy.Options{Config: &cfg, Home: home, Grants: grants, Publish: book.record, OverBudget: book.overBudget, Reserve: book.reserve})
 	if err != nil {
@@ -251,7 +251,7 @@ func TestCutStreamChargedItsHold(t *testing.T) {
 	if len(rows) != 1 || rows[0].InputTokens != 10 || rows[0].OutputTokens != 1 || rows[0].ChargedTokens != hold {
 		t.Fatalf("the row must keep what the upstream said and the charge: %+v", rows)
 	}
-	again := newUsageBook(r.st, slog.New(slog.DiscardHandler))
+	again := newUsageBook(r.st, slog.New(slog.DiscardHandler), 0)
 	defer again.close()
 	if total, _, _ := again.of(context.Background(), r.taskID); total.ChargedTokens != charged {
 		t.Fatalf("loaded again from the store: charged %d, want %d", total.ChargedTokens, charged)

@@ -271,7 +271,11 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.sup = sup
-	book := newUsageBook(st, o.Log)
+	var usageFresh time.Duration // a cluster: budgets and other members' usage come from the store
+	if cfg.Cluster.Enabled() {
+		usageFresh = usageTTL
+	}
+	book := newUsageBook(st, o.Log, usageFresh)
 	d.usage = book
 	egress := &egressBook{st: st, log: o.Log, turns: book}
 	scripts := newTranscripts(st, o.Log, sup.Publish, sup.WantsTranscript)
@@ -334,6 +338,10 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	// ended tasks' worktrees and, after tasks.keep_branches, their branches
 	go d.svc.sweepEnded(runCtx)
+	if cfg.Cluster.Enabled() {
+		// worktrees of tasks other members host
+		go d.svc.sweepMoved(runCtx)
+	}
 	// the running turn of each task: its calls are counted to it
 	if events, unsubscribe, err := sup.Subscribe(actors.Filter{Tasks: true}, 256); err == nil {
 		go func() {

@@ -35,12 +35,48 @@ type usageBook struct {
 	mu      sync.Mutex     // the counts of every taskUsage, running, byRole
 	running map[string]int // task id → number of the turn running now
 	byRole  map[string]*api.Usage
+
+	// writer is this process's mark on its rows (store.UsageCall.Writer).
+	// ttl, in a cluster, is how long a task's budget and the rows other
+	// writers (other members, this member's earlier lives) put in the
+	// shared store are taken as read: past it they are read again (0: a
+	// single daemon, whose own counts are all there is)
+	writer string
+	ttl    time.Duration
+}
+
+// usageTTL is how long a cluster member takes a task's budget and the
+// other members' usage as read: a budget set through another member is
+// enforced here within it (at once when its event arrives).
+const usageTTL = 2 * time.Second
+
+// usageCount is the calls of a task from one source.
+type usageCount struct {
+	total, lastTurn api.Usage
+	lastTurnNo      int
+}
+
+func (c *usageCount) add(call store.UsageCall) {
+	addCall(&c.total, call)
+	if call.Turn != 0 {
+		if call.Turn != c.lastTurnNo {
+			c.lastTurn, c.lastTurnNo = api.Usage{}, call.Turn
+		}
+		addCall(&c.lastTurn, call)
+	}
 }
 
 type taskUsage struct {
+	// mine are the calls this process counted; others the rows other
+	// writers put in the store, as last read; total and lastTurn both
+	mine, others    usageCount
 	total, lastTurn api.Usage
 	lastTurnNo      int
 	budget          int64
+	// readAt is when others and budget were read (unix ns; read without
+	// b.mu on the proxy's path); refreshing: a read is on its way
+	readAt     atomic.Int64
+	refreshing atomic.Bool
 	// held: the reservations of the task's calls on their way
 	held int64
 	// spent (charged + held) and limit (the budget) as they were when
@@ -55,9 +91,71 @@ func (u *taskUsage) mirror() {
 }
 
 // newUsageBook starts the book and its row writer; close writes the rows
-// still waiting.
-func newUsageBook(st store.Store, log *slog.Logger) *usageBook {
-	return &usageBook{st: st, log: log, rows: newUsageRows(st, log), running: map[string]int{}, byRole: map[string]*api.Usage{}}
+// still waiting. ttl: see usageBook.ttl.
+func newUsageBook(st store.Store, log *slog.Logger, ttl time.Duration) *usageBook {
+	return &usageBook{st: st, log: log, rows: newUsageRows(st, log), running: map[string]int{}, byRole: map[string]*api.Usage{},
+		writer: task.NewID(time.Now()), ttl: ttl}
+}
+
+// combine sums mine and others into total and lastTurn; b.mu held.
+func (u *taskUsage) combine() {
+	u.total = sumUsage(u.mine.total, u.others.total)
+	switch {
+	case u.mine.lastTurnNo > u.others.lastTurnNo:
+		u.lastTurn, u.lastTurnNo = u.mine.lastTurn, u.mine.lastTurnNo
+	case u.mine.lastTurnNo < u.others.lastTurnNo:
+		u.lastTurn, u.lastTurnNo = u.others.lastTurn, u.others.lastTurnNo
+	default:
+		u.lastTurn, u.lastTurnNo = sumUsage(u.mine.lastTurn, u.others.lastTurn), u.mine.lastTurnNo
+	}
+}
+
+func sumUsage(a, b api.Usage) api.Usage {
+	return api.Usage{Requests: a.Requests + b.Requests, InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
+		CacheReadInputTokens: a.CacheReadInputTokens + b.CacheReadInputTokens, CacheCreationInputTokens: a.CacheCreationInputTokens + b.CacheCreationInputTokens,
+		ChargedTokens: a.ChargedTokens + b.ChargedTokens}
+}
+
+// read reads a task's budget and the rows of other writers from the store.
+func (b *usageBook) read(ctx context.Context, taskID string) (budget int64, others usageCount, err error) {
+	t, err := b.st.GetTask(ctx, taskID)
+	if err != nil {
+		return 0, others, err
+	}
+	calls, err := b.st.ListUsage(ctx, taskID)
+	if err != nil {
+		return 0, others, err
+	}
+	for _, c := range calls {
+		if c.Writer != b.writer {
+			others.add(c)
+		}
+	}
+	return t.BudgetTokens, others, nil
+}
+
+// refresh reads the task's budget and the other writers' rows again.
+func (b *usageBook) refresh(ctx context.Context, taskID string, u *taskUsage) {
+	if !u.refreshing.CompareAndSwap(false, true) {
+		return // one read at a time
+	}
+	defer u.refreshing.Store(false)
+	budget, others, err := b.read(ctx, taskID)
+	if err != nil {
+		b.log.Warn("usage: read the task's budget and usage from the store", "task", task.ShortID(taskID), "err", err)
+		return
+	}
+	b.mu.Lock()
+	u.budget, u.others = budget, others
+	u.readAt.Store(time.Now().UnixNano())
+	u.combine()
+	u.mirror()
+	b.mu.Unlock()
+}
+
+// stale: in a cluster, u was read from the store longer than ttl ago.
+func (b *usageBook) stale(u *taskUsage) bool {
+	return b.ttl > 0 && time.Since(time.Unix(0, u.readAt.Load())) > b.ttl
 }
 
 // close writes the rows that wait and stops the writer; a call recorded
@@ -69,31 +167,32 @@ func (b *usageBook) load(ctx context.Context, taskID string) (*taskUsage, error)
 	if u, ok := b.tasks.Load(taskID); ok {
 		return u.(*taskUsage), nil
 	}
-	t, err := b.st.GetTask(ctx, taskID)
+	budget, others, err := b.read(ctx, taskID)
 	if err != nil {
 		return nil, err
 	}
-	calls, err := b.st.ListUsage(ctx, taskID)
-	if err != nil {
-		return nil, err
-	}
-	u := &taskUsage{budget: t.BudgetTokens}
-	for _, c := range calls {
-		u.add(c)
-	}
+	u := &taskUsage{budget: budget, others: others}
+	u.readAt.Store(time.Now().UnixNano())
+	u.combine()
 	u.mirror()
 	cur, _ := b.tasks.LoadOrStore(taskID, u) // or the one loaded meanwhile
 	return cur.(*taskUsage), nil
 }
 
+// add counts a call this process made; b.mu held.
 func (u *taskUsage) add(c store.UsageCall) {
-	addCall(&u.total, c)
-	if c.Turn != 0 {
-		if c.Turn != u.lastTurnNo {
-			u.lastTurn, u.lastTurnNo = api.Usage{}, c.Turn
-		}
-		addCall(&u.lastTurn, c)
+	u.mine.add(c)
+	u.combine()
+}
+
+// current is the task's usage for the proxy's checks: as loaded, with a
+// read of the store started behind it when that is stale (a cluster).
+func (b *usageBook) current(taskID string) (*taskUsage, error) {
+	u, err := b.load(context.Background(), taskID)
+	if err == nil && b.stale(u) {
+		go b.refresh(context.Background(), taskID, u)
 	}
+	return u, err
 }
 
 // addCall adds a row's calls to a count: its requests, and their tokens.
@@ -118,7 +217,7 @@ func (b *usageBook) record(tr api.Traffic) {
 		b.log.Warn("usage: task not found", "task", tr.TaskRef, "err", err)
 		return
 	}
-	c := store.UsageCall{TaskID: tr.TaskID, Role: tr.Role, Status: tr.Status, Refused: tr.Refused, At: tr.Time, Requests: 1}
+	c := store.UsageCall{TaskID: tr.TaskID, Role: tr.Role, Status: tr.Status, Refused: tr.Refused, At: tr.Time, Requests: 1, Writer: b.writer}
 	if tr.Usage != nil {
 		c.InputTokens, c.OutputTokens = tr.Usage.InputTokens, tr.Usage.OutputTokens
 		c.CacheReadInputTokens, c.CacheCreationInputTokens = tr.Usage.CacheReadInputTokens, tr.Usage.CacheCreationInputTokens
@@ -157,6 +256,11 @@ func (b *usageBook) follow(ctx context.Context, events <-chan api.Event) {
 			if b.running[e.TaskID] == e.Turn {
 				delete(b.running, e.TaskID)
 			}
+		case api.EventBudget:
+			// set through whichever member: the store has it now
+			if v, ok := b.tasks.Load(e.TaskID); ok {
+				go b.refresh(context.Background(), e.TaskID, v.(*taskUsage))
+			}
 		}
 	})
 }
@@ -165,7 +269,7 @@ func (b *usageBook) follow(ctx context.Context, events <-chan api.Event) {
 // the body: whether the task has used its budget, and the words of the
 // refusal.
 func (b *usageBook) overBudget(taskID string) (bool, string) {
-	u, err := b.load(context.Background(), taskID)
+	u, err := b.current(taskID)
 	if err != nil {
 		return false, ""
 	}
@@ -196,7 +300,7 @@ func (u *taskUsage) over() string {
 // body) and returns it; else it says why the call is refused. A task with
 // no budget holds nothing. The call's record gives the hold back.
 func (b *usageBook) reserve(taskID string, estimate func() int64) (int64, string) {
-	u, err := b.load(context.Background(), taskID)
+	u, err := b.current(taskID)
 	if err != nil {
 		return 0, ""
 	}
@@ -233,6 +337,9 @@ func (b *usageBook) of(ctx context.Context, taskID string) (total, lastTurn *api
 	u, err := b.load(ctx, taskID)
 	if err != nil {
 		return &api.Usage{}, nil, 0
+	}
+	if b.stale(u) {
+		b.refresh(ctx, taskID, u) // what other members counted, as the store has it
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -34,7 +34,7 @@ func TestUsageRowsCountTheirBatch(t *testing.T) {
 		ids = append(ids, tk.ID)
 		now = now.Add(time.Millisecond) // ids of their own
 	}
-	book := newUsageBook(st, slog.New(slog.DiscardHandler))
+	book := newUsageBook(st, slog.New(slog.DiscardHandler), 0)
 	call := func(id string, turn int, role string, status int, refused string, in, out, held, charged int64) {
 		book.mu.Lock()
 		if turn == 0 {
@@ -96,7 +96,7 @@ func TestUsageRowsCountTheirBatch(t *testing.T) {
 		t.Fatalf("the refusal's row: %+v", r)
 	}
 
-	again := newUsageBook(st, slog.New(slog.DiscardHandler))
+	again := newUsageBook(st, slog.New(slog.DiscardHandler), 0)
 	defer again.close()
 	for _, id := range ids {
 		total, last, _ := again.of(ctx, id)

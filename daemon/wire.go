@@ -17,11 +17,15 @@ import (
 
 // InfoOf converts a task row to its wire form.
 func InfoOf(t *store.Task) api.TaskInfo {
-	return api.TaskInfo{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Ref: t.Ref(), Title: t.Title,
+	info := api.TaskInfo{ID: t.ID, ShortID: task.ShortID(t.ID), Code: t.CodeString(), Ref: t.Ref(), Title: t.Title,
 		Status: string(t.Status), Role: t.Role, Branch: t.Branch, Parent: t.Parent, Turns: t.Turns, Asks: t.Asks, Setup: t.Setups,
 		Agent:        AgentOf(t.Driver, t.AgentCommand),
 		LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, Worktree: t.Worktree, CreatedAt: t.CreatedAt,
 		BudgetTokens: t.BudgetTokens, EndedAt: t.EndedAt, EndBase: t.EndBase, EndHead: t.EndHead}
+	if t.PushSince != nil {
+		info.Push = &api.PushPending{Since: *t.PushSince, Head: t.PushHead, LastError: t.PushError, NextTry: t.PushNext, Tries: t.PushTries}
+	}
+	return info
 }
 
 // CommitOf converts a git commit to its wire form.

@@ -428,7 +428,7 @@ func (h *handler) render(c echo.Context, code int, page string, data any) error 
 
 func taskRow(t api.TaskInfo) views.TaskRow {
 	return views.TaskRow{ID: t.ID, ShortID: t.ShortID, Ref: t.Ref, Title: t.Title, Status: t.Status, Branch: t.Branch,
-		Turns: t.Turns, Counts: CountsWords(t), Agent: t.Agent, LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, ModelError: t.ModelError, Usage: UsageWords(t)}
+		Turns: t.Turns, Counts: CountsWords(t), Agent: t.Agent, LastActivity: t.LastActivity, FailReason: t.FailReason, Tripwire: t.Tripwire, ModelError: t.ModelError, Push: t.Push.Words(time.Now()), Usage: UsageWords(t)}
 }
 
 // CountsWords is a task's turn counts as the pages say them: the work

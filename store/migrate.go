@@ -247,6 +247,14 @@ var migrations = []migration{
 			acquired_at DATETIME NOT NULL
 		)`,
 	}},
+	{35, "tasks.push_*: a push of the task branch the host retries until it lands; usage_calls.writer: the daemon that counted the calls", []string{
+		`ALTER TABLE usage_calls ADD COLUMN writer TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN push_since DATETIME`,
+		`ALTER TABLE tasks ADD COLUMN push_head TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN push_error TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE tasks ADD COLUMN push_next DATETIME`,
+		`ALTER TABLE tasks ADD COLUMN push_tries INTEGER NOT NULL DEFAULT 0`,
+	}},
 }
 
 // SchemaVersion is the newest schema this binary knows.

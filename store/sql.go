@@ -326,20 +326,20 @@ func (s *SQL) AddUsage(ctx context.Context, calls ...*UsageCall) error {
 		if !ok {
 			return tx.Create(calls).Error
 		}
-		marks := "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+		marks := "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
 		if tx.Dialector.Name() == "postgres" {
-			marks = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13"
+			marks = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14"
 		}
 		ctx := tx.Statement.Context // the writer's: it runs to the commit
 		st, err := sqlTx.PrepareContext(ctx, "INSERT INTO usage_calls (id, task_id, turn, role, status, refused, input_tokens, output_tokens, "+
-			"cache_read_input_tokens, cache_creation_input_tokens, charged_tokens, at, requests) VALUES ("+marks+")")
+			"cache_read_input_tokens, cache_creation_input_tokens, charged_tokens, at, requests, writer) VALUES ("+marks+")")
 		if err != nil {
 			return err
 		}
 		defer st.Close()
 		for _, u := range calls {
 			if _, err := st.ExecContext(ctx, u.ID, u.TaskID, u.Turn, u.Role, u.Status, u.Refused, u.InputTokens, u.OutputTokens,
-				u.CacheReadInputTokens, u.CacheCreationInputTokens, u.ChargedTokens, u.At, u.Calls()); err != nil {
+				u.CacheReadInputTokens, u.CacheCreationInputTokens, u.ChargedTokens, u.At, u.Calls(), u.Writer); err != nil {
 				return err
 			}
 		}

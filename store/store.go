@@ -68,6 +68,16 @@ type Task struct {
 	// Both "" for a live task, or one that ended before they were kept.
 	EndBase string `json:"end_base,omitempty"`
 	EndHead string `json:"end_head,omitempty"`
+	// PushSince, in a cluster, is when the host's push of the task branch
+	// to the git remote first failed (nil: nothing waits to be pushed);
+	// PushHead the commit that waits, PushError the last failure, PushNext
+	// when the host tries again and PushTries how often it tried. The host
+	// writes them; the task's later steps wait for the push to land.
+	PushSince *time.Time `json:"push_since,omitempty"`
+	PushHead  string     `json:"push_head,omitempty"`
+	PushError string     `json:"push_error,omitempty"`
+	PushNext  *time.Time `json:"push_next,omitempty"`
+	PushTries int        `json:"push_tries,omitempty"`
 }
 
 // CodeString is the code, or "" when the task has none.
@@ -194,6 +204,10 @@ type UsageCall struct {
 	// Requests is how many calls the row counts (0, in a row of a file
 	// store written before it was counted: one)
 	Requests int64 `json:"requests,omitempty" gorm:"not null;default:1"`
+	// Writer is the daemon process that counted the calls (its random id
+	// for one life; "" before it was kept): a cluster member adds the rows
+	// of other writers, read from the store, to the calls it counted itself
+	Writer string `json:"writer,omitempty"`
 }
 
 // Calls is how many calls the row counts.

@@ -18,6 +18,9 @@ type TaskRow struct {
 	FailReason    string
 	Tripwire      string
 	ModelError    string
+	// Push is a push of the task branch to the cluster's git remote that
+	// waits, in words ("" when none)
+	Push string
 	// Usage is what its model calls cost, in words ("" before the first)
 	Usage string
 }

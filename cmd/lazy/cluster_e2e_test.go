@@ -27,7 +27,8 @@ type cluster struct {
 	a, b   *project
 	remote string
 	dsn    string
-	env    []string // what makes a daemon a member of this cluster
+	pg     *pgtest.Server // the store's server (chaos: stopped and restarted)
+	env    []string       // what makes a daemon a member of this cluster
 }
 
 func newCluster(t testing.TB) *cluster { return newClusterOf(t, "process", nil) }
@@ -49,7 +50,7 @@ func newClusterWith(t testing.TB, runner string, etcd *etcdtest.Server, setup fu
 	gitxtest.Git(t, a.root, "clone", "-q", "--bare", a.root, remote)
 	gitxtest.Git(t, a.root, "remote", "add", "origin", remote)
 	gitxtest.Git(t, a.root, "fetch", "-q", "origin")
-	c := &cluster{a: a, remote: remote, dsn: dsn, env: []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=" + dsn, "LAZY_CLUSTER__NAME=lazy-e2e",
+	c := &cluster{a: a, remote: remote, dsn: dsn, pg: pg, env: []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=" + dsn, "LAZY_CLUSTER__NAME=lazy-e2e",
 		"LAZY_CLUSTER__ETCD=" + etcd.Endpoint, "LAZY_CLUSTER__ADVERTISE=127.0.0.1:0", "LAZY_CLUSTER__REMOTE=origin"}}
 	c.b = c.clone(t, runner, "b")
 	for _, p := range []*project{a, c.b} {
@@ -593,6 +594,7 @@ func TestClusterJoinMidTurn(t *testing.T) {
 		t.Fatalf("none of %d tasks moved to the member that joined", len(refs))
 	}
 	t.Logf("%d of %d tasks moved to the new member mid-turn; no turn was cut off", moved, len(refs))
+	waitWorktreesLeft(t, c, refs, ids, onD)
 }
 
 // TestClusterCertRefusedAtStart: a member whose certificate is for another

@@ -108,6 +108,9 @@ func (a *app) taskCmd() *cobra.Command {
 			if t.ModelError != "" {
 				fmt.Fprintf(a.out, "model: %s\n", t.ModelError)
 			}
+			if t.Push != nil {
+				fmt.Fprintf(a.out, "push: %s\n", t.Push.Words(time.Now()))
+			}
 			if t.FailReason != "" {
 				fmt.Fprintf(a.out, "reason: %s\n", t.FailReason)
 			}

@@ -27,6 +27,8 @@ type Server struct {
 	port int
 	cmd  *exec.Cmd
 	n    atomic.Int64
+	// what Start ran, for Restart
+	bin, dir, data, sock string
 }
 
 // BinDir finds the directory of Debian's postgres and initdb ("" if none).
@@ -76,15 +78,22 @@ func Start(t testing.TB) *Server {
 			}
 		}
 	}
-	s := &Server{port: testsvc.FreePort(t)}
+	s := &Server{port: testsvc.FreePort(t), bin: bin, dir: dir, data: data, sock: sock}
 	initdb := s.command(filepath.Join(bin, "initdb"), "-D", data, "-U", "lazy", "--auth=trust", "-E", "UTF8", "--no-instructions")
 	if out, err := initdb.CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
+	s.start(t)
+	return s
+}
+
+// start runs the server on its data directory and waits until it answers.
+func (s *Server) start(t testing.TB) {
+	t.Helper()
 	// fsync off: the tests check what lazy does, not the server's disk
-	s.cmd = s.command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(s.port), "-k", sock,
+	s.cmd = s.command(filepath.Join(s.bin, "postgres"), "-D", s.data, "-p", strconv.Itoa(s.port), "-k", s.sock,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=200")
-	testsvc.Start(t, s.cmd, dir, "postgres", syscall.SIGINT, func() error { // SIGINT: fast shutdown
+	testsvc.Start(t, s.cmd, s.dir, "postgres", syscall.SIGINT, func() error { // SIGINT: fast shutdown
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		c, err := pgx.Connect(ctx, s.DSN("postgres"))
@@ -93,8 +102,15 @@ func Start(t testing.TB) *Server {
 		}
 		return c.Close(context.Background())
 	})
-	return s
 }
+
+// Stop shuts the server down (fast shutdown: every connection is cut, new
+// ones are refused), as an outage of the store would; Restart brings it
+// back on the same port and data.
+func (s *Server) Stop() { testsvc.Stop(s.cmd, syscall.SIGINT) }
+
+// Restart starts a server Stop stopped.
+func (s *Server) Restart(t testing.TB) { s.start(t) }
 
 // command runs name as the server's user.
 func (s *Server) command(name string, args ...string) *exec.Cmd {
