@@ -182,13 +182,18 @@ func waitWorktreesLeft(t *testing.T, c *cluster, refs []string, ids map[string]s
 // end waits in its host for the store; the queued unblock waits to start.
 // Invariants once the store is back: the ask answered once (no answer
 // lost), the comment delivered (no acknowledged comment lost), no turn
-// left running, the task blocked after its unblock turn. Short form 8 s;
-// LAZY_CHAOS_LONG=1 (make chaos) 20 s.
+// left running, the task blocked after its unblock turn. Short form 5 s,
+// inside the host's lease (it renews for 7 s): the ask's end waits for the
+// store and every turn ends done. LAZY_CHAOS_LONG=1 (make chaos) 20 s,
+// past it: the host stops the ask's agent before its lease can run out
+// (fencing), the turn is recorded cut off once the store is back, and the
+// ask is asked again: still answered once.
 func TestClusterChaosStoreStopped(t *testing.T) {
-	outage := 8 * time.Second
+	outage := 5 * time.Second
 	if chaosLong() {
 		outage = 20 * time.Second
 	}
+	pastLease := outage > 7*time.Second
 	c := newCluster(t)
 	a, b := c.a, c.b
 	ref := "s0"
@@ -237,6 +242,10 @@ func TestClusterChaosStoreStopped(t *testing.T) {
 	for _, tu := range d.Turns {
 		if tu.Status == "running" || tu.Status == "queued" {
 			t.Errorf("turn %d (%s) is still %s after the outage", tu.Number, tu.Kind, tu.Status)
+		}
+		if tu.Status == "interrupted" && tu.Kind == "ask" && pastLease {
+			t.Logf("turn %d (ask) cut off by the outage past the lease (%s); its ask was asked again", tu.Number, tu.Error)
+			continue
 		}
 		if tu.Status != "done" {
 			t.Errorf("turn %d (%s) ended %s (%s): the outage cut it", tu.Number, tu.Kind, tu.Status, tu.Error)
