@@ -902,17 +902,30 @@
     if (!m) return null;
     try { return decodeURIComponent(m[1]); } catch (e) { return null; }
   }
-  async function reach(id) {
-    let el = byId(id);
-    let f = el ? el.closest('details.file') : null;
-    if (!f) {
-      const path = pathOfFrag(id);
-      f = path === null ? null : fileOf(path);
+  // fragOf is the id a link's fragment names and the file it is in: as
+  // written, or percent-decoded once (a template escapes the % of an id)
+  function fragOf(raw) {
+    const ids = [raw];
+    try { const d = decodeURIComponent(raw); if (d !== raw) ids.push(d); } catch (e) { /* as written only */ }
+    for (const id of ids) {
+      const el = document.getElementById(id);
+      const f = el && el.closest('details.file');
+      if (f) return { id, f };
     }
-    if (!f) return false;
+    for (const id of ids) {
+      const path = pathOfFrag(id);
+      const f = path === null ? null : fileOf(path);
+      if (f) return { id, f };
+    }
+    return null;
+  }
+  async function reach(raw) {
+    const at = fragOf(raw);
+    if (!at) return false;
+    const { id, f } = at;
     if (!(await loadFile(f))) return false;
     if (!f.open) f.open = true;
-    el = byId(id) || f;
+    const el = document.getElementById(id) || f;
     document.querySelectorAll('td.code.target').forEach((x) => x.classList.remove('target'));
     if (el.matches('td.code')) {
       el.classList.add('target');
