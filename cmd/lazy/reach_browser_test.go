@@ -155,14 +155,28 @@ func TestBrowserLargeDiffReach(t *testing.T) {
 	}
 
 	// withdraw in place: the window stays, the thread and the queue change
-	y := eval[float64](t, ctx, `scrollY`)
+	// scrollY once the window has stopped moving (n's scroll, the file
+	// list following it)
+	settled := func() float64 {
+		t.Helper()
+		y, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`(async () => {
+			let last = -1, same = 0;
+			while (same < 10) { await new Promise((r) => requestAnimationFrame(r)); if (scrollY === last) same++; else { same = 0; last = scrollY; } }
+			return scrollY;
+		})()`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	y := settled()
 	if y < 1000 {
 		t.Fatalf("scrollY %v: the thread should be far down the page", y)
 	}
 	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('.thread.focused .msg-actions form[action$="/withdraw"] button').click()`))
 	waitJS(t, ctx, "the withdrawn message", `!!document.querySelector('details.file[data-path="pkg/f295.go"] .msg-withdrawn del.body') && !!document.querySelector('.notice.toast')`)
 	stayed("withdraw")
-	if after := eval[float64](t, ctx, `scrollY`); after != y {
+	if after := settled(); after != y {
 		t.Errorf("scrollY %v before withdraw, %v after", y, after)
 	}
 	if q := eval[string](t, ctx, `document.querySelector('.queued-count').textContent`); q != "1" {
@@ -171,6 +185,18 @@ func TestBrowserLargeDiffReach(t *testing.T) {
 	if got := eval[string](t, ctx, `document.querySelector('details.file[data-path="pkg/f295.go"] del.body').innerHTML`); got != "second &lt;script&gt;x()&lt;/script&gt;" {
 		t.Errorf("the withdrawn body: %q (must stay escaped)", got)
 	}
+
+	// in split too: the other queued comment, withdrawn from its split row
+	do(t, ctx, chromedp.Click(`.toolbar button[data-value="split"]`), chromedp.WaitVisible("table.split-table"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('details.file[data-path="pkg/f290.go"] table.split-table .msg').scrollIntoView({ block: 'center' })`))
+	y = settled()
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('details.file[data-path="pkg/f290.go"] table.split-table .msg-actions form[action$="/withdraw"] button').click()`))
+	waitJS(t, ctx, "the split row withdrawn", `!!document.querySelector('details.file[data-path="pkg/f290.go"] table.split-table .msg-withdrawn del.body') && document.querySelector('.queued-count').textContent === '0'`)
+	stayed("withdraw in split")
+	if after := settled(); after != y {
+		t.Errorf("split: scrollY %v before withdraw, %v after", y, after)
+	}
+	do(t, ctx, chromedp.Click(`.toolbar button[data-value="unified"]`), chromedp.WaitNotPresent("table.split-table"))
 
 	// context and the whole file of an unloaded file, in place
 	rows := `document.querySelectorAll('details.file[data-path="zz/mod.go"] td.code[data-line]').length`

@@ -1160,13 +1160,17 @@
     if (!r.ok) return;
     const doc = new DOMParser().parseFromString(await r.text(), 'text/html');
     const rows = Array.from(doc.querySelectorAll('table.thread-rows tr.thread-row'));
+    const touched = new Set(); // the tables whose split view is built again
     for (const fresh of rows) {
       const id = fresh.dataset.threadId;
       let placed = false;
       for (const m of model) {
         for (const tb of m.bodies) {
           const old = tb.querySelector('tr.thread-row[data-thread-id="' + CSS.escape(id) + '"]');
-          if (old) { old.replaceWith(document.importNode(fresh, true)); placed = true; }
+          if (!old) continue;
+          old.replaceWith(document.importNode(fresh, true));
+          placed = true;
+          touched.add(m);
         }
       }
       if (placed) continue;
@@ -1177,6 +1181,7 @@
           let after = anchor.closest('tr');
           while (after.nextElementSibling && after.nextElementSibling.dataset.threadFor === fresh.dataset.threadFor) after = after.nextElementSibling;
           after.after(document.importNode(fresh, true));
+          touched.add(m);
         }
       }
     }
@@ -1189,7 +1194,13 @@
       document.querySelectorAll('.queued-count').forEach((c) => { c.textContent = list.dataset.count; });
     }
     restoreThreads(document);
-    if (layout === 'split') showLayout('split');
+    if (layout === 'split') {
+      for (const m of touched) {
+        if (m.split) m.split.remove();
+        m.split = buildSplit(m);
+        m.table.after(m.split);
+      }
+    }
   }
 
   // ---- actions in place: withdraw and re-send post with fetch; the
