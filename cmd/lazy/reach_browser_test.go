@@ -209,4 +209,15 @@ func TestBrowserLargeDiffReach(t *testing.T) {
 	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('details.file[data-path="zz/mod.go"] summary a.whole-file').click()`))
 	waitJS(t, ctx, "changes only again", rows+` === 8`)
 	stayed("context and the whole file")
+
+	// a comment posted from the page: its thread comes from the threads
+	// fragment, never the whole page again
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`performance.clearResourceTimings(); document.querySelector('details.file[data-path="zz/mod.go"] td.code[data-side="new"][data-line="102"] a.comment-link').click()`),
+		chromedp.WaitVisible("tr.comment-row textarea"), chromedp.SendKeys("tr.comment-row textarea", "why <i>1000</i>?"),
+		chromedp.Click(`tr.comment-row button[value="comment"]`), chromedp.WaitNotPresent("tr.comment-row"))
+	waitJS(t, ctx, "the new thread", `Array.from(document.querySelectorAll('details.file[data-path="zz/mod.go"] tr.thread-row .body')).some(b => b.textContent === 'why <i>1000</i>?' && !b.querySelector('i'))`)
+	stayed("a comment")
+	if got := eval[string](t, ctx, `performance.getEntriesByType('resource').map(e => new URL(e.name).pathname).filter(p => p === '/review/`+ti.ID+`').join(',')`); got != "" {
+		t.Errorf("posting a comment fetched the page again: %s", got)
+	}
 }
