@@ -1195,10 +1195,15 @@
     }
     restoreThreads(document);
     if (layout === 'split') {
+      // a table built already is built again (its panes kept where they
+      // were scrolled); one not built yet is built from its rows later
       for (const m of touched) {
-        if (m.split) m.split.remove();
-        m.split = buildSplit(m);
-        m.table.after(m.split);
+        if (!m.split) continue;
+        const bars = m.split.querySelectorAll('.pane-bar');
+        m.sx = bars.length === 2 ? { old: bars[0].scrollLeft, new: bars[1].scrollLeft } : null;
+        m.split.remove();
+        m.split = null;
+        splitOne(m);
       }
     }
   }
