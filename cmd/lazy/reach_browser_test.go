@@ -187,8 +187,10 @@ func TestBrowserLargeDiffReach(t *testing.T) {
 	}
 
 	// in split too: the other queued comment, withdrawn from its split row
-	do(t, ctx, chromedp.Click(`.toolbar button[data-value="split"]`), chromedp.WaitVisible("table.split-table"),
-		chromedp.Evaluate[chromedp.Void](`document.querySelector('details.file[data-path="pkg/f290.go"] table.split-table .msg').scrollIntoView({ block: 'center' })`))
+	// (a file's split table is built when it comes near the window)
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('details.file[data-path="pkg/f290.go"] .msg').scrollIntoView({ block: 'center' }); document.querySelector('.toolbar button[data-value="split"]').click()`))
+	waitJS(t, ctx, "pkg/f290.go split", `!!document.querySelector('details.file[data-path="pkg/f290.go"] table.split-table .msg')`)
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('details.file[data-path="pkg/f290.go"] table.split-table .msg').scrollIntoView({ block: 'center' })`))
 	y = settled()
 	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('details.file[data-path="pkg/f290.go"] table.split-table .msg-actions form[action$="/withdraw"] button').click()`))
 	waitJS(t, ctx, "the split row withdrawn", `!!document.querySelector('details.file[data-path="pkg/f290.go"] table.split-table .msg-withdrawn del.body') && document.querySelector('.queued-count').textContent === '0'`)
