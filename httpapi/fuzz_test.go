@@ -83,3 +83,27 @@ func FuzzSearch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFragments sends arbitrary queries to the fragments the page's script
+// loads (one file's rows with full and context, every thread): a 200 or a
+// 4xx, never a 5xx, and nothing in the query comes back as markup.
+func FuzzFragments(f *testing.F) {
+	for _, s := range []string{"path=login.go", "path=login.go&full=login.go&context=20", "path=login.go&full=old.txt", "path=%3Cb%3E", "full=login.go&context=-3", "context=99999999999999999999", "path=login.go&full=login.go&context=x", "%zz"} {
+		f.Add(s)
+	}
+	_, h := newPagesServerF(f)
+	f.Fuzz(func(t *testing.T, q string) {
+		if strings.ContainsFunc(q, func(r rune) bool { return r <= ' ' || r == '#' || r == 0x7f }) {
+			return // no request line carries it as it is
+		}
+		for _, route := range []string{"/review/fix-login/file?", "/review/fix-login/threads?"} {
+			rec := serve(nil, h, http.MethodGet, route+q, "", "")
+			if rec.Code >= 500 {
+				t.Fatalf("%s%q: %d %s", route, q, rec.Code, rec.Body)
+			}
+			if rec.Code == http.StatusOK && strings.Contains(rec.Body.String(), "<script>") {
+				t.Fatalf("%s%q: a raw <script> in the fragment", route, q)
+			}
+		}
+	})
+}
