@@ -67,7 +67,7 @@ func SearchDiff(files []File, q string, limit int) SearchResult {
 					res.Truncated = true
 					return res
 				}
-				hit := SearchHit{File: f.Path(), Anchor: f.Path(), Side: "new", Line: l.New, Text: around(l.Text, at, len(q))}
+				hit := SearchHit{File: f.Path(), Anchor: f.Path(), Side: "new", Line: l.New, Text: around(l.Text, at)}
 				if l.Kind == Deleted {
 					hit.Side, hit.Line = "old", l.Old
 					if f.OldPath != "" {
@@ -118,8 +118,8 @@ func hasPrefixFold(s, q string) bool {
 }
 
 // around is the part of text, at most SearchTextMax bytes, that holds the
-// match at at (n bytes long), cut on rune boundaries and marked with "…".
-func around(text string, at, n int) string {
+// match at byte at, cut on rune boundaries and marked with "…".
+func around(text string, at int) string {
 	if len(text) <= SearchTextMax {
 		return text
 	}

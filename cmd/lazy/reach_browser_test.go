@@ -127,6 +127,7 @@ func TestBrowserLargeDiffReach(t *testing.T) {
 	if n := eval[int](t, ctx, `document.querySelectorAll('.search-results a.search-hit').length`); n != 1 {
 		t.Fatalf("%d hits for needle_in, want 1", n)
 	}
+	t.Logf("the search over %d lines answered in %.0f ms", lines, eval[float64](t, ctx, `performance.getEntriesByType('resource').filter(e => e.name.includes('/search?')).pop().duration`))
 	do(t, ctx, chromedp.Click(".search-results a.search-hit"))
 	reached("the search hit", "l-pkg%2Ff287.go-new-33")
 	if h := eval[string](t, ctx, `location.hash`); h != "#l-pkg%2Ff287.go-new-33" {
@@ -208,6 +209,7 @@ func TestBrowserLargeDiffReach(t *testing.T) {
 	waitJS(t, ctx, "20 lines of context", rows+` === 42`)
 	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('details.file[data-path="zz/mod.go"] summary a.whole-file').click()`))
 	waitJS(t, ctx, "the whole file", rows+` === 203 && document.querySelector('details.file[data-path="zz/mod.go"] summary a.whole-file').textContent === 'changes only'`)
+	t.Logf("the whole file (203 rows) fetched in %.0f ms", eval[float64](t, ctx, `performance.getEntriesByType('resource').filter(e => e.name.includes('full=zz')).pop().duration`))
 	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('details.file[data-path="zz/mod.go"] summary a.whole-file').click()`))
 	waitJS(t, ctx, "changes only again", rows+` === 8`)
 	stayed("context and the whole file")
