@@ -61,7 +61,19 @@ func (h *handler) threadsFragment(c echo.Context) error {
 		return err
 	}
 	view, orphans := views.BuildDiff(d.Files, pl.Threads, d.Task.ID, h.csrfFor(c), endedView(d.Task) == nil, "")
+	// as the page renders them: the reviewer's resolved threads, the turns'
+	// commits, suggestions pinned to the head shown
+	st, err := api.Do(ctx, h.d.Call, api.CmdReviewState, api.ReviewStateArgs{Task: d.Task.ID, Reviewer: h.reviewer(c)})
+	if err != nil {
+		return err
+	}
+	views.ApplyReviewState(&view, orphans, st)
 	views.LinkTurns(&view, orphans, commitRows(d.Commits, d.Turns))
+	head := ""
+	if len(d.Commits) > 0 {
+		head = d.Commits[0].SHA
+	}
+	views.PinSuggestions(&view, orphans, head)
 	frag, err := h.d.Views.ThreadsHTML(view, orphans, queuedViews(pl.Queued))
 	if err != nil {
 		return err
