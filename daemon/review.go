@@ -148,7 +148,7 @@ func (r *Review) Diff(ctx context.Context, ref string, o api.DiffOptions) (*api.
 			return nil, err
 		}
 		files, res.FileIndex = []gitx.File{f}, i
-		o = api.DiffOptions{SkipMerge: true}
+		o = api.DiffOptions{SkipMerge: true, Full: o.Full, Context: o.Context}
 	} else {
 		d, err := r.diff(ctx, t)
 		if err != nil {

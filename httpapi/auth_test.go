@@ -46,7 +46,8 @@ func TestDashboardNeedsLogin(t *testing.T) {
 	_, h := newPagesServerF(t)
 	for _, p := range []string{"/", "/review", "/review/fix-login", "/api/tasks", "/api/review/queue", "/tasks/x", "/commits/abc",
 		"/review/fix-login/file?path=login.go", "/api/review/fix-login/diff", "/review/fix-login?since=abcdef&open=login.go",
-		"/review/fix-login/raw?path=login.go"} {
+		"/review/fix-login/raw?path=login.go", "/api/review/fix-login/search?q=login", "/review/fix-login/threads",
+		"/review/fix-login/file?path=login.go&full=login.go"} {
 		rec := run(h, request("GET", p, "", nil, nil))
 		if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "lazy open") {
 			t.Errorf("GET %s without login: %d %s", p, rec.Code, rec.Body)

@@ -1,9 +1,13 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+
+	"lazy/api"
 )
 
 // FuzzCommentJSON posts arbitrary bodies as the comment JSON: the handler
@@ -44,6 +48,61 @@ func FuzzReviewForms(f *testing.F) {
 			}
 			if strings.Contains(rec.Body.String(), "SECRETPASS1") {
 				t.Fatalf("%s echoed the passphrase", r)
+			}
+		}
+	})
+}
+
+// FuzzSearch sends arbitrary search text: a 200 whose every hit holds the
+// text (as the smart case folds it) or a 400, never a 5xx or a panic.
+func FuzzSearch(f *testing.F) {
+	for _, s := range []string{"redirect", "GONE", "<script>", "ß", "%ff", "\x00", strings.Repeat("a", 300)} {
+		f.Add(s)
+	}
+	_, h := newPagesServerF(f)
+	f.Fuzz(func(t *testing.T, q string) {
+		rec := serve(nil, h, http.MethodGet, "/api/review/fix-login/search?q="+url.QueryEscape(q), "", "")
+		if rec.Code >= 500 {
+			t.Fatalf("%q: %d %s", q, rec.Code, rec.Body)
+		}
+		if rec.Code != http.StatusOK {
+			return
+		}
+		var res api.SearchResult
+		if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil {
+			t.Fatalf("%q: not JSON: %v", q, err)
+		}
+		for _, hit := range res.Hits {
+			text, want := hit.Text, q
+			if strings.ToLower(q) == q {
+				text = strings.ToLower(text)
+			}
+			if len(hit.Text) < api.SearchTextMax && !strings.Contains(text, want) {
+				t.Fatalf("%q: hit %q does not hold it", q, hit.Text)
+			}
+		}
+	})
+}
+
+// FuzzFragments sends arbitrary queries to the fragments the page's script
+// loads (one file's rows with full and context, every thread): a 200 or a
+// 4xx, never a 5xx, and nothing in the query comes back as markup.
+func FuzzFragments(f *testing.F) {
+	for _, s := range []string{"path=login.go", "path=login.go&full=login.go&context=20", "path=login.go&full=old.txt", "path=%3Cb%3E", "full=login.go&context=-3", "context=99999999999999999999", "path=login.go&full=login.go&context=x", "%zz"} {
+		f.Add(s)
+	}
+	_, h := newPagesServerF(f)
+	f.Fuzz(func(t *testing.T, q string) {
+		if strings.ContainsFunc(q, func(r rune) bool { return r <= ' ' || r == '#' || r == 0x7f }) {
+			return // no request line carries it as it is
+		}
+		for _, route := range []string{"/review/fix-login/file?", "/review/fix-login/threads?"} {
+			rec := serve(nil, h, http.MethodGet, route+q, "", "")
+			if rec.Code >= 500 {
+				t.Fatalf("%s%q: %d %s", route, q, rec.Code, rec.Body)
+			}
+			if rec.Code == http.StatusOK && strings.Contains(rec.Body.String(), "<script>") {
+				t.Fatalf("%s%q: a raw <script> in the fragment", route, q)
 			}
 		}
 	})

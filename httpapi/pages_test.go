@@ -51,12 +51,12 @@ func (f *fakeReview) task() api.TaskInfo {
 func (f *fakeReview) Queue(context.Context) ([]api.QueueItem, error) {
 	return []api.QueueItem{{Task: api.QueueTask{ID: fakeID, ShortID: fakeID[:8], Code: "fix-login", Title: "Fix the <login> loop"}, Status: "blocked", LiveSession: true, AwaitingAnswer: 1, PendingAsks: 1, QueuedComments: 2}}, nil
 }
-func (f *fakeReview) Diff(_ context.Context, ref string, _ api.DiffOptions) (*api.DiffResult, error) {
+func (f *fakeReview) Diff(_ context.Context, ref string, o api.DiffOptions) (*api.DiffResult, error) {
 	if ref != fakeID && ref != "fix-login" {
 		return nil, store.ErrNotFound
 	}
 	t1, t2 := t0.Add(-time.Hour), t0.Add(-50*time.Minute)
-	return &api.DiffResult{Task: f.task(), Files: f.diff, Merge: f.merge,
+	return &api.DiffResult{Task: f.task(), Files: f.diff, Merge: f.merge, Full: o.Full,
 		Summary: "Sent users <home> after login.\nChecked the flow.",
 		Commits: []api.CommitInfo{{SHA: "abcdef0123456789", Subject: "Rework <login>", Author: "agent <a@b>", Time: t1.Add(time.Minute)}},
 		Turns:   []api.TurnRef{{Number: 2, Status: "done", StartedAt: &t1, EndedAt: &t2}},

@@ -46,6 +46,8 @@ func (h *handler) reviewRoutes(e *echo.Echo) {
 		{http.MethodGet, "/api/review/:task/diff", h.apiDiff},
 		{http.MethodGet, "/review/:task/file", h.fileFragment},
 		{http.MethodGet, "/review/:task/raw", h.rawFile},
+		{http.MethodGet, "/review/:task/threads", h.threadsFragment},
+		{http.MethodGet, "/api/review/:task/search", h.apiSearch},
 	}
 	routes = append(routes, h.reviewStateRoutes()...)
 	for _, r := range routes {
@@ -160,9 +162,7 @@ func (h *handler) renderReview(c echo.Context, fl Flash) error {
 	if p.DiffHTML, err = h.d.Views.DiffHTML(p.Diff); err != nil {
 		return err
 	}
-	for _, q := range pl.Queued { // an ended task's: never delivered
-		p.Queued = append(p.Queued, views.QueuedView{ID: q.ID, Body: q.Body, File: q.File, Side: string(q.Side), Line: q.Line, FragID: views.FragID(q.File, string(q.Side), q.Line)})
-	}
+	p.Queued = queuedViews(pl.Queued) // an ended task's: never delivered
 	s := pl.State
 	p.Bar = views.StatusBar{Status: s.Status, Turns: s.Turns, LastActivity: s.LastActivity, Queued: s.Queued, AsksInFlight: s.AsksInFlight, CanAnswer: s.CanAnswer, Why: s.Why}
 	if !s.CanAnswer && ended == nil {
@@ -302,6 +302,13 @@ func atoiOr(s string) int {
 // actionDone ends the retry and withdraw forms: back to the review page
 // with the daemon's notice, or its refusal.
 func (h *handler) actionDone(c echo.Context, res *api.ActionResult, err error) error {
+	if !wantsHTML(c) {
+		// the page's script: it updates the thread in place
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, res)
+	}
 	back := reviewPath(c.Param("task"))
 	if err != nil {
 		return h.refused(c, back, err, Flash{})
@@ -452,8 +459,17 @@ func (h *handler) fileFragment(c echo.Context) error {
 	if path == "" {
 		return echo.NewHTTPError(http.StatusBadRequest, "path names no file: give ?path=<a changed file>")
 	}
+	// full and context as on the page: the file's context expanded, or
+	// whole, loaded in place
+	opts, err := diffOptions(c)
+	if err != nil {
+		return err
+	}
+	if opts.Full != "" && opts.Full != path {
+		return echo.NewHTTPError(http.StatusBadRequest, "full names another file than path: expand one file at a time")
+	}
 	// the file alone: its rows and its threads, never the whole diff's
-	d, err := api.Do(ctx, h.d.Call, api.CmdReviewDiff, api.ReviewDiffArgs{Task: c.Param("task"), DiffOptions: api.DiffOptions{SkipMerge: true, File: path}})
+	d, err := api.Do(ctx, h.d.Call, api.CmdReviewDiff, api.ReviewDiffArgs{Task: c.Param("task"), DiffOptions: api.DiffOptions{SkipMerge: true, File: path, Full: opts.Full, Context: opts.Context}})
 	if err != nil {
 		return err
 	}
@@ -477,6 +493,7 @@ func (h *handler) fileFragment(c echo.Context) error {
 	}
 	views.ApplyReviewState(&view, nil, st)
 	view.Expandable, view.RawURL, view.Sources = true, rawURL(d.Task.ID), d.Sources
+	view.Full, view.Context = d.Full, opts.Context
 	views.LinkTurns(&view, nil, commitRows(d.Commits, d.Turns))
 	if len(d.Commits) > 0 {
 		views.PinSuggestions(&view, nil, d.Commits[0].SHA)

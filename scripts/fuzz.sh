@@ -38,6 +38,8 @@ targets=( # package:target:executions
   ./review:FuzzParseRemedy:300000x
   ./httpapi:FuzzCommentJSON:15000x
   ./httpapi:FuzzReviewForms:8000x
+  ./httpapi:FuzzSearch:15000x
+  ./httpapi:FuzzFragments:8000x
   ./config:FuzzConfigLoad:15000x
   ./views:FuzzRenderLine:60000x
   ./views:FuzzMessageHTML:40000x

@@ -88,6 +88,14 @@ func (v *Views) DiffHTML(d DiffView) (template.HTML, error) {
 		if layout[i] == fileLazy {
 			b.WriteString(` data-lazy="` + esc(d.LazyURL+url.QueryEscape(f.Path)) + `"`)
 		}
+		// what a link, a search hit or n/p may need to load the file for:
+		// the old path a deleted line's anchor names, its threads
+		if f.OldPath != "" && f.OldPath != f.Path {
+			b.WriteString(` data-old-path="` + esc(f.OldPath) + `"`)
+		}
+		if n := fileThreads(*f); n > 0 {
+			b.WriteString(` data-threads="` + strconv.Itoa(n) + `"`)
+		}
 		b.WriteString(">\n" + `<summary class="file-head"><span class="file-path">`)
 		b.WriteString(esc(f.Path))
 		b.WriteString(`</span>`)
@@ -330,12 +338,9 @@ func (v *Views) writeRow(b *strings.Builder, r *RowView, d DiffView) error {
 	}
 	b.WriteString("</td></tr>\n")
 	for i := range r.Threads {
-		t := &r.Threads[i]
-		b.WriteString(`<tr class="thread-row" data-thread-id="` + esc(t.ID) + `" data-thread-for="` + esc(t.FragID) + `"><td colspan="3">`)
-		if err := v.fragment(b, "thread", t); err != nil {
+		if err := v.writeThreadRow(b, &r.Threads[i]); err != nil {
 			return err
 		}
-		b.WriteString("</td></tr>\n")
 	}
 	if r.CommentOpen {
 		b.WriteString(`<tr class="comment-row" data-comment-for="` + frag + `"><td colspan="3">`)

@@ -64,7 +64,7 @@ func TestApplyReviewState(t *testing.T) {
 	page := string(h)
 	for _, want := range []string{
 		`<li data-nav-file="a.go" class="viewed">`,
-		`<details class="file" id="file-a.go" data-path="a.go" data-diff-hash="` + aHash + `" data-rows="2">`, // folded: no open
+		`<details class="file" id="file-a.go" data-path="a.go" data-diff-hash="` + aHash + `" data-rows="2" data-threads="3">`, // folded: no open
 		`class="viewed-box" checked>`,
 		`<details class="thread settled resolved" data-thread="done">`,
 		`<details class="thread resolved" data-thread="queued" open>`,

@@ -114,9 +114,9 @@ func TestBrowserReviewerTool(t *testing.T) {
 	do(t, ctx, chromedp.Reload(), chromedp.WaitVisible(".toolbar"))
 	waitJS(t, ctx, "the thread resolved after a reload", `(() => { const d = document.querySelector('details.thread[data-thread="`+id+`"]'); return d.classList.contains('resolved') && !d.open && d.querySelector('summary').textContent.includes('resolved'); })()`)
 
-	// more context: the whole of a.go
-	do(t, ctx, chromedp.Click(`details.file[data-path="a.go"] a.whole-file`), chromedp.WaitVisible(".toolbar"))
-	waitJS(t, ctx, "the whole file", `document.querySelectorAll('details.file[data-path="a.go"] tr.ln-ctx').length >= 3 && location.search.includes('full=a.go')`)
+	// more context: the whole of a.go, loaded in place
+	do(t, ctx, chromedp.Click(`details.file[data-path="a.go"] a.whole-file`))
+	waitJS(t, ctx, "the whole file", `document.querySelectorAll('details.file[data-path="a.go"] tr.ln-ctx').length >= 3 && document.querySelector('details.file[data-path="a.go"] a.whole-file').textContent === 'changes only'`)
 	if n := eval[int](t, ctx, `document.querySelectorAll('details.file[data-path="a.go"] td.code[data-side="new"]').length`); n != 7 {
 		t.Errorf("the whole file shows %d new-side lines, want 7", n)
 	}

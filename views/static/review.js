@@ -663,11 +663,25 @@
 
   // threads in page order (the orphans last); n/p walk them
   let focusedThread = -1;
-  function gotoThread(step) {
-    const all = Array.from(document.querySelectorAll('[data-diff] tr.thread-row .thread, .orphans .thread'));
+  // a file sent without its rows but with threads is a stop too: landing
+  // on it loads it and goes on to its first (going back, its last) thread
+  function threadStops() {
+    return Array.from(document.querySelectorAll('[data-diff] tr.thread-row .thread, [data-diff] details.file[data-lazy][data-threads], .orphans .thread'));
+  }
+  async function gotoThread(step) {
+    let all = threadStops();
     if (!all.length) return;
     focusedThread = Math.max(0, Math.min(all.length - 1, focusedThread + step));
-    const t = all[focusedThread];
+    let t = all[focusedThread];
+    if (t.matches('details.file')) {
+      const f = t;
+      if (!(await loadFile(f))) return;
+      all = threadStops();
+      const here = all.filter((x) => f.contains(x));
+      if (!here.length) return;
+      t = step > 0 ? here[0] : here[here.length - 1];
+      focusedThread = all.indexOf(t);
+    }
     const file = t.closest('details.file');
     if (file && !file.open) file.open = true;
     document.querySelectorAll('.thread.focused').forEach((x) => x.classList.remove('focused'));
@@ -709,7 +723,7 @@
         ['c', 'comment on the focused line'], ['Tab, then ↑ / ↓', 'to a hunk, then along its lines (Enter comments)'],
         ['v or r', 'mark the current file viewed (or not)'], ['e / E', 'expand / collapse every thread'],
         ['s', 'unified or split'], ['w', 'scroll or wrap long lines'], ['a', 'write the message to the agent (unblock)'],
-        ['u', 'up to the review queue'], ['?', 'this list'], ['Esc', 'close a dialog, or an empty comment form']];
+        ['u', 'up to the review queue'], ['/', 'search the whole diff'], ['?', 'this list'], ['Esc', 'close a dialog, or an empty comment form']];
       help.innerHTML = '<h2>Keys</h2><dl>' + keys.map((k) => '<dt>' + k[0] + '</dt><dd>' + k[1] + '</dd>').join('') + '</dl>' +
         '<form method="dialog"><button>Close</button></form>';
       document.body.append(help);
@@ -770,6 +784,13 @@
         break;
       }
       case 'u': location.href = '/review'; break;
+      case '/': {
+        const q = document.querySelector('.diff-search input');
+        if (!q) return;
+        q.focus();
+        q.select();
+        break;
+      }
       case '?': showHelp(); break;
       default: return;
     }
@@ -800,37 +821,57 @@
   });
 
   // ---- files sent closed without their rows: loaded when opened ----
-  const loadedLazy = new Set();
-  async function loadFile(d) {
-    const src = d.dataset.lazy;
-    if (!src || d.dataset.loading) return;
-    d.dataset.loading = '1';
-    const note = d.querySelector('.lazy-note');
-    try {
-      const r = await fetch(src, { headers: { Accept: 'text/html' } });
-      if (!r.ok) throw new Error('the daemon answered ' + r.status);
-      const tmp = document.createElement('div');
-      tmp.innerHTML = await r.text(); // the server's own escaped HTML
-      if (note) note.remove();
-      d.append(...tmp.childNodes);
-      loadedLazy.add(src);
-      delete d.dataset.lazy;
-      d.querySelectorAll('table.diff-table').forEach((t) => {
-        const m = { table: t, bodies: Array.from(t.tBodies), split: null };
-        model.push(m);
-        if (layout === 'split') {
-          m.bodies.forEach((b) => b.remove());
-          m.split = buildSplit(m);
-          t.after(m.split);
-        }
-      });
-      hunkTabStops(d);
-      restoreThreads(d);
-    } catch (x) {
-      if (note) note.textContent = 'Could not load this file (' + x.message + '); reload the page.';
-    } finally {
-      delete d.dataset.loading;
+  const loading = new Map(); // a file's load while it runs: one fetch however many ask
+
+  // fillFile puts a file's body (the server's own escaped HTML: its table,
+  // threads and forms) below d's summary in place of what was there, and
+  // into the model and the layout shown
+  function fillFile(d, htmlText) {
+    const tmp = document.createElement('div');
+    tmp.innerHTML = htmlText; // the server's own escaped HTML
+    for (let i = model.length - 1; i >= 0; i--) {
+      const m = model[i];
+      if (!d.contains(m.table)) continue;
+      if (m.split) m.split.remove();
+      if (splitLater.delete(m.table) && nearView) nearView.unobserve(m.table);
+      model.splice(i, 1);
     }
+    Array.from(d.children).forEach((c) => { if (c.tagName !== 'SUMMARY') c.remove(); });
+    d.append(...tmp.childNodes);
+    hunkTabStops(d);
+    d.querySelectorAll('table.diff-table').forEach((t) => {
+      const m = { table: t, bodies: Array.from(t.tBodies), split: null };
+      model.push(m);
+      if (layout === 'split') splitOne(m);
+    });
+    restoreThreads(d);
+  }
+
+  // loadFile fetches the rows of a file sent without them; it resolves
+  // true when they are on the page (at once for a file that has them)
+  function loadFile(d) {
+    const src = d.dataset.lazy;
+    if (!src) return Promise.resolve(true);
+    if (loading.has(d)) return loading.get(d);
+    d.dataset.loading = '1';
+    const p = (async () => {
+      const note = d.querySelector('.lazy-note');
+      try {
+        const r = await fetch(src, { headers: { Accept: 'text/html' } });
+        if (!r.ok) throw new Error('the daemon answered ' + r.status);
+        fillFile(d, await r.text());
+        delete d.dataset.lazy;
+        return true;
+      } catch (x) {
+        if (note) note.textContent = 'Could not load this file (' + x.message + '); reload the page.';
+        return false;
+      } finally {
+        delete d.dataset.loading;
+        loading.delete(d);
+      }
+    })();
+    loading.set(d, p);
+    return p;
   }
   document.addEventListener('toggle', (e) => {
     const d = e.target;
@@ -842,6 +883,153 @@
     e.preventDefault();
     a.closest('details.file').open = true;
   });
+
+  // ---- every file reachable: a link to a line or a file (the file list,
+  // the queued comments, a search hit, a typed #l-<path>-new-N) loads the
+  // file it points to first, then scrolls there ----
+  function fileOf(path) {
+    return files.find((f) => f.dataset.path === path || f.dataset.oldPath === path) || null;
+  }
+  function byId(id) {
+    let el = document.getElementById(id);
+    if (!el) { try { el = document.getElementById(decodeURIComponent(id)); } catch (e) { /* not percent-encoded */ } }
+    return el;
+  }
+  // pathOfFrag is the file a fragment id names (l-<path>-<side>-<n> or
+  // file-<path>, the path escaped), or null for any other id
+  function pathOfFrag(id) {
+    const m = /^l-(.+)-(?:old|new)-\d+$/.exec(id) || /^file-(.+)$/.exec(id);
+    if (!m) return null;
+    try { return decodeURIComponent(m[1]); } catch (e) { return null; }
+  }
+  // fragOf is the id a link's fragment names and the file it is in: as
+  // written, or percent-decoded once (a template escapes the % of an id)
+  function fragOf(raw) {
+    const ids = [raw];
+    try { const d = decodeURIComponent(raw); if (d !== raw) ids.push(d); } catch (e) { /* as written only */ }
+    for (const id of ids) {
+      const el = document.getElementById(id);
+      const f = el && el.closest('details.file');
+      if (f) return { id, f };
+    }
+    for (const id of ids) {
+      const path = pathOfFrag(id);
+      const f = path === null ? null : fileOf(path);
+      if (f) return { id, f };
+    }
+    return null;
+  }
+  async function reach(raw) {
+    const at = fragOf(raw);
+    if (!at) return false;
+    const { id, f } = at;
+    if (!(await loadFile(f))) return false;
+    if (!f.open) f.open = true;
+    const el = document.getElementById(id) || f;
+    document.querySelectorAll('td.code.target').forEach((x) => x.classList.remove('target'));
+    if (el.matches('td.code')) {
+      el.classList.add('target');
+      focusedLine = el;
+      el.scrollIntoView({ block: 'center' });
+    } else {
+      el.scrollIntoView({ block: 'start' });
+    }
+    return true;
+  }
+  document.addEventListener('click', (e) => {
+    if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+    const a = e.target.closest('a[href^="#"]');
+    if (!a) return;
+    const id = a.getAttribute('href').slice(1);
+    if (pathOfFrag(id) === null) return;
+    e.preventDefault();
+    if (location.hash.slice(1) !== id) history.pushState(null, '', '#' + id);
+    reach(id);
+  });
+  window.addEventListener('hashchange', () => { if (pathOfFrag(location.hash.slice(1)) !== null) reach(location.hash.slice(1)); });
+  if (location.hash) {
+    const id = location.hash.slice(1);
+    const el = byId(id);
+    if (pathOfFrag(id) !== null && (!el || el.closest('details.file:not([open])'))) reach(id);
+  }
+
+  // ---- search over the whole diff: the server searches every file, the
+  // ones sent without rows too; a hit is a link reach() follows ----
+  if (task && toolbar && files.length) {
+    const form = document.createElement('form');
+    form.className = 'diff-search';
+    form.setAttribute('role', 'search');
+    const input = document.createElement('input');
+    input.type = 'search';
+    input.name = 'q';
+    input.placeholder = 'Search the whole diff ( / )';
+    input.setAttribute('aria-label', 'Search the whole diff');
+    const go = document.createElement('button');
+    go.type = 'submit';
+    go.textContent = 'Search';
+    const out = document.createElement('div');
+    out.className = 'search-results';
+    out.setAttribute('aria-live', 'polite');
+    out.hidden = true;
+    form.append(input, ' ', go);
+    toolbar.after(form);
+    form.after(out);
+    input.addEventListener('keydown', (e) => { if (e.key === 'Escape') { out.hidden = true; input.blur(); } });
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const q = input.value;
+      if (!q.trim()) { out.hidden = true; return; }
+      out.hidden = false;
+      out.textContent = 'Searching…';
+      try {
+        const r = await fetch('/api/review/' + encodeURIComponent(task) + '/search?q=' + encodeURIComponent(q), { headers: { Accept: 'application/json' } });
+        const j = await r.json().catch(() => ({}));
+        if (!r.ok) throw new Error(j.error || ('the daemon answered ' + r.status));
+        showHits(out, q, j);
+      } catch (x) {
+        out.textContent = 'Search failed: ' + x.message;
+      }
+    });
+  }
+  // showHits lists a search's answer; every text in it (paths, lines an
+  // agent wrote) goes in as text, never as markup
+  function showHits(out, q, j) {
+    out.textContent = '';
+    const head = document.createElement('p');
+    head.className = 'search-count';
+    const n = j.hits.length;
+    head.textContent = (n === 0 && !j.files.length) ? 'Nothing in this diff matches “' + q + '”.'
+      : n + (j.truncated ? '+' : '') + ' line' + (n === 1 ? '' : 's') + (j.files.length ? ' and ' + j.files.length + ' file name' + (j.files.length === 1 ? '' : 's') : '') + ' match “' + q + '”' + (j.truncated ? ' (the first ' + n + ' shown)' : '') + '.';
+    out.append(head);
+    const ol = document.createElement('ol');
+    for (const path of j.files) {
+      const f = fileOf(path);
+      if (!f) continue;
+      const li = document.createElement('li');
+      const a = document.createElement('a');
+      a.href = '#' + f.id;
+      a.className = 'search-file';
+      a.textContent = path;
+      li.append(a);
+      ol.append(li);
+    }
+    for (const h of j.hits) {
+      const li = document.createElement('li');
+      const a = document.createElement('a');
+      a.href = '#' + h.frag;
+      a.className = 'search-hit';
+      const where = document.createElement('span');
+      where.className = 'hit-where';
+      where.textContent = h.file + ':' + h.line + (h.side === 'old' ? ' (old)' : '');
+      const text = document.createElement('code');
+      text.className = 'hit-text';
+      text.textContent = h.text;
+      a.append(where, ' ', text);
+      li.append(a);
+      ol.append(li);
+    }
+    out.append(ol);
+  }
 
   // ---- threads: a thread opened or closed by hand stays so ----
   const threadKey = (d) => 'lazy:thread:' + task + ':' + d.dataset.thread;
@@ -961,26 +1149,28 @@
   }
 
   // refresh re-renders threads, orphans and queued lists from the server's
-  // own HTML, leaving open forms and typed text alone.
+  // own HTML (the threads fragment: every thread, not the page), leaving
+  // open forms and typed text alone.
+  const partsURL = '/review/' + encodeURIComponent(task) + '/threads';
   async function refresh() {
-    const r = await fetch(window.location.pathname, { headers: { Accept: 'text/html' } });
+    const here = new URLSearchParams(location.search);
+    const keep = new URLSearchParams();
+    for (const k of ['full', 'context']) if (here.get(k)) keep.set(k, here.get(k));
+    const r = await fetch(partsURL + (keep.toString() ? '?' + keep : ''), { headers: { Accept: 'text/html' } });
     if (!r.ok) return;
     const doc = new DOMParser().parseFromString(await r.text(), 'text/html');
-    // files loaded after the page came are not in it: fetch their rows too
-    const rows = Array.from(doc.querySelectorAll('tr.thread-row'));
-    for (const src of loadedLazy) {
-      const fr = await fetch(src, { headers: { Accept: 'text/html' } });
-      if (!fr.ok) continue;
-      const part = new DOMParser().parseFromString(await fr.text(), 'text/html');
-      rows.push(...part.querySelectorAll('tr.thread-row'));
-    }
+    const rows = Array.from(doc.querySelectorAll('table.thread-rows tr.thread-row'));
+    const touched = new Set(); // the tables whose split view is built again
     for (const fresh of rows) {
       const id = fresh.dataset.threadId;
       let placed = false;
       for (const m of model) {
         for (const tb of m.bodies) {
           const old = tb.querySelector('tr.thread-row[data-thread-id="' + CSS.escape(id) + '"]');
-          if (old) { old.replaceWith(document.importNode(fresh, true)); placed = true; }
+          if (!old) continue;
+          old.replaceWith(document.importNode(fresh, true));
+          placed = true;
+          touched.add(m);
         }
       }
       if (placed) continue;
@@ -991,19 +1181,105 @@
           let after = anchor.closest('tr');
           while (after.nextElementSibling && after.nextElementSibling.dataset.threadFor === fresh.dataset.threadFor) after = after.nextElementSibling;
           after.after(document.importNode(fresh, true));
+          touched.add(m);
         }
       }
     }
     const orphans = doc.querySelector('.orphans');
-    const here = document.querySelector('.orphans');
-    if (orphans && here) here.replaceWith(document.importNode(orphans, true));
-    const lists = doc.querySelectorAll('.queued-list');
-    document.querySelectorAll('.queued-list').forEach((ul, i) => { if (lists[i]) ul.replaceWith(document.importNode(lists[i], true)); });
-    const counts = doc.querySelectorAll('.queued-count');
-    document.querySelectorAll('.queued-count').forEach((c, i) => { if (counts[i]) c.textContent = counts[i].textContent; });
+    const there = document.querySelector('.orphans');
+    if (orphans && there) there.replaceWith(document.importNode(orphans, true));
+    const list = doc.querySelector('.queued-list');
+    if (list) {
+      document.querySelectorAll('.queued-list').forEach((ul) => ul.replaceWith(document.importNode(list, true)));
+      document.querySelectorAll('.queued-count').forEach((c) => { c.textContent = list.dataset.count; });
+    }
     restoreThreads(document);
-    if (layout === 'split') showLayout('split');
+    if (layout === 'split') {
+      // a table built already is built again (its panes kept where they
+      // were scrolled); one not built yet is built from its rows later
+      for (const m of touched) {
+        if (!m.split) continue;
+        const bars = m.split.querySelectorAll('.pane-bar');
+        m.sx = bars.length === 2 ? { old: bars[0].scrollLeft, new: bars[1].scrollLeft } : null;
+        m.split.remove();
+        m.split = null;
+        splitOne(m);
+      }
+    }
   }
+
+  // ---- actions in place: withdraw and re-send post with fetch; the
+  // thread, the orphans and the queue are then put in place, the window
+  // kept where it was (without script the form posts and comes back) ----
+  function toast(text, alert) {
+    document.querySelectorAll('p.notice.toast').forEach((p) => p.remove());
+    const p = document.createElement('p');
+    p.className = 'notice toast' + (alert ? ' notice-alert' : '');
+    p.setAttribute('role', alert ? 'alert' : 'status');
+    p.textContent = text;
+    body.append(p);
+  }
+  document.addEventListener('submit', async (e) => {
+    const form = e.target;
+    if (!form.matches || !form.matches('.msg-actions form')) return;
+    e.preventDefault();
+    const msg = form.closest('[data-msg]');
+    const id = msg ? msg.dataset.msg : '';
+    const before = msg ? msg.getBoundingClientRect().top : 0;
+    form.querySelectorAll('button').forEach((b) => { b.disabled = true; });
+    try {
+      const r = await fetch(form.action, { method: 'POST', headers: { Accept: 'application/json', 'X-Lazy-CSRF': body.dataset.csrf || '' }, body: new URLSearchParams(new FormData(form)) });
+      const j = await r.json().catch(() => ({}));
+      if (!r.ok) throw new Error(j.error || ('the daemon answered ' + r.status));
+      await refresh();
+      // the message acted on stays where it was in the window
+      const now = id && document.querySelector('[data-diff] [data-msg="' + CSS.escape(id) + '"], .orphans [data-msg="' + CSS.escape(id) + '"]');
+      if (now) window.scrollBy(0, now.getBoundingClientRect().top - before);
+      toast(j.notice || 'Done.', false);
+      poll(true);
+    } catch (x) {
+      form.querySelectorAll('button').forEach((b) => { b.disabled = false; });
+      toast(x.message, true);
+    }
+  });
+
+  // ---- context and the whole file, loaded in place: the ↕ of a hunk and
+  // the file's "whole file" / "changes only" fetch the file's rows again
+  // (without script they are links to the page showing them) ----
+  document.addEventListener('click', async (e) => {
+    if (e.defaultPrevented || e.button !== 0 || e.metaKey || e.ctrlKey || e.shiftKey || e.altKey) return;
+    const a = e.target.closest('a.expand, a.whole-file');
+    const d = a && a.closest('details.file');
+    if (!d) return;
+    const u = new URL(a.href, location.href);
+    const full = u.searchParams.get('full') || '';
+    if (u.pathname !== location.pathname || (full && full !== d.dataset.path)) return; // the raw file: a page of its own
+    e.preventDefault();
+    const q = new URLSearchParams({ path: d.dataset.path });
+    if (full) q.set('full', full);
+    if (full && u.searchParams.get('context')) q.set('context', u.searchParams.get('context'));
+    try {
+      const r = await fetch('/review/' + encodeURIComponent(task) + '/file?' + q, { headers: { Accept: 'text/html' } });
+      if (!r.ok) {
+        const j = await r.json().catch(() => ({}));
+        throw new Error(j.error || ('the daemon answered ' + r.status));
+      }
+      const top = d.getBoundingClientRect().top;
+      fillFile(d, await r.text());
+      delete d.dataset.lazy;
+      d.open = true;
+      const whole = d.querySelector(':scope > summary a.whole-file');
+      if (whole && !whole.href.includes('/raw?')) {
+        const isWhole = full !== '' && !u.searchParams.get('context');
+        whole.textContent = isWhole ? 'changes only' : 'whole file';
+        whole.href = isWhole ? '?#' + d.id : '?' + new URLSearchParams({ full: d.dataset.path }) + '#' + d.id;
+      }
+      d.dataset.expanded = full ? (u.searchParams.get('context') || 'whole') : '';
+      if (a.classList.contains('whole-file')) window.scrollBy(0, d.getBoundingClientRect().top - top);
+    } catch (x) {
+      toast('Could not load the lines (' + x.message + '); reload the page and try again.', true);
+    }
+  });
 
   async function poll(now) {
     if (timer) clearTimeout(timer);
