@@ -29,11 +29,10 @@ func TestBrowserKeysAndTabStops(t *testing.T) {
 	ctx := browser(t, 1400, 1000, true)
 	do(t, ctx, chromedp.Navigate(p.login(p.info().BaseURL+"/review/"+ti.ID)), chromedp.WaitVisible(".toolbar"))
 	press := func(keys string) { do(t, ctx, chromedp.KeyEvent(keys)) }
+	// each key's effect is waited for (a handler may fetch or post first)
 	check := func(what, js string) {
 		t.Helper()
-		if !eval[bool](t, ctx, js) {
-			t.Errorf("%s: %s is false", what, js)
-		}
+		waitJS(t, ctx, what, js)
 	}
 
 	// one tab stop per hunk; Up and Down move along the hunk's lines

@@ -766,8 +766,11 @@
         if (f) f.open = !f.open;
         break;
       }
-      case 'e': case 'E':
-        document.querySelectorAll('details.thread').forEach((d) => { d.open = e.key === 'e'; });
+      case 'e': case 'E': // a choice, as a click on each thread's summary is: a refresh keeps it
+        document.querySelectorAll('details.thread').forEach((d) => {
+          d.open = e.key === 'e';
+          if (task && d.dataset.thread) setPref(threadKey(d), d.open ? 'open' : 'closed');
+        });
         break;
       case 's': case 'w': {
         const mode = e.key === 's' ? 'lazy:difflayout' : 'lazy:diffwrap';
