@@ -975,8 +975,8 @@
     out.setAttribute('aria-live', 'polite');
     out.hidden = true;
     form.append(input, ' ', go);
-    toolbar.after(form);
-    form.after(out);
+    toolbar.append(form); // on the toolbar's line: the diff stays high on the page
+    toolbar.after(out);
     input.addEventListener('keydown', (e) => { if (e.key === 'Escape') { out.hidden = true; input.blur(); } });
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
