@@ -228,4 +228,30 @@ func TestBrowserLargeDiffReach(t *testing.T) {
 	if got := eval[string](t, ctx, `performance.getEntriesByType('resource').map(e => new URL(e.name).pathname).filter(p => p === '/review/`+ti.ID+`').join(',')`); got != "" {
 		t.Errorf("posting a comment fetched the page again: %s", got)
 	}
+
+	// split on the large diff: narrow number columns, the two panes
+	// sharing the width, no code cell scrolling on its own
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`), chromedp.Click(`.toolbar button[data-value="split"]`), chromedp.WaitVisible("table.split-table"))
+	widths := eval[[]float64](t, ctx, `Array.from(document.querySelector('table.split-table tr.ln').cells).map(c => c.getBoundingClientRect().width)`)
+	if len(widths) != 4 || widths[0] >= 80 || widths[2] >= 80 || widths[1] < 300 || widths[1]/widths[3] > 1.05 || widths[3]/widths[1] > 1.05 {
+		t.Errorf("split row cells %v px: want number columns < 80 and two code panes within 5%% of each other", widths)
+	}
+	if n := eval[int](t, ctx, `Array.from(document.querySelectorAll('table.split-table td.code')).filter(c => c.scrollWidth > c.clientWidth && /auto|scroll/.test(getComputedStyle(c).overflowX)).length`); n != 0 {
+		t.Errorf("split: %d code cells scroll on their own", n)
+	}
+	do(t, ctx, chromedp.Click(`.toolbar button[data-value="unified"]`), chromedp.WaitNotPresent("table.split-table"))
+
+	// viewed in this browser, seen from a second one (its own profile: no
+	// cookie, no storage of the first), at a phone's width without
+	// sideways scroll
+	do(t, ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector('details.file[data-path="pkg/f001.go"] input.viewed-box').click()`))
+	waitJS(t, ctx, "the viewed mark saved", `document.querySelector('details.file[data-path="pkg/f001.go"] input.viewed-box').checked && (document.body.dataset.rvPending || '0') === '0'`)
+	phone := browser(t, 390, 844, true)
+	do(t, phone, chromedp.Navigate(p.login(url)), chromedp.WaitVisible("details.file"))
+	if !eval[bool](t, phone, `document.querySelector('details.file[data-path="pkg/f001.go"] input.viewed-box').checked`) {
+		t.Error("a second browser does not see pkg/f001.go viewed")
+	}
+	if w := eval[[]int](t, phone, `[document.documentElement.scrollWidth, innerWidth]`); w[0] > w[1] {
+		t.Errorf("at 390 px the large review page is %d px wide: it scrolls sideways", w[0])
+	}
 }
