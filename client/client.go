@@ -19,7 +19,6 @@ import (
 
 	"lazy/api"
 	"lazy/errkind"
-	"lazy/statedir"
 )
 
 // Client calls one daemon.
@@ -45,7 +44,7 @@ func (e *NotRunningError) Error() string {
 func (e *NotRunningError) Is(t error) bool { return t == ErrNotRunning }
 
 // ReadInfo reads daemon.json; alive reports whether its pid still runs.
-func ReadInfo(paths statedir.Paths) (info api.DaemonInfo, alive bool, err error) {
+func ReadInfo(paths api.Paths) (info api.DaemonInfo, alive bool, err error) {
 	b, err := os.ReadFile(paths.DaemonJSON)
 	if err != nil {
 		return info, false, err
@@ -66,7 +65,7 @@ func PIDAlive(pid int) bool {
 }
 
 // Discover finds the running daemon of the project at paths.Root.
-func Discover(paths statedir.Paths) (*Client, api.DaemonInfo, error) {
+func Discover(paths api.Paths) (*Client, api.DaemonInfo, error) {
 	info, alive, err := ReadInfo(paths)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, info, &NotRunningError{Root: paths.Root, Why: "no daemon.json in " + paths.State}

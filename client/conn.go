@@ -6,20 +6,20 @@ import (
 	"net/http"
 	"sync"
 
-	"lazy/statedir"
+	"lazy/api"
 )
 
 // Conn is a connection to a project's daemon that heals itself: when the
 // daemon is gone or was restarted (new port, new token) it reads daemon.json
 // again and retries once. A call while no daemon runs fails with the fix.
 type Conn struct {
-	paths statedir.Paths
+	paths api.Paths
 	mu    sync.Mutex
 	c     *Client
 }
 
 // Dial finds the project's running daemon; no daemon is an error naming the fix.
-func Dial(paths statedir.Paths) (*Conn, error) {
+func Dial(paths api.Paths) (*Conn, error) {
 	c, _, err := Discover(paths)
 	if err != nil {
 		return nil, err

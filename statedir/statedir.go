@@ -1,75 +1,29 @@
-// Package statedir says where lazy keeps things (CONTRACT §1): the service
-// home ($LAZY_HOME, or ~/.lazy) and each project's state directory under it,
-// <home>/daemon/<slug>, with the files in it (daemon.json, auth-token, the
-// store, the logs ...).
+// Package statedir is the daemon side's name for where lazy keeps things
+// (CONTRACT §1): the service home ($LAZY_HOME, or ~/.lazy) and each
+// project's state directory under it, with the files in it (daemon.json,
+// auth-token, the store, the logs ...).
 //
-// It is a leaf: the standard library only, so that the RPC client finds
-// daemon.json and the auth token without compiling the config loader (koanf)
-// or any of the daemon. It reads no environment of its own (the caller passes
-// it in) and creates nothing: the daemon makes the directories.
+// The paths themselves are package api's (api.StatePaths): how to reach a
+// daemon is part of the wire contract, and the RPC client finds daemon.json
+// and the auth token through api alone. This package only re-exports them,
+// so the daemon, config and cmd keep one spelling; it holds no layout of
+// its own and must not grow one.
 package statedir
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
-)
+import "lazy/api"
+
+// Paths are the files of one project's state directory (api.Paths).
+type Paths = api.Paths
 
 // Home is the service home: $LAZY_HOME from environ, or ~/.lazy.
-func Home(environ []string) (string, error) {
-	for _, kv := range environ {
-		if v, ok := strings.CutPrefix(kv, "LAZY_HOME="); ok && v != "" {
-			return filepath.Abs(v)
-		}
-	}
-	h, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("find home directory: %w (set LAZY_HOME)", err)
-	}
-	return filepath.Join(h, ".lazy"), nil
-}
+func Home(environ []string) (string, error) { return api.LazyHome(environ) }
 
 // CredentialsDir is where the credential files live when the config names
-// none: <home>/credentials (credentials.*.file).
-func CredentialsDir(home string) string { return filepath.Join(home, "credentials") }
+// none: <home>/credentials.
+func CredentialsDir(home string) string { return api.CredentialsDir(home) }
 
 // Slug names a project's state dir: base name, "-", 8 hex of sha256(root).
-func Slug(root string) string {
-	sum := sha256.Sum256([]byte(root))
-	return filepath.Base(root) + "-" + hex.EncodeToString(sum[:])[:8]
-}
-
-// Paths are the files of one project's state directory.
-type Paths struct {
-	Home, Root, State                                   string
-	DaemonJSON, AuthToken, ProxyTokens, DB, Passphrase  string
-	DashboardToken                                      string
-	CanaryKey                                           string // the key the sandbox homes' decoys are derived from (package canary)
-	LogDir, Log, Agents, Worktrees, FileStore, Recovery string
-	CredentialsDir                                      string
-}
+func Slug(root string) string { return api.StateSlug(root) }
 
 // For lays out the state directory of the project at root, under home.
-func For(home, root string) Paths {
-	st := filepath.Join(home, "daemon", Slug(root))
-	return Paths{
-		Home: home, Root: root, State: st,
-		DaemonJSON:     filepath.Join(st, "daemon.json"),
-		AuthToken:      filepath.Join(st, "auth-token"),
-		DashboardToken: filepath.Join(st, "dashboard-token"),
-		CanaryKey:      filepath.Join(st, "canary-key"),
-		ProxyTokens:    filepath.Join(st, "proxy-tokens.json"),
-		DB:             filepath.Join(st, "lazy.db"),
-		Passphrase:     filepath.Join(st, "passphrase"),
-		LogDir:         filepath.Join(st, "logs"),
-		Log:            filepath.Join(st, "logs", "daemon.log"),
-		Agents:         filepath.Join(st, "agents"),
-		Worktrees:      filepath.Join(st, "worktrees"),
-		FileStore:      filepath.Join(st, "store"),
-		Recovery:       filepath.Join(root, ".lazy", "recovery"),
-		CredentialsDir: CredentialsDir(home),
-	}
-}
+func For(home, root string) Paths { return api.StatePaths(home, root) }

@@ -1,4 +1,4 @@
-package statedir
+package api
 
 import (
 	"crypto/sha256"
@@ -8,13 +8,13 @@ import (
 	"testing"
 )
 
-// TestFor: the state dir is <home>/daemon/<base>-<8 hex of sha256(root)>
+// TestStatePaths: the state dir is <home>/daemon/<base>-<8 hex of sha256(root)>
 // (CONTRACT §1), and its files are where the client and the daemon both
 // look for them.
-func TestFor(t *testing.T) {
+func TestStatePaths(t *testing.T) {
 	sum := sha256.Sum256([]byte("/src/proj"))
 	state := "/h/daemon/proj-" + hex.EncodeToString(sum[:4])
-	p := For("/h", "/src/proj")
+	p := StatePaths("/h", "/src/proj")
 	for _, c := range []struct{ name, got, want string }{
 		{"state", p.State, state},
 		{"daemon.json", p.DaemonJSON, state + "/daemon.json"},
@@ -30,13 +30,13 @@ func TestFor(t *testing.T) {
 			t.Errorf("%s: got %s, want %s", c.name, c.got, c.want)
 		}
 	}
-	if a, b := Slug("/a/proj"), Slug("/b/proj"); a == b {
+	if a, b := StateSlug("/a/proj"), StateSlug("/b/proj"); a == b {
 		t.Errorf("two roots of one base name share the slug %s", a)
 	}
 }
 
-func TestHome(t *testing.T) {
-	h, err := Home([]string{"PATH=/bin", "LAZY_HOME=/tmp/lh"})
+func TestLazyHome(t *testing.T) {
+	h, err := LazyHome([]string{"PATH=/bin", "LAZY_HOME=/tmp/lh"})
 	if err != nil || h != "/tmp/lh" {
 		t.Errorf("LAZY_HOME=/tmp/lh: got %q, %v, want /tmp/lh", h, err)
 	}
@@ -45,7 +45,7 @@ func TestHome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h, err := Home([]string{"LAZY_HOME=rel"}); err != nil || h != filepath.Join(wd, "rel") {
+	if h, err := LazyHome([]string{"LAZY_HOME=rel"}); err != nil || h != filepath.Join(wd, "rel") {
 		t.Errorf("LAZY_HOME=rel: got %q, %v, want %s", h, err, filepath.Join(wd, "rel"))
 	}
 	// empty: the user's ~/.lazy
@@ -53,7 +53,7 @@ func TestHome(t *testing.T) {
 	if err != nil {
 		t.Skipf("no home directory: %v", err)
 	}
-	if h, err := Home([]string{"LAZY_HOME="}); err != nil || h != filepath.Join(uh, ".lazy") {
+	if h, err := LazyHome([]string{"LAZY_HOME="}); err != nil || h != filepath.Join(uh, ".lazy") {
 		t.Errorf("LAZY_HOME empty: got %q, %v, want %s", h, err, filepath.Join(uh, ".lazy"))
 	}
 }
