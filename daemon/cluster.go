@@ -15,7 +15,6 @@ import (
 	"lazy/api"
 	"lazy/config"
 	"lazy/gitx"
-	"lazy/grain/grainpb"
 	"lazy/store"
 )
 
@@ -78,16 +77,6 @@ func (s *Service) ClusterStatus(ctx context.Context) (*api.ClusterStatus, error)
 		}
 	}
 	return out, nil
-}
-
-// describe is this member's part of its cluster info.
-func (d *Daemon) describe(i *grainpb.MemberInfo) {
-	d.infoMu.Lock()
-	defer d.infoMu.Unlock()
-	i.BaseUrl, i.Pid, i.Version = d.info.BaseURL, int32(d.info.PID), d.info.Version
-	if !d.certNotAfter.IsZero() {
-		i.CertNotAfter = d.certNotAfter.Unix()
-	}
 }
 
 // clusterRemote is the git remote task branches travel through ("" when

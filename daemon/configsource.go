@@ -68,8 +68,5 @@ func (d *Daemon) approvalOf(ctx context.Context, path, blob string) (*store.Appr
 
 // setConfigSource records where the config in force came from.
 func (d *Daemon) setConfigSource(ctx context.Context) {
-	src := d.configSource(ctx)
-	d.infoMu.Lock()
-	d.info.ConfigSource = src
-	d.infoMu.Unlock()
+	d.status.setConfigSource(d.configSource(ctx))
 }

@@ -66,25 +66,21 @@ type Daemon struct {
 	proxy    *proxy.Proxy
 	taskDeps *actors.TaskDeps
 	reload   *reloader
-	infoMu   sync.Mutex // guards info
-	// certNotAfter is when this member's link certificate expires (zero:
-	// plaintext links); set before the member joins, read-only after
-	certNotAfter time.Time
-	paths        statedir.Paths
-	log          *slog.Logger
-	st           store.Store
-	sup          *supervisor.Supervisor
-	svc          *Service
-	review       *Review
-	dash         *http.Server
-	prx          *http.Server
-	sockets      *proxy.Sockets // each task's own proxy socket, bound into its sandbox
-	usage        *usageBook     // its rows are written behind the calls: close before the store
-	info         api.DaemonInfo
-	lock         *os.File
-	stopped      chan struct{}
-	once         sync.Once
-	stopFn       context.CancelFunc
+	status   *status // what daemon.json and `lazy daemon status` say
+	paths    statedir.Paths
+	log      *slog.Logger
+	st       store.Store
+	sup      *supervisor.Supervisor
+	svc      *Service
+	review   *Review
+	dash     *http.Server
+	prx      *http.Server
+	sockets  *proxy.Sockets // each task's own proxy socket, bound into its sandbox
+	usage    *usageBook     // its rows are written behind the calls: close before the store
+	lock     *os.File
+	stopped  chan struct{}
+	once     sync.Once
+	stopFn   context.CancelFunc
 }
 
 // ErrRunning refuses a second daemon for the same project.
@@ -118,16 +114,18 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 			return nil, err
 		}
 	}
-	d := &Daemon{cfg: cfg, live: newLiveConfig(cfg), home: home, paths: paths, log: o.Log, stopped: make(chan struct{})}
+	live := newLiveConfig(cfg)
+	d := &Daemon{cfg: cfg, live: live, home: home, paths: paths, log: o.Log, stopped: make(chan struct{})}
 	if err := d.prepareState(); err != nil {
 		return nil, err
 	}
 	fds := raiseFileLimit(o.Log)
 	ok := false
+	var undo []func() // what a start that fails stops, the last built first
 	defer func() {
 		if !ok {
-			if d.sup != nil {
-				d.sup.Shutdown()
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
 			}
 			d.cleanup()
 		}
@@ -163,7 +161,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	dashPort := dashLn.Addr().(*net.TCPAddr).Port
 	proxyPort := proxyLn.Addr().(*net.TCPAddr).Port
 	proxyURL := "http://" + proxyLn.Addr().String()
-	creds := &credentials{live: d.live, home: home}
+	creds := &credentials{live: live, home: home}
 
 	driver, err := agent.NewDriver(cfg.Agent.Driver, cfg.Agent.PermissionMode, cfg.Agent.ClientStream)
 	if err != nil {
@@ -184,39 +182,94 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		o.Log.Warn(w)
 	}
 
-	// Each part below is built whole, from parts built before it; nothing
-	// is set on a part after it is built. The launcher comes first, whole
-	// (the task deps hold it); the actor tree next, then the proxy (it
-	// asks the tree for grants) and its sockets. The two calls the launcher
-	// makes into parts built after it, minting a turn's placeholders (the
-	// tree) and opening its proxy socket, go through d: a task's job runs a
-	// turn only once the tree runs jobs, when the daemon wakes its tasks or
-	// (in a cluster) joins, and everything is built by then.
-	clusterOpts, err := clusterOptions(ctx, cfg, st, d.describe, func([]string) {
-		if err := d.wake(context.Background()); err != nil {
-			d.log.Error("wake the tasks of members that left", "err", err)
-		}
-	})
+	share, limits, extraEnv := sandboxSettings(cfg, o.Root)
+	// what the daemon says of itself (daemon.json, status, a member's info)
+	status := newStatus(api.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
+		BaseURL: "http://127.0.0.1:" + strconv.Itoa(dashPort), ProxyURL: proxyURL, StartedAt: time.Now().UTC(), Version: version.String(),
+		Runner: runner.Name(), Warnings: warnings, Sandbox: sandboxLine(runner, limits)})
+
+	// Each part below is built whole, from parts built before it, in this
+	// order: the grants and the event hub (the supervisor's core), the
+	// proxy on them, its sockets, the launcher (minting through the core,
+	// opening the sockets), the task actors' deps, the actor tree on the
+	// core, the service. Nothing is set on a part after it is built, and a
+	// closure given to a part closes over parts built before it, never
+	// over d. The one thing that flows back up, a tripwire the proxy finds
+	// for a task actor, goes through a queue the tree drains once it runs.
+	clusterOpts, err := clusterOptions(ctx, cfg, st, status)
 	if err != nil {
 		return nil, err
 	}
 	var clusterSecret []byte
 	if clusterOpts != nil {
 		clusterSecret = clusterOpts.Secret
-		if clusterOpts.TLS != nil {
-			d.certNotAfter = clusterOpts.TLS.NotAfter
-		}
 	}
 	decoys, err := newCanaries(ctx, paths.CanaryKey, clusterSecret, st)
 	if err != nil {
 		return nil, err
 	}
-	share, limits, extraEnv := sandboxSettings(cfg, o.Root)
+	core, err := supervisor.NewCore(supervisor.CoreConfig{GrantsPath: paths.ProxyTokens, Log: o.Log})
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, core.Shutdown)
+	var usageFresh time.Duration // a cluster: budgets and other members' usage come from the store
+	if cfg.Cluster.Enabled() {
+		usageFresh = usageTTL
+	}
+	book := newUsageBook(st, o.Log, usageFresh)
+	undo = append(undo, book.close)
+	egress := &egressBook{st: st, log: o.Log, turns: book}
+	modelErrs := &trouble{}
+	scripts := newTranscripts(st, o.Log, core.Publish, core.WantsTranscript)
+	trips := make(chan tripwire, 64)
+	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: core.Grants, Log: o.Log, Port: proxyPort,
+		Publish: func(t api.Traffic) {
+			if core.WantsTraffic() { // lazy watch --net: nobody else reads it
+				net := t // only a published event costs its copy
+				core.Publish(api.Event{Time: t.Time, Kind: api.EventNet, TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &net})
+			}
+			if t.Egress {
+				egress.record(t) // no model call: not usage, not model trouble
+				return
+			}
+			if e := modelErrs.record(t); e != nil {
+				core.Publish(*e)
+			}
+			book.record(t)
+		},
+		OverBudget: book.overBudget,
+		Canaries:   decoys.Set,
+		Reserve:    book.reserve,
+		Transcript: scripts.For,
+		Tripwire: func(taskID, ref, what string) {
+			// the proxy refuses the task's placeholders from this instant;
+			// the task's actor records the trip and revokes its grants
+			go func() {
+				select {
+				case trips <- tripwire{taskID: taskID, ref: ref, what: what}:
+				case <-ctx.Done():
+				}
+			}()
+		}})
+	if err != nil {
+		return nil, err
+	}
+	sockets, err := proxy.NewSockets(prx, filepath.Join(paths.State, "sockets"))
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() {
+		if err := sockets.Close(); err != nil {
+			o.Log.Warn("remove the proxy sockets", "err", err)
+		}
+	})
+	mint := &minter{live: live, st: st, creds: creds, grants: core}
 	launcher := &agent.Launcher{
 		Driver: driver, Runner: runner, Command: agentCommand(cfg, o.SelfExe),
 		For: func(name string) (agent.Driver, []string, error) {
 			// a task's own driver (lazy task new --driver), its npm command
-			drv, err := agent.NewDriver(name, d.live.Get().Agent.PermissionMode, d.live.Get().Agent.ClientStream)
+			drv, err := agent.NewDriver(name, live.Get().Agent.PermissionMode, live.Get().Agent.ClientStream)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -229,36 +282,29 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		GitDir: filepath.Join(o.Root, ".git"), Hide: hidden(home, paths.State), HideFile: hiddenFiles(home, cfg),
 		ProxyPort: proxyPort, Self: o.SelfExe, Share: share, Limits: limits, ExtraEnv: extraEnv,
 		TurnTimeout: cfg.TurnTimeoutDuration(), AskTimeout: cfg.AskTimeoutDuration(),
-		Placeholders: func(ctx context.Context, taskID, ref, role string) (map[string]string, error) {
-			return d.mint(creds, taskID, ref, role)
-		},
-		Sockets: func(taskID, ref string) (string, func(), error) {
-			if d.sockets == nil { // built below, before any turn runs
-				return "", nil, errors.New("proxy socket: the daemon is still starting (its proxy sockets are not open yet); retry the turn once `lazy daemon status` answers")
-			}
-			return d.sockets.Open(taskID, ref)
-		},
-		Slots:  agent.NewSlots(cfg.Agent.MaxConcurrent),
-		Setup:  cfg.Setup.Run,
-		Decoys: decoys.Decoys,
+		Placeholders: mint.mint,
+		Sockets:      sockets.Open,
+		Slots:        agent.NewSlots(cfg.Agent.MaxConcurrent),
+		Setup:        cfg.Setup.Run,
+		Decoys:       decoys.Decoys,
 		// what a streaming client reports of its turn joins the turn's
 		// transcript, masked as the proxy masks a model call's
 		Client: func(taskID, ref string, turn int) agent.ClientEvents {
-			if d.svc == nil || d.svc.transcripts == nil || d.proxy == nil { // built below, before any turn runs
-				return nil
-			}
-			return d.svc.transcripts.Client(taskID, ref, turn, d.proxy.Mask)
+			return scripts.Client(taskID, ref, turn, prx.Mask)
 		},
 	}
 	if err := launcher.Validate(); err != nil {
 		return nil, err
 	}
-	d.launcher = newLiveLauncher(launcher, d.runnerUsable)
+	turns := newLiveLauncher(launcher, func(l *agent.Launcher) {
+		// bubblewrap installed under the running daemon
+		o.Log.Info("the sandbox works now: agent turns run in it", "runner", l.Runner.Name())
+		status.setRunner(l.Runner, l.Limits)
+	})
 	guesses := &approval.Limiter{Book: st, Now: o.Now}
-	modelErrs := &trouble{}
 	leases, leaseHolder := taskLeases(cfg, st)
-	d.taskDeps = &actors.TaskDeps{Leases: leases, LeaseHolder: leaseHolder, Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: d.launcher.HomeFor, Store: st, Launcher: troubleLauncher{inner: d.launcher, tr: modelErrs}, Setup: d.launcher, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
-		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(), Agent: d.launcher.Agent,
+	taskDeps := &actors.TaskDeps{Leases: leases, LeaseHolder: leaseHolder, Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: turns.HomeFor, Store: st, Launcher: troubleLauncher{inner: turns, tr: modelErrs}, Setup: turns, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
+		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(), Agent: turns.Agent,
 		CheckPassphrase: func(taskID, pass string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -266,70 +312,28 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		}}
 	// in a cluster the tree joins below, once everything a job needs is
 	// built: a member that joins is handed tasks (and their jobs) at once
-	sup, err := supervisor.New(supervisor.Config{GrantsPath: paths.ProxyTokens, Log: o.Log, Task: d.taskDeps, Cluster: clusterOpts})
+	sup, err := supervisor.New(supervisor.Config{Core: core, Log: o.Log, Task: taskDeps, Cluster: clusterOpts})
 	if err != nil {
 		return nil, err
 	}
-	d.sup = sup
-	var usageFresh time.Duration // a cluster: budgets and other members' usage come from the store
-	if cfg.Cluster.Enabled() {
-		usageFresh = usageTTL
-	}
-	book := newUsageBook(st, o.Log, usageFresh)
-	d.usage = book
-	egress := &egressBook{st: st, log: o.Log, turns: book}
-	scripts := newTranscripts(st, o.Log, sup.Publish, sup.WantsTranscript)
-	prx, err := proxy.New(proxy.Options{Config: cfg, Home: home, Grants: sup.Grants, Log: o.Log, Port: proxyPort,
-		Publish: func(t api.Traffic) {
-			if sup.WantsTraffic() { // lazy watch --net: nobody else reads it
-				net := t // only a published event costs its copy
-				sup.Publish(api.Event{Time: t.Time, Kind: api.EventNet, TaskID: t.TaskID, TaskRef: t.TaskRef, Net: &net})
-			}
-			if t.Egress {
-				egress.record(t) // no model call: not usage, not model trouble
-				return
-			}
-			if e := modelErrs.record(t); e != nil {
-				sup.Publish(*e)
-			}
-			book.record(t)
-		},
-		OverBudget: book.overBudget,
-		Canaries:   decoys.Set,
-		Reserve:    book.reserve,
-		Transcript: scripts.For,
-		Tripwire: func(taskID, ref, what string) {
-			// the proxy refuses the task's placeholders from this instant;
-			// the task's actor records the trip and revokes its grants
-			go func() {
-				if err := sup.Send(taskID, &actors.Tripwire{What: what}); err != nil {
-					o.Log.Error("record tripwire", "task", ref, "err", err)
-				}
-			}()
-		}})
-	if err != nil {
-		return nil, err
-	}
-	d.proxy = prx
-	if d.sockets, err = proxy.NewSockets(prx, filepath.Join(paths.State, "sockets")); err != nil {
-		return nil, err
-	}
+	undo = append(undo, sup.Shutdown)
 	var links *supervisor.LinkTLS
 	if clusterOpts != nil {
 		links = clusterOpts.TLS
 	}
-	d.svc = &Service{remote: clusterRemote(cfg), links: links, log: o.Log, usage: book, transcripts: scripts, live: d.live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs, runnerReady: d.launcher.probe.ready}
-	d.review = &Review{svc: d.svc, deps: d.taskDeps}
+	svc := &Service{remote: clusterRemote(cfg), links: links, log: o.Log, usage: book, transcripts: scripts, live: live, paths: paths, st: st, sup: sup, creds: creds, trouble: modelErrs, runnerReady: turns.probe.ready}
+	// the daemon holds its parts, all built
+	d.status, d.launcher, d.taskDeps, d.proxy, d.sockets, d.usage, d.sup, d.svc = status, turns, taskDeps, prx, sockets, book, sup, svc
+	d.review = &Review{svc: svc, deps: taskDeps}
+	// from here d owns them: a start that fails stops the tree, and
+	// cleanup closes the sockets, the usage book and the store
+	undo = []func(){sup.Shutdown}
 
-	d.infoMu.Lock() // a member asking about this one reads it already
-	d.info = api.DaemonInfo{PID: os.Getpid(), Root: o.Root, State: paths.State, DashboardPort: dashPort, ProxyPort: proxyPort,
-		BaseURL: "http://127.0.0.1:" + strconv.Itoa(dashPort), ProxyURL: proxyURL, StartedAt: time.Now().UTC(), Version: version.String(),
-		Runner: launcher.Runner.Name(), Warnings: warnings, Sandbox: sandboxLine(launcher.Runner, launcher.Limits)}
-	d.infoMu.Unlock()
 	d.setConfigSource(ctx)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	d.stopFn = cancel
+	go relayTripwires(runCtx, trips, sup, o.Log)
 	if events, unsubscribe, err := sup.Subscribe(actors.Filter{Tasks: true}, 64); err == nil {
 		go func() {
 			d.review.warmReviews(runCtx, events)
@@ -382,32 +386,37 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if clusterOpts != nil {
 		// before any page or RPC is served: a task is reached through the
 		// cluster from the first request on, never hosted here on the side
-		if err := sup.Join(); err != nil {
+		err := sup.Join(func([]string) {
+			if err := wakeTasks(context.Background(), st, sup); err != nil {
+				o.Log.Error("wake the tasks of members that left", "err", err)
+			}
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
 	go d.serve(d.dash, dashLn, "dashboard")
 	go d.serve(d.prx, proxyLn, "proxy")
 
-	if d.sup.Clustered() {
+	if sup.Clustered() {
 		// a task placed on this member's own last life (killed, its etcd
 		// lease not yet run out) cannot be reached for a few seconds: the
 		// start does not wait for it, and those tasks are woken again when
 		// that life leaves the cluster (MembersLeft)
 		go func() {
-			if err := d.wake(context.Background()); err != nil {
-				d.log.Warn("wake tasks with work waiting; they are woken again when the members that hold them leave", "err", err)
+			if err := wakeTasks(context.Background(), st, sup); err != nil {
+				o.Log.Warn("wake tasks with work waiting; they are woken again when the members that hold them leave", "err", err)
 			}
 		}()
-	} else if err := d.wake(ctx); err != nil {
+	} else if err := wakeTasks(ctx, st, sup); err != nil {
 		return nil, err
 	}
-	b, _ := json.MarshalIndent(d.info, "", "  ")
+	b, _ := json.MarshalIndent(status.get(), "", "  ")
 	if err := proxy.WriteFileAtomic(paths.DaemonJSON, b, 0o600); err != nil {
 		return nil, err
 	}
 	ok = true
-	o.Log.Info("daemon ready", "dashboard", d.info.BaseURL, "proxy", proxyURL, "state", paths.State, "version", version.String())
+	o.Log.Info("daemon ready", "dashboard", status.get().BaseURL, "proxy", proxyURL, "state", paths.State, "version", version.String())
 	go func() {
 		<-runCtx.Done()
 		d.shutdown()
@@ -506,13 +515,6 @@ func runnerWarnings(r agent.Runner) []string {
 		return []string{"no sandbox: " + r.Why + "; agent turns and new tasks are refused until you install it (apt-get install bubblewrap: the daemon sees it at the next turn, no restart) or set agent.runner = \"process\" (unsandboxed)"}
 	}
 	return nil
-}
-
-// runnerUsable records a runner that became usable under the running
-// daemon (bubblewrap installed since it started).
-func (d *Daemon) runnerUsable(r agent.Runner) {
-	d.log.Info("the sandbox works now: agent turns run in it", "runner", r.Name())
-	d.setRunner(r)
 }
 
 // sandboxSettings are config [sandbox] as the launcher takes them; the
@@ -805,21 +807,21 @@ func (d *Daemon) reconcileRunningTasks(ctx context.Context) error {
 	return nil
 }
 
-// wake spawns the actors of tasks with queued turns or pending asks so their
-// queues resume (an ask cut off by a dead daemon runs again).
-func (d *Daemon) wake(ctx context.Context) error {
-	queued, err := d.st.TurnsInState(ctx, store.TurnQueued)
+// wakeTasks spawns the actors of tasks with queued turns or pending asks so
+// their queues resume (an ask cut off by a dead daemon runs again).
+func wakeTasks(ctx context.Context, st store.Store, sup *supervisor.Supervisor) error {
+	queued, err := st.TurnsInState(ctx, store.TurnQueued)
 	if err != nil {
 		return fmt.Errorf("find queued turns: %w", err)
 	}
 	// a turn still running is one a dead cluster member was running (a
 	// single daemon has settled its own by now): its task is placed anew
-	running, err := d.st.TurnsInState(ctx, store.TurnRunning)
+	running, err := st.TurnsInState(ctx, store.TurnRunning)
 	if err != nil {
 		return fmt.Errorf("find running turns: %w", err)
 	}
 	queued = append(queued, running...)
-	asks, err := d.st.AsksInState(ctx, review.AskPending)
+	asks, err := st.AsksInState(ctx, review.AskPending)
 	if err != nil {
 		return fmt.Errorf("find pending asks: %w", err)
 	}
@@ -838,18 +840,30 @@ func (d *Daemon) wake(ctx context.Context) error {
 			continue
 		}
 		seen[id] = true
-		if err := d.sup.Send(id, &actors.Wake{}); err != nil {
+		if err := sup.Send(id, &actors.Wake{}); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// minter mints a turn's placeholders: the grants (the supervisor's core)
+// for the credentials the config in force names.
+type minter struct {
+	live   *liveConfig
+	st     store.Store
+	creds  *credentials
+	grants interface {
+		Mint(*actors.MintGrants) (map[string]string, error)
+	}
+}
+
 // mint returns the placeholder env of a task's role.
-func (d *Daemon) mint(c *credentials, taskID, ref, role string) (map[string]string, error) {
-	cfg := d.live.Get()
+func (m *minter) mint(ctx context.Context, taskID, ref, role string) (map[string]string, error) {
+	c := m.creds
+	cfg := m.live.Get()
 	driver := cfg.Agent.Driver
-	if t, err := d.st.GetTask(context.Background(), taskID); err == nil {
+	if t, err := m.st.GetTask(ctx, taskID); err == nil {
 		if t.Tripwire != "" {
 			return nil, fmt.Errorf("no new grant: %s", t.Tripwire)
 		}
@@ -862,13 +876,13 @@ func (d *Daemon) mint(c *credentials, taskID, ref, role string) (map[string]stri
 	}
 	if driver == "codex" {
 		// codex reads its key from OPENAI_API_KEY and calls [proxy.openai]
-		return d.sup.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: map[string]actors.MintVar{
+		return m.grants.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: map[string]actors.MintVar{
 			agent.EnvOpenAIKey: {Kind: proxy.KindOpenAI, ShapeOf: c.openAIShape()}}})
 	}
 	if driver == "gemini" {
 		// the gemini client carries one key, GEMINI_API_KEY, on the Gemini
 		// routes only (CONTRACT §16)
-		return d.sup.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: map[string]actors.MintVar{agent.EnvGeminiAPIKey: {Kind: proxy.KindGemini}}})
+		return m.grants.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: map[string]actors.MintVar{agent.EnvGeminiAPIKey: {Kind: proxy.KindGemini}}})
 	}
 	kind := cfg.Credentials.Provider.Kind
 	envVar := map[string]string{config.KindAPIKey: agent.EnvAPIKey, config.KindOAuth: agent.EnvOAuth, config.KindAuthToken: agent.EnvAuthToken}[kind]
@@ -881,7 +895,7 @@ func (d *Daemon) mint(c *credentials, taskID, ref, role string) (map[string]stri
 	if _, err := os.Stat(cfg.EditorCredentialFile(c.home)); err == nil && !local {
 		vars[agent.EnvEditor] = actors.MintVar{Kind: "editor"}
 	}
-	return d.sup.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: vars, Local: local})
+	return m.grants.Mint(&actors.MintGrants{Role: role, TaskRef: ref, TaskID: taskID, Vars: vars, Local: local})
 }
 
 // shutdown stops listeners, the actor tree (running turns are ended and
@@ -931,7 +945,7 @@ func (d *Daemon) cleanup() {
 
 // clusterOptions are the supervisor's cluster settings (nil: one daemon).
 // The secret that signs calls between members is the shared store's.
-func clusterOptions(ctx context.Context, cfg *config.Config, st store.Store, describe func(*grainpb.MemberInfo), membersLeft func([]string)) (*supervisor.ClusterOptions, error) {
+func clusterOptions(ctx context.Context, cfg *config.Config, st store.Store, status *status) (*supervisor.ClusterOptions, error) {
 	if !cfg.Cluster.Enabled() {
 		return nil, nil
 	}
@@ -947,12 +961,34 @@ func clusterOptions(ctx context.Context, cfg *config.Config, st store.Store, des
 	}
 	host, portStr, _ := net.SplitHostPort(cfg.Cluster.Advertise) // checked by config
 	port, _ := strconv.Atoi(portStr)
-	o := &supervisor.ClusterOptions{Name: cfg.Cluster.Name, Etcd: cfg.Cluster.Etcd, Host: host, Port: port, Secret: secret,
-		Describe: describe, MembersLeft: membersLeft}
+	var links *supervisor.LinkTLS
+	var certNotAfter time.Time // zero: plaintext links
 	if cfg.Cluster.TLS() {
-		if o.TLS, err = supervisor.LoadLinkTLS(cfg.Cluster.TLSCert, cfg.Cluster.TLSKey, cfg.Cluster.TLSCA); err != nil {
+		if links, err = supervisor.LoadLinkTLS(cfg.Cluster.TLSCert, cfg.Cluster.TLSKey, cfg.Cluster.TLSCA); err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
+		certNotAfter = links.NotAfter
 	}
-	return o, nil
+	return &supervisor.ClusterOptions{Name: cfg.Cluster.Name, Etcd: cfg.Cluster.Etcd, Host: host, Port: port, Secret: secret, TLS: links,
+		Describe: func(i *grainpb.MemberInfo) { status.describe(i, certNotAfter) }}, nil
+}
+
+// tripwire is a wire the proxy found tripped by a task's traffic.
+type tripwire struct{ taskID, ref, what string }
+
+// relayTripwires hands the proxy's tripwires to the task actors, which
+// record them and revoke the task's grants (the proxy refuses its
+// placeholders already). The proxy is built before the actor tree, so it
+// queues them; none trips before the tree runs turns.
+func relayTripwires(ctx context.Context, trips <-chan tripwire, sup *supervisor.Supervisor, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case t := <-trips:
+			if err := sup.Send(t.taskID, &actors.Tripwire{What: t.what}); err != nil {
+				log.Error("record tripwire", "task", t.ref, "err", err)
+			}
+		}
+	}
 }

@@ -12,7 +12,7 @@ import (
 // wire (CONTRACT §17). The targets are read from the config in force at
 // each notice; the review page's address is the dashboard's, with no token.
 func (d *Daemon) startNotify(ctx context.Context, environ []string) error {
-	base, st := d.info.BaseURL, d.st
+	base, st := d.status.get().BaseURL, d.st
 	n, err := notify.New(notify.Options{
 		Targets: func() notify.Targets {
 			c := d.live.Get().Notify

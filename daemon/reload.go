@@ -44,7 +44,7 @@ type liveLauncher struct {
 // before a turn it would refuse; changed hears of a runner that became
 // usable. A reload or a probe replaces the launcher whole, never a field
 // of the one in force.
-func newLiveLauncher(first *agent.Launcher, changed func(agent.Runner)) *liveLauncher {
+func newLiveLauncher(first *agent.Launcher, changed func(*agent.Launcher)) *liveLauncher {
 	l := &liveLauncher{}
 	l.cur.Store(first)
 	l.probe = &prober{launcher: l, changed: changed}
@@ -229,7 +229,7 @@ func (r *reloader) apply(next *config.Config) ([]string, error) {
 	d.launcher.cur.Store(&l)
 	d.live.cur.Store(next)
 	d.taskDeps.SetProtect(next.Protect.Paths)
-	d.setRunner(l.Runner)
+	d.status.setRunner(l.Runner, l.Limits)
 	d.setConfigSource(context.Background())
 	return live, nil
 }
@@ -246,17 +246,7 @@ func (r *reloader) state() ([]string, string) {
 
 // publishConfig tells watchers what a config change did.
 func (d *Daemon) publishConfig(detail string) {
-	if d.sup != nil {
-		d.sup.Publish(api.Event{Time: time.Now().UTC(), Kind: api.EventConfig, Detail: "config " + detail})
-	}
-}
-
-// setRunner records the runner in force and its warnings.
-func (d *Daemon) setRunner(r agent.Runner) {
-	d.infoMu.Lock()
-	defer d.infoMu.Unlock()
-	d.info.Runner, d.info.Warnings = r.Name(), runnerWarnings(r)
-	d.info.Sandbox = sandboxLine(r, d.launcher.cur.Load().Limits)
+	d.sup.Publish(api.Event{Time: time.Now().UTC(), Kind: api.EventConfig, Detail: "config " + detail})
 }
 
 // runnerNow says, on the status, why the runner cannot run turns (err
@@ -275,14 +265,8 @@ func (d *Daemon) runnerNow(info *api.DaemonInfo, err error) {
 // Info is the daemon's status: daemon.json's fields, with the runner in
 // force, the config keys that need a restart and the config error.
 func (d *Daemon) Info() api.DaemonInfo {
-	var probed error
-	if d.launcher != nil {
-		probed = d.launcher.probe.recent() // a sandbox installed since shows at once
-	}
-	d.infoMu.Lock()
-	info := d.info
-	info.Warnings = slices.Clone(info.Warnings)
-	d.infoMu.Unlock()
+	probed := d.launcher.probe.recent() // a sandbox installed since shows at once
+	info := d.status.get()
 	d.runnerNow(&info, probed)
 	if w := agentWarning(d.live.Get()); w != "" && !slices.Contains(info.Warnings, w) {
 		info.Warnings = append(info.Warnings, w)

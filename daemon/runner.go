@@ -20,8 +20,8 @@ const reprobeEvery = time.Second
 // daemon is seen at the next of these, with no restart.
 type prober struct {
 	launcher *liveLauncher
-	// changed records a runner that became usable (status, warnings)
-	changed func(agent.Runner)
+	// changed records a launcher whose runner became usable (status, warnings)
+	changed func(*agent.Launcher)
 
 	mu        sync.Mutex
 	lastFor   *agent.Launcher // the launcher last probed
@@ -70,7 +70,7 @@ func (p *prober) check(cached bool) error {
 		if p.launcher.cur.CompareAndSwap(cur, &l) {
 			p.lastFor = &l
 			if p.changed != nil {
-				p.changed(next)
+				p.changed(&l)
 			}
 		}
 	}

@@ -42,10 +42,6 @@ type ClusterOptions struct {
 	// Describe fills what the daemon knows of itself into this member's
 	// info (base URL, pid, version); the supervisor adds its tasks.
 	Describe func(*grainpb.MemberInfo)
-	// MembersLeft is called when members have left the cluster (stopped or
-	// died): their tasks are placed anew on the next message, and the daemon
-	// sends one to every task with work waiting.
-	MembersLeft func(addresses []string)
 	// TLS makes the links between members mutual TLS (nil: plaintext,
 	// for members on one host or a network of their own).
 	TLS *LinkTLS
@@ -71,7 +67,7 @@ func (o *ClusterOptions) validate() error {
 // grain is a relay that hands each call to the task actor of this member's
 // tree (so OneForOne supervision, health and shutdown are the member's own),
 // and the cluster decides which member that is.
-func (s *Supervisor) startCluster(o *ClusterOptions) error {
+func (s *Supervisor) startCluster(o *ClusterOptions, membersLeft func(addresses []string)) error {
 	etcdCfg := clientv3.Config{Endpoints: o.Etcd, DialTimeout: 5 * time.Second,
 		// reconnect within a second of etcd's return, however long it was
 		// away (gRPC's own backoff grows to two minutes): a member out of
@@ -119,8 +115,8 @@ func (s *Supervisor) startCluster(o *ClusterOptions) error {
 				s.leaves.left(m.Address())
 			}
 			s.log.Warn("cluster members left; their tasks move to the members left", "left", left)
-			if o.MembersLeft != nil {
-				go o.MembersLeft(left)
+			if membersLeft != nil {
+				go membersLeft(left)
 			}
 		}
 	})
@@ -359,15 +355,15 @@ func (s *Supervisor) memberInfo(ctx actor.Context) {
 }
 
 // broadcast sends an event to the other members' watchers.
-func (s *Supervisor) broadcast(e api.Event) {
-	msg, err := s.link.EncodeEvent(e)
+func (c *Core) broadcast(ms *members, e api.Event) {
+	msg, err := ms.link.EncodeEvent(e)
 	if err != nil {
-		s.log.Error("encode an event for the other members", "err", err)
+		c.log.Error("encode an event for the other members", "err", err)
 		return
 	}
-	for _, m := range s.cluster.MemberList.Members().Members() {
-		if m.Address() != s.sys.Address() {
-			s.root.Send(actor.NewPID(m.Address(), memberActor), msg)
+	for _, m := range ms.cluster.MemberList.Members().Members() {
+		if m.Address() != c.sys.Address() {
+			c.root.Send(actor.NewPID(m.Address(), memberActor), msg)
 		}
 	}
 }

@@ -42,13 +42,13 @@ func clockedMember(t *testing.T, dsn, etcd string, secret []byte, clock *turnedC
 	dir := t.TempDir()
 	deps := &actors.TaskDeps{Store: st, Launcher: newScripted(), LockDir: filepath.Join(dir, "locks"), Root: dir,
 		RecoveryDir: filepath.Join(dir, "recovery"), AskTimeout: time.Minute, Log: testLog(), CheckPassphrase: noPassphrase}
-	s, err := New(Config{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Task: deps, Timeout: 20 * time.Second,
+	s, err := New(Config{Core: testCore(t, filepath.Join(dir, "proxy-tokens.json")), Task: deps, Timeout: 20 * time.Second,
 		Cluster: &ClusterOptions{Name: "lazy-test", Etcd: []string{etcd}, Host: "127.0.0.1", Secret: secret, Now: clock.now}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Shutdown)
-	if err := s.Join(); err != nil {
+	if err := s.Join(nil); err != nil {
 		t.Fatal(err)
 	}
 	return s, st

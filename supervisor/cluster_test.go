@@ -58,13 +58,13 @@ func memberWith(t *testing.T, dsn, etcd string, secret []byte, launcher actors.T
 	deps := &actors.TaskDeps{Store: st, Launcher: launcher, LockDir: filepath.Join(dir, "locks"), Root: dir,
 		RecoveryDir: filepath.Join(dir, "recovery"), AskTimeout: time.Minute, Log: testLog(), CheckPassphrase: noPassphrase,
 		Leases: st, LeaseHolder: "member " + filepath.Base(dir)} // fenced as the daemon's members are
-	s, err := New(Config{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Task: deps, Timeout: 20 * time.Second,
+	s, err := New(Config{Core: testCore(t, filepath.Join(dir, "proxy-tokens.json")), Task: deps, Timeout: 20 * time.Second,
 		Cluster: &ClusterOptions{Name: "lazy-test", Etcd: []string{etcd}, Host: "127.0.0.1", Secret: secret, TLS: links}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Shutdown)
-	if err := s.Join(); err != nil {
+	if err := s.Join(nil); err != nil {
 		t.Fatal(err)
 	}
 	return s, st

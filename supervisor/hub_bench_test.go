@@ -26,7 +26,7 @@ func BenchmarkHubTranscriptEvents(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			sup, err := New(Config{GrantsPath: filepath.Join(dir, "g.json"), Task: &actors.TaskDeps{Store: st, Launcher: &fakeLauncher{fn: ok}, LockDir: dir, Log: testLog(), CheckPassphrase: noPassphrase}})
+			sup, err := New(Config{Core: testCore(b, filepath.Join(dir, "g.json")), Task: &actors.TaskDeps{Store: st, Launcher: &fakeLauncher{fn: ok}, LockDir: dir, Log: testLog(), CheckPassphrase: noPassphrase}})
 			if err != nil {
 				b.Fatal(err)
 			}

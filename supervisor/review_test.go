@@ -451,7 +451,7 @@ func BenchmarkDrainQueuedAsks(b *testing.B) {
 			mu.Unlock()
 			return agent.Result{Text: "a", SessionID: "S"}, agent.Outcome{}, nil
 		}}
-		sup, err := New(Config{GrantsPath: filepath.Join(dir, "g.json"), Timeout: time.Minute,
+		sup, err := New(Config{Core: testCore(b, filepath.Join(dir, "g.json")), Timeout: time.Minute,
 			Task: &actors.TaskDeps{Store: st, Launcher: l, LockDir: filepath.Join(dir, "locks"), AskTimeout: time.Minute, Log: testLog(), CheckPassphrase: noPassphrase}})
 		if err != nil {
 			b.Fatal(err)

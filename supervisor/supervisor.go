@@ -1,9 +1,11 @@
 // Package supervisor is the root of the actor tree. It spawns one task actor
 // per live task on its first message (get-or-create by task id), restarts a
 // panicking one with its state reloaded from the store (OneForOne, explicit),
-// stops it when the task ends, and hosts the grants actor and the traffic hub.
-// It measures what protoactor does not export: mailbox depth, restarts, the
-// last failure of every actor.
+// stops it when the task ends. It is built on a Core (core.go), built before
+// it: the actor system, the grants actor and the event hub, which the proxy
+// and the agent launcher are built on before the task actors exist. The
+// core measures what protoactor does not export: mailbox depth, restarts,
+// the last failure of every actor.
 package supervisor
 
 import (
@@ -23,16 +25,17 @@ import (
 	"lazy/api"
 	"lazy/grain"
 	"lazy/grain/grainpb"
-	"lazy/proxy"
 	"lazy/task"
 )
 
 // Config is everything a Supervisor needs, given whole to New (nothing is
 // set on it, or on what it points to, afterwards).
 type Config struct {
-	GrantsPath string           // required: the grants' file
-	Task       *actors.TaskDeps // required, valid (actors.TaskDeps.Validate); New never changes it
-	Log        *slog.Logger     // nil: discarded
+	// Core is required: the actor system, grants and event hub the tree
+	// is built in (NewCore), one core per tree.
+	Core *Core
+	Task *actors.TaskDeps // required, valid (actors.TaskDeps.Validate); New never changes it
+	Log  *slog.Logger     // nil: discarded
 	// Timeout bounds every request to an actor (default 30s).
 	Timeout time.Duration
 	// Cluster, when set, makes this tree a member of a cluster once Join
@@ -43,8 +46,8 @@ type Config struct {
 
 // validate names what is missing or wrong.
 func (c *Config) validate() error {
-	if c.GrantsPath == "" {
-		return errors.New("supervisor: GrantsPath is missing")
+	if c.Core == nil {
+		return errors.New("supervisor: Core (the grants and the event hub: NewCore, built before the proxy and the launcher) is missing")
 	}
 	if c.Cluster != nil {
 		if err := c.Cluster.validate(); err != nil {
@@ -59,30 +62,14 @@ func (c *Config) validate() error {
 
 // Supervisor is the handle the daemon, the handlers and the proxy use.
 type Supervisor struct {
-	sys         *actor.ActorSystem
-	root        *actor.RootContext
+	*Core       // the system, the grants and the hub: Publish, Subscribe, Mint, Grants...
 	pid         *actor.PID
-	grants      *actor.PID
-	traffic     *actor.PID
 	log         *slog.Logger
 	timeout     time.Duration
 	deps        *actors.TaskDeps
 	host        actors.TaskHost // what the tree gives each task actor
 	clusterOpts *ClusterOptions // nil: a single daemon
 
-	// Grants is the snapshot the proxy reads per request.
-	Grants *atomic.Pointer[proxy.Grants]
-	// Dropped counts watcher events lost to slow watchers.
-	Dropped atomic.Int64
-
-	mu          sync.Mutex
-	mailboxes   map[string]actor.Mailbox // by actor id
-	restarts    map[string]int
-	lastFailure map[string]string
-	restartsAll atomic.Int64
-	subSeq      atomic.Int64
-	netWatchers atomic.Int64 // subscribers whose filter takes proxy traffic
-	transcripts watchCount   // subscribers whose filter takes transcript events
 	// pids caches live task actors by task id so that a message to a running
 	// actor does not pass through the root actor; the root actor fills it on
 	// spawn and clears it on termination.
@@ -100,12 +87,16 @@ type Supervisor struct {
 // ErrUnresponsive is an actor that did not answer in time.
 var ErrUnresponsive = errors.New("actor did not answer in time")
 
-// New builds the tree: supervisor, grants, traffic. With Config.Cluster it
-// is a member-to-be: Join joins, once the daemon is ready to run the jobs
-// the cluster hands it at once.
+// New builds the tree in its core's system: the supervisor actor, which
+// spawns the task actors. With Config.Cluster it is a member-to-be: Join
+// joins, once the daemon is ready to run the jobs the cluster hands it at
+// once. A core is given to one tree only.
 func New(o Config) (*Supervisor, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
+	}
+	if !o.Core.given.CompareAndSwap(false, true) {
+		return nil, errors.New("supervisor: Config.Core is another supervisor's already; build one core (NewCore) per tree")
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -113,88 +104,52 @@ func New(o Config) (*Supervisor, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Second
 	}
-	s := &Supervisor{
-		log: o.Log, timeout: o.Timeout, deps: o.Task, clusterOpts: o.Cluster,
-		Grants:    &atomic.Pointer[proxy.Grants]{},
-		mailboxes: map[string]actor.Mailbox{}, restarts: map[string]int{}, lastFailure: map[string]string{},
-	}
-	empty := proxy.Grants{}
-	s.Grants.Store(&empty)
+	s := &Supervisor{Core: o.Core, log: o.Log, timeout: o.Timeout, deps: o.Task, clusterOpts: o.Cluster}
 	s.host = actors.TaskHost{Publish: s.Publish, Revoke: s.Revoke}
 	if o.Cluster != nil {
 		// a task moved here while its job ran elsewhere waits for that job
 		s.host.RunningElsewhere, s.host.Handoff = s.runningElsewhere, s.handoff
 	}
-	s.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return o.Log.With("lib", "protoactor")
-	}))
-	s.root = s.sys.Root
-	s.sys.EventStream.Subscribe(func(evt any) {
-		if se, ok := evt.(*actor.SupervisorEvent); ok {
-			s.mu.Lock()
-			s.restarts[se.Child.Id]++
-			s.lastFailure[se.Child.Id] = fmt.Sprint(se.Reason)
-			s.mu.Unlock()
-			s.restartsAll.Add(1)
-			s.log.Warn("actor failed; supervisor decided", "actor", se.Child.Id, "reason", fmt.Sprint(se.Reason), "directive", se.Directive.String())
-		}
-	})
 	strategy := actor.NewOneForOneStrategy(10, time.Minute, func(reason any) actor.Directive {
 		return actor.RestartDirective
 	})
-	props := actor.PropsFromProducer(func() actor.Actor { return &rootActor{s: s, opts: o} },
+	props := actor.PropsFromProducer(func() actor.Actor { return &rootActor{s: s} },
 		actor.WithSupervisor(strategy), s.mailbox("supervisor"))
 	pid, err := s.root.SpawnNamed(props, "supervisor")
 	if err != nil {
 		return nil, fmt.Errorf("spawn supervisor: %w", err)
 	}
 	s.pid = pid
-	c, err := requestAs[*children](s, pid, &children{}, s.timeout)
-	if err != nil {
-		return nil, fmt.Errorf("start actor tree: %w", err)
-	}
-	s.grants, s.traffic = c.grants, c.traffic
 	return s, nil
 }
 
 // Join makes a supervisor built with Config.Cluster a member now. A member
 // that joins is handed tasks (and their jobs) at once, so the daemon joins
-// once it is ready to run them. On an error the caller shuts the
-// supervisor down.
-func (s *Supervisor) Join() error {
+// once it is ready to run them. membersLeft (nil: none) is called when
+// members have left the cluster (stopped or died): their tasks are placed
+// anew on the next message, and the daemon sends one to every task with
+// work waiting; it is given here, not to New, because it calls the tree
+// itself. On an error the caller shuts the supervisor down.
+func (s *Supervisor) Join(membersLeft func(addresses []string)) error {
 	if s.clusterOpts == nil {
 		return errors.New("cluster: this supervisor was built without Config.Cluster")
 	}
 	if s.cluster != nil {
 		return errors.New("cluster: this supervisor is a member already")
 	}
-	if err := s.startCluster(s.clusterOpts); err != nil {
+	if err := s.startCluster(s.clusterOpts, membersLeft); err != nil {
 		s.cluster = nil // never joined: Shutdown leaves nothing
 		return err
 	}
+	// the hub's events reach the other members' watchers from now on
+	s.Core.members.Store(&members{cluster: s.cluster, link: s.link})
 	return nil
 }
-
-// mailbox returns a props option that remembers the mailbox made for name.
-func (s *Supervisor) mailbox(name string) actor.PropsOption {
-	return actor.WithMailbox(func() actor.Mailbox {
-		m := actor.Unbounded()()
-		s.mu.Lock()
-		s.mailboxes[name] = m
-		s.mu.Unlock()
-		return m
-	})
-}
-
-// children is asked of the root actor once at start.
-type children struct{ grants, traffic *actor.PID }
 
 type getTask struct{ id string }
 
 type rootActor struct {
-	s    *Supervisor
-	opts Config
-	g, t *actor.PID
+	s *Supervisor
 	// live task actors by task id. protoactor makes a mailbox before it finds
 	// a name taken, so get-or-create is decided here, not by SpawnNamed.
 	live map[string]*actor.PID
@@ -202,18 +157,6 @@ type rootActor struct {
 
 func (r *rootActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		var err error
-		r.g, err = ctx.SpawnNamed(actor.PropsFromProducer(actors.NewGrantsActor(r.opts.GrantsPath, r.s.Grants, r.s.log), r.s.mailbox("supervisor/grants")), "grants")
-		if err != nil {
-			r.s.log.Error("spawn grants", "err", err)
-		}
-		r.t, err = ctx.SpawnNamed(actor.PropsFromProducer(actors.NewTrafficHub(&r.s.Dropped), r.s.mailbox("supervisor/traffic")), "traffic")
-		if err != nil {
-			r.s.log.Error("spawn traffic", "err", err)
-		}
-	case *children:
-		ctx.Respond(&children{grants: r.g, traffic: r.t})
 	case *getTask:
 		if pid, ok := r.live[m.id]; ok {
 			if r.s.alive(pid) {
@@ -333,29 +276,10 @@ func replyAs[T any](msg, res any) (T, error) {
 	return v, nil
 }
 
-// requestAs sends msg to one of the tree's own actors (not a task actor)
-// and waits for a reply of type T.
+// requestAs sends msg to an actor that is not a task actor (the grants,
+// the hub, another member's info actor) and waits for a reply of type T.
 func requestAs[T any](s *Supervisor, pid *actor.PID, msg any, timeout time.Duration) (T, error) {
-	res, err := s.requestWithin(pid, msg, timeout)
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	return replyAs[T](msg, res)
-}
-
-func (s *Supervisor) requestWithin(pid *actor.PID, msg any, timeout time.Duration) (any, error) {
-	res, err := s.root.RequestFuture(pid, msg, timeout).Result()
-	if err != nil {
-		if errors.Is(err, actor.ErrTimeout) {
-			return nil, fmt.Errorf("%s: %w (after %s)", pid.Id, ErrUnresponsive, timeout)
-		}
-		return nil, fmt.Errorf("%s: %w", pid.Id, err)
-	}
-	if e, ok := res.(error); ok {
-		return nil, e
-	}
-	return res, nil
+	return request[T](s.Core, pid, msg, timeout)
 }
 
 // Send delivers msg to the task actor of id without waiting.
@@ -371,79 +295,6 @@ func (s *Supervisor) Send(id string, msg any) error {
 	return nil
 }
 
-// Publish hands an event to the traffic hub.
-// In a cluster the event goes to every other member's watchers too: a task
-// hosted here is watched from any member.
-func (s *Supervisor) Publish(e api.Event) {
-	s.root.Send(s.traffic, &actors.Publish{Event: e})
-	if s.cluster != nil {
-		s.broadcast(e)
-	}
-}
-
-// Subscribe registers a watcher and returns its channel and a cancel func.
-func (s *Supervisor) Subscribe(f actors.Filter, buffer int) (<-chan api.Event, func(), error) {
-	ch := make(chan api.Event, buffer)
-	id := fmt.Sprintf("w%d", s.subSeq.Add(1))
-	if f.Net {
-		s.netWatchers.Add(1) // before the hub has it: no event is skipped
-	}
-	if f.Transcript {
-		s.transcripts.add(f.IDs, 1)
-	}
-	if _, err := requestAs[*actors.Done](s, s.traffic, &actors.Subscribe{ID: id, Filter: f, Ch: ch}, s.timeout); err != nil {
-		if f.Net {
-			s.netWatchers.Add(-1)
-		}
-		if f.Transcript {
-			s.transcripts.add(f.IDs, -1)
-		}
-		return nil, nil, err
-	}
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			s.root.Send(s.traffic, &actors.Unsubscribe{ID: id})
-			if f.Net {
-				s.netWatchers.Add(-1)
-			}
-			if f.Transcript {
-				s.transcripts.add(f.IDs, -1)
-			}
-		})
-	}, nil
-}
-
-// WantsTranscript reports whether a transcript event of the task has
-// anywhere to go: a watcher of its transcripts (or of every task's) here,
-// or (clustered) maybe on another member. One atomic load while nobody
-// watches any.
-func (s *Supervisor) WantsTranscript(taskID string) bool {
-	return s.cluster != nil || s.transcripts.wants(taskID)
-}
-
-// WantsTraffic reports whether a proxy traffic event has anywhere to go: a
-// watcher of proxy traffic here, or (clustered) the other members' own. The
-// proxy builds none while it has not; it asks again for every call.
-func (s *Supervisor) WantsTraffic() bool {
-	return s.cluster != nil || s.netWatchers.Load() > 0
-}
-
-// Mint asks the grants actor for placeholders.
-func (s *Supervisor) Mint(m *actors.MintGrants) (map[string]string, error) {
-	minted, err := requestAs[*actors.Minted](s, s.grants, m, s.timeout)
-	if err != nil {
-		return nil, err
-	}
-	return minted.Env, nil
-}
-
-// Revoke drops every grant of a task.
-func (s *Supervisor) Revoke(taskID string) error {
-	_, err := requestAs[*actors.Done](s, s.grants, &actors.RevokeTask{TaskID: taskID}, s.timeout)
-	return err
-}
-
 // InjectPanic makes a named child (grants, traffic) or a task actor panic.
 func (s *Supervisor) InjectPanic(target, reason string) error {
 	switch target {
@@ -456,9 +307,6 @@ func (s *Supervisor) InjectPanic(target, reason string) error {
 	}
 	return nil
 }
-
-// Restarts is the number of actor restarts since start.
-func (s *Supervisor) Restarts() int64 { return s.restartsAll.Load() }
 
 // Health asks every actor for its row, with a short timeout each, and adds
 // what the supervisor measures itself.
@@ -542,8 +390,8 @@ func (s *Supervisor) Shutdown() {
 	_ = s.root.StopFuture(s.pid).Wait()
 	if s.cluster != nil {
 		// leaves etcd (the others place its tasks anew) and stops the system
-		s.cluster.Shutdown(true)
+		s.Core.shutdown(func() { s.cluster.Shutdown(true) })
 		return
 	}
-	s.sys.Shutdown()
+	s.Core.Shutdown()
 }

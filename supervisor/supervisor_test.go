@@ -64,7 +64,7 @@ func newHarness(t *testing.T, l *fakeLauncher) *harness {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	log := slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	sup, err := New(Config{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Log: log, Timeout: 5 * time.Second,
+	sup, err := New(Config{Core: testCore(t, filepath.Join(dir, "proxy-tokens.json")), Log: log, Timeout: 5 * time.Second,
 		Task: &actors.TaskDeps{Store: st, Launcher: l, LockDir: filepath.Join(dir, "locks"), Log: log,
 			RecoveryDir: filepath.Join(dir, "recovery"), AskTimeout: time.Minute, CheckPassphrase: noPassphrase}})
 	if err != nil {
@@ -266,7 +266,7 @@ func BenchmarkSpawnIdleTaskActors(b *testing.B) {
 	var perActorBytes float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		sup, err := New(Config{GrantsPath: filepath.Join(dir, "g.json"), Task: &actors.TaskDeps{Store: st, Launcher: &fakeLauncher{fn: ok}, LockDir: dir, Log: testLog(), CheckPassphrase: noPassphrase}})
+		sup, err := New(Config{Core: testCore(b, filepath.Join(dir, "g.json")), Task: &actors.TaskDeps{Store: st, Launcher: &fakeLauncher{fn: ok}, LockDir: dir, Log: testLog(), CheckPassphrase: noPassphrase}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -309,11 +309,11 @@ func TestNewNamesWhatIsMissing(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"no grants path", Config{Task: &actors.TaskDeps{}}, "GrantsPath"},
-		{"no task deps", Config{GrantsPath: filepath.Join(dir, "g.json")}, "Task"},
-		{"task deps without store, passphrase check", Config{GrantsPath: filepath.Join(dir, "g.json"),
+		{"no core", Config{Task: &actors.TaskDeps{}}, "Core"},
+		{"no task deps", Config{Core: testCore(t, filepath.Join(dir, "g.json"))}, "Task"},
+		{"task deps without store, passphrase check", Config{Core: testCore(t, filepath.Join(dir, "g.json")),
 			Task: &actors.TaskDeps{Launcher: &fakeLauncher{}, LockDir: dir, Log: testLog()}}, "CheckPassphrase, Store missing"},
-		{"cluster without secret", Config{GrantsPath: filepath.Join(dir, "g.json"), Task: &actors.TaskDeps{},
+		{"cluster without secret", Config{Core: testCore(t, filepath.Join(dir, "g.json")), Task: &actors.TaskDeps{},
 			Cluster: &ClusterOptions{Name: "c", Etcd: []string{"127.0.0.1:1"}, Host: "127.0.0.1"}}, "secret"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -58,7 +58,7 @@ func TestLinkTLSFiles(t *testing.T) {
 // to set.
 func TestEtcdOverHTTPSNeedsACertificate(t *testing.T) {
 	dir := t.TempDir()
-	_, err := New(Config{GrantsPath: filepath.Join(dir, "proxy-tokens.json"), Task: &actors.TaskDeps{},
+	_, err := New(Config{Core: testCore(t, filepath.Join(dir, "proxy-tokens.json")), Task: &actors.TaskDeps{},
 		Cluster: &ClusterOptions{Name: "lazy-test", Etcd: []string{"https://127.0.0.1:1"}, Host: "127.0.0.1", Secret: []byte("a secret of this test cluster")}})
 	if err == nil || !strings.Contains(err.Error(), "cluster.tls_cert") {
 		t.Fatalf("got %v", err)
