@@ -333,6 +333,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	d.stopFn = cancel
+	undo = append(undo, cancel) // a start that fails ends what follows runCtx
 	go relayTripwires(runCtx, trips, sup, o.Log)
 	if events, unsubscribe, err := sup.Subscribe(actors.Filter{Tasks: true}, 64); err == nil {
 		go func() {
@@ -402,7 +403,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 		// a task placed on this member's own last life (killed, its etcd
 		// lease not yet run out) cannot be reached for a few seconds: the
 		// start does not wait for it, and those tasks are woken again when
-		// that life leaves the cluster (MembersLeft)
+		// that life leaves the cluster (Join's members-left hook)
 		go func() {
 			if err := wakeTasks(context.Background(), st, sup); err != nil {
 				o.Log.Warn("wake tasks with work waiting; they are woken again when the members that hold them leave", "err", err)
