@@ -119,6 +119,14 @@ func NewCore(o CoreConfig) (*Core, error) {
 		c.sys.Shutdown()
 		return nil, fmt.Errorf("spawn traffic: %w", err)
 	}
+	// both answer before NewCore returns: the grants are loaded (their
+	// file made) and the hub takes watchers
+	for _, pid := range []*actor.PID{c.grants, c.traffic} {
+		if _, err := request[api.ActorHealth](c, pid, &actors.GetHealth{}, c.timeout); err != nil {
+			c.sys.Shutdown()
+			return nil, fmt.Errorf("start the grants and the event hub: %w", err)
+		}
+	}
 	return c, nil
 }
 
