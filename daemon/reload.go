@@ -288,8 +288,5 @@ func (d *Daemon) Info() api.DaemonInfo {
 // credentialTrouble is what is wrong now with the credential files a task
 // of the default role needs (a rotation gone wrong under the daemon).
 func (d *Daemon) credentialTrouble() error {
-	if d.svc == nil {
-		return nil
-	}
 	return d.svc.creds.check("", "")
 }
