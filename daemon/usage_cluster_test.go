@@ -3,13 +3,10 @@ package daemon
 import (
 	"context"
 	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"lazy/api"
-	"lazy/store"
-	"lazy/task"
 )
 
 // TestUsageBooksShareTheStore: two members' books over one store. The
@@ -19,15 +16,9 @@ import (
 // each book counts its own calls once (never again from its own rows).
 func TestUsageBooksShareTheStore(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.OpenSQL(filepath.Join(t.TempDir(), "lazy.db"))
+	st, ids := usageStore(t, 0, "c")
+	tk, err := st.GetTask(ctx, ids[0])
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	now := time.Now().UTC()
-	code := "c"
-	tk := &store.Task{ID: task.NewID(now), Code: &code, Status: task.Running, Branch: "lazy/c", Parent: "main", CreatedAt: now, UpdatedAt: now}
-	if err := st.CreateTask(ctx, tk); err != nil {
 		t.Fatal(err)
 	}
 	const ttl = 50 * time.Millisecond

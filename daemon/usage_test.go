@@ -19,21 +19,7 @@ import (
 // that recorded them counted, the last turn's apart.
 func TestUsageRowsCountTheirBatch(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.OpenSQL(filepath.Join(t.TempDir(), "lazy.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	now := time.Now().UTC()
-	var ids []string
-	for _, code := range []string{"a", "b"} {
-		tk := &store.Task{ID: task.NewID(now), Code: &code, Status: task.Running, Branch: "lazy/" + code, Parent: "main", BudgetTokens: 1 << 30, CreatedAt: now, UpdatedAt: now}
-		if err := st.CreateTask(ctx, tk); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, tk.ID)
-		now = now.Add(time.Millisecond) // ids of their own
-	}
+	st, ids := usageStore(t, 1<<30, "a", "b")
 	book := newUsageBook(st, slog.New(slog.DiscardHandler), 0)
 	call := func(id string, turn int, role string, status int, refused string, in, out, held, charged int64) {
 		book.mu.Lock()
@@ -107,4 +93,26 @@ func TestUsageRowsCountTheirBatch(t *testing.T) {
 			t.Errorf("task %s's last turn loaded again: %+v, recorded %+v", id, last, w)
 		}
 	}
+}
+
+// usageStore is a SQLite store in a temp dir with a running task per code,
+// each with budget tokens (0: none); it returns their ids in order.
+func usageStore(t *testing.T, budget int64, codes ...string) (*store.SQL, []string) {
+	t.Helper()
+	st, err := store.OpenSQL(filepath.Join(t.TempDir(), "lazy.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now := time.Now().UTC()
+	var ids []string
+	for _, code := range codes {
+		tk := &store.Task{ID: task.NewID(now), Code: &code, Status: task.Running, Branch: "lazy/" + code, Parent: "main", BudgetTokens: budget, CreatedAt: now, UpdatedAt: now}
+		if err := st.CreateTask(context.Background(), tk); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tk.ID)
+		now = now.Add(time.Millisecond) // ids of their own
+	}
+	return st, ids
 }

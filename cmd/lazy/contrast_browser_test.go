@@ -2,8 +2,6 @@ package main
 
 import (
 	"lazy/api"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -57,13 +55,7 @@ const contrastJS = `(() => {
 // are dark (the canvas, the diff, highlighted code) and every text on them
 // is readable against its background; the same inventory holds in light.
 func TestBrowserDarkModeContrast(t *testing.T) {
-	p := newProject(t, "process")
-	if err := os.WriteFile(filepath.Join(p.root, "a.go"), []byte(parentA), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	runGit(t, p.root, "add", "a.go")
-	runGit(t, p.root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "add a.go")
-	p.lazy(0, "daemon", "start")
+	p := parentAProject(t)
 	// highlighted code of several kinds: keywords, strings, comments, numbers
 	code := `package a\n\n// f doubles ctx.\nfunc f(rctx int) int { return rctx * 2 }\n\nvar alpha = "one" + /* two */ "2"\nconst beta = 3.5\n`
 	p.lazy(0, "task", "new", "--code", "dk", "-m", "dark\n@write a.go "+code+"\n@write b.md # b\\n\\n*notes*\\n\n@commit dark mode\n@answer Changed a.go and added b.md.")

@@ -2,8 +2,6 @@ package main
 
 import (
 	"lazy/api"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,13 +14,7 @@ import (
 // common set, listed by ?) each do what the list says, and Tab stops once
 // per hunk, with Up and Down along its lines.
 func TestBrowserKeysAndTabStops(t *testing.T) {
-	p := newProject(t, "process")
-	if err := os.WriteFile(filepath.Join(p.root, "a.go"), []byte(parentA), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	runGit(t, p.root, "add", "a.go")
-	runGit(t, p.root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "add a.go")
-	p.lazy(0, "daemon", "start")
+	p := parentAProject(t)
 	p.lazy(0, "task", "new", "--code", "keys", "-m", renameTurn)
 	ti := p.waitStatus("keys", "blocked")
 	p.post(ti.ID, api.PostCommentArgs{Body: "a note", File: "a.go", Line: 3, Side: "new", Intent: "comment"})

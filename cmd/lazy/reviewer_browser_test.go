@@ -26,7 +26,10 @@ const renameTurn = "rename\n@write a.go package a\\n\\nfunc f(rctx int) int { re
 // turn 2 moves alpha down a line and changes beta
 const moveTurn = "@write a.go package a\\n\\nfunc f(rctx int) int { return rctx }\\n\\n// values\\nvar alpha = 1\\nvar beta = 3\\n\n@commit move alpha, beta is 3\n@answer Moved alpha and set beta to 3."
 
-func TestBrowserReviewerTool(t *testing.T) {
+// parentAProject is a started daemon on a project whose main holds a.go
+// (parentA): the reviewer's tests' turns change it.
+func parentAProject(t *testing.T) *project {
+	t.Helper()
 	p := newProject(t, "process")
 	if err := os.WriteFile(filepath.Join(p.root, "a.go"), []byte(parentA), 0o644); err != nil {
 		t.Fatal(err)
@@ -34,6 +37,11 @@ func TestBrowserReviewerTool(t *testing.T) {
 	runGit(t, p.root, "add", "a.go")
 	runGit(t, p.root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "add a.go")
 	p.lazy(0, "daemon", "start")
+	return p
+}
+
+func TestBrowserReviewerTool(t *testing.T) {
+	p := parentAProject(t)
 	p.lazy(0, "task", "new", "--code", "rt", "-m", renameTurn)
 	ti := p.waitStatus("rt", "blocked")
 	url := p.info().BaseURL + "/review/" + ti.ID
