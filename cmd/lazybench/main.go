@@ -830,6 +830,7 @@ func run(args []string) error {
 	addRow("review page render: 5,000 lines, 200 threads", page["RenderLargeReview/page"]["ns/op"]/1e6, 100, "ms", "target")
 	addRow("  the same, cold (every hunk lexed)", page["RenderLargeReview/page-cold"]["ns/op"]/1e6, 100, "ms", "target")
 	addRow("review page weight", page["RenderLargeReview/page"]["KiB/page"], 3072, "KiB", "target")
+	addRow("300-file review (15,000 lines): server answer, reloaded", browser["BrowserLargeReview"]["server-ms"], 0, "ms", "")
 	addRow("review page in Chromium: load to interactive", browser["BrowserLargeReview"]["interactive-ms"], 1000, "ms", "target")
 	addRow("review page in Chromium: j to the next file", browser["BrowserLargeReview"]["j-ms"], 50, "ms", "target")
 	addRow("review page in Chromium: open a file sent without rows", browser["BrowserLargeReview"]["open-file-ms"], 100, "ms", "target")
