@@ -1326,7 +1326,6 @@
     };
   }
 
-  document.addEventListener('rv:layout', () => { refresh(); });
   listen();
   poll(false);
 })();
