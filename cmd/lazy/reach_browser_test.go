@@ -132,6 +132,11 @@ func TestBrowserLargeDiffReach(t *testing.T) {
 		t.Fatalf("%d hits for needle_in, want 1", n)
 	}
 	t.Logf("the search over %d lines answered in %.0f ms", lines, eval[float64](t, ctx, `performance.getEntriesByType('resource').filter(e => e.name.includes('/search?')).pop().duration`))
+	if os.Getenv("LAZY_SCREENSHOTS") != "" { // the window only: the whole page is 300 files long
+		if shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot()); err == nil {
+			_ = os.WriteFile(filepath.Join("..", "..", "docs", "screenshots", "review-search.png"), shot, 0o644)
+		}
+	}
 	do(t, ctx, chromedp.Click(".search-results a.search-hit"))
 	reached("the search hit", "l-pkg%2Ff287.go-new-33")
 	if h := eval[string](t, ctx, `location.hash`); h != "#l-pkg%2Ff287.go-new-33" {
