@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"lazy/gitx"
 	"regexp"
 	"time"
 
@@ -146,6 +147,11 @@ func (r *Review) Seen(ctx context.Context, a api.SeenArgs) (*api.ReviewState, er
 	t, err := r.svc.Resolve(ctx, a.Task)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := gitx.RevParse(ctx, r.svc.paths.Root, a.Head+"^{commit}"); err != nil {
+		// a head no page showed would make "changes since your last
+		// review" a link to nothing
+		return nil, usage("head %s is no commit of this project: send the head the review page shows (reload it)", a.Head)
 	}
 	who := reviewerOf(a.Reviewer)
 	if _, err := r.svc.st.SeeHead(ctx, who, t.ID, a.Head, time.Now()); err != nil {

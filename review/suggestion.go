@@ -114,7 +114,7 @@ func CanApply(c *ReviewComment, taskID string) (Suggestion, Verdict) {
 		return Suggestion{}, refuse("That message is not on this task; nothing was applied.")
 	}
 	if c.IsWithdrawn() {
-		return Suggestion{}, refuse("You withdrew this comment; post the suggestion again to apply it.")
+		return Suggestion{}, refuse("This comment was withdrawn (by you, or as its suggestion was applied: the branch has it); to apply it again, post the suggestion again.")
 	}
 	s, ok := c.Suggestion()
 	if !ok {

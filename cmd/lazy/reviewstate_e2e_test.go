@@ -45,7 +45,8 @@ func TestReviewStateSurvivesRestart(t *testing.T) {
 	if pl := p.threads("rs"); len(pl.Queued) != 1 {
 		t.Errorf("resolving withdrew the queued comment: %+v", pl.Queued)
 	}
-	const seen = "0123456789abcdef0123456789abcdef01234567"
+	// a commit the project has (the parent's head): the link runs from it
+	seen := strings.TrimSpace(runGit(t, p.root, "rev-parse", "main"))
 	call("reviewSeen", map[string]any{"task": "rs", "head": seen})
 
 	for _, bad := range []struct {
@@ -57,6 +58,7 @@ func TestReviewStateSurvivesRestart(t *testing.T) {
 		{"reviewViewed", map[string]any{"task": "rs", "hash": hash, "viewed": true}, "name the file"},
 		{"reviewResolve", map[string]any{"task": "rs", "thread_id": "nosuch", "resolved": true}, "is not on task"},
 		{"reviewSeen", map[string]any{"task": "rs", "head": "main"}, "commit id"},
+		{"reviewSeen", map[string]any{"task": "rs", "head": "0123456789abcdef0123456789abcdef01234567"}, "no commit of this project"},
 		{"reviewState", map[string]any{"task": "nosuch"}, "nosuch"},
 	} {
 		var ce *client.Error
