@@ -47,7 +47,7 @@ func TestDashboardNeedsLogin(t *testing.T) {
 	for _, p := range []string{"/", "/review", "/review/fix-login", "/api/tasks", "/api/review/queue", "/tasks/x", "/commits/abc",
 		"/review/fix-login/file?path=login.go", "/api/review/fix-login/diff", "/review/fix-login?since=abcdef&open=login.go",
 		"/review/fix-login/raw?path=login.go", "/api/review/fix-login/search?q=login", "/review/fix-login/threads",
-		"/review/fix-login/file?path=login.go&full=login.go"} {
+		"/review/fix-login/file?path=login.go&full=login.go", "/api/review/fix-login/state"} {
 		rec := run(h, request("GET", p, "", nil, nil))
 		if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "lazy open") {
 			t.Errorf("GET %s without login: %d %s", p, rec.Code, rec.Body)
@@ -118,6 +118,10 @@ func TestNoCrossSiteWrites(t *testing.T) {
 		"no form token":         request("POST", "/review/fix-login/unblock", "feedback=x", form, ck),
 		"wrong form token":      request("POST", "/review/fix-login/unblock", "feedback=x&csrf=00", form, ck),
 		"JSON without token":    request("POST", "/review/fix-login/comment", `{"body":"x","file":"a","line":1,"side":"new","intent":"ask"}`, map[string]string{"Content-Type": "application/json"}, ck),
+		// a suggestion applied from another page: a commit as the reviewer
+		"apply from another origin": request("POST", "/review/fix-login/comment/c1/apply", "head=abc&csrf="+tok, with(map[string]string{"Origin": "http://evil.example"}), ck),
+		"apply cross-site":          request("POST", "/review/fix-login/comment/c1/apply", "head=abc&csrf="+tok, with(map[string]string{"Sec-Fetch-Site": "cross-site"}), ck),
+		"apply without token":       request("POST", "/review/fix-login/comment/c1/apply", "head=abc", form, ck),
 	} {
 		if rec := run(h, req); rec.Code != http.StatusForbidden {
 			t.Errorf("%s: %d %s", name, rec.Code, rec.Body)
