@@ -8,6 +8,36 @@ import (
 )
 
 // feed writes raw to s in pieces of size bytes.
+// checkStreamed feeds raw to drv's stream in chunks of 1, 7 and all bytes,
+// and checks each time the tool results and files reported, that Output
+// parses as whole, and that it drops the lines holding any of dropped.
+func checkStreamed(t *testing.T, drv interface {
+	Streamer
+	ParseResult([]byte) (Result, error)
+}, worktree string, raw []byte, wantResults, wantFiles []string, whole Result, dropped ...string) {
+	t.Helper()
+	for _, size := range []int{1, 7, len(raw)} {
+		var ev gotEvents
+		s := drv.Stream(worktree, &ev)
+		feed(t, s, raw, size)
+		if !slices.Equal(ev.results, wantResults) {
+			t.Errorf("size %d: results\n got %q\nwant %q", size, ev.results, wantResults)
+		}
+		if !slices.Equal(ev.files, wantFiles) {
+			t.Errorf("size %d: files %q, want %q", size, ev.files, wantFiles)
+		}
+		out := s.Output()
+		if res, err := drv.ParseResult(out); err != nil || res != whole {
+			t.Errorf("size %d: Output parses as %+v %v, want %+v", size, res, err, whole)
+		}
+		for _, d := range dropped {
+			if strings.Contains(string(out), d) {
+				t.Errorf("size %d: Output keeps lines ParseResult does not read:\n%s", size, out)
+			}
+		}
+	}
+}
+
 func feed(t *testing.T, s Stream, raw []byte, size int) {
 	t.Helper()
 	for b := raw; len(b) > 0; {
@@ -41,24 +71,7 @@ func TestCodexStream(t *testing.T) {
 		"shell|$ bash -lc 'cat missing.txt'\ncat: missing.txt: No such file or directory\n|error",
 	}
 	wantFiles := []string{"notes/hello.txt", "README.md", "/etc/outside.conf"}
-	for _, size := range []int{1, 7, len(raw)} {
-		var ev gotEvents
-		s := Codex{}.Stream("/tmp/cx/wt/", &ev)
-		feed(t, s, raw, size)
-		if !slices.Equal(ev.results, wantResults) {
-			t.Errorf("size %d: results\n got %q\nwant %q", size, ev.results, wantResults)
-		}
-		if !slices.Equal(ev.files, wantFiles) {
-			t.Errorf("size %d: files %q, want %q", size, ev.files, wantFiles)
-		}
-		out := s.Output()
-		if res, err := (Codex{}).ParseResult(out); err != nil || res != whole {
-			t.Errorf("size %d: Output parses as %+v %v, want %+v", size, res, err, whole)
-		}
-		if strings.Contains(string(out), "command_execution") || strings.Contains(string(out), "Adding the note now.") {
-			t.Errorf("size %d: Output keeps lines ParseResult does not read:\n%s", size, out)
-		}
-	}
+	checkStreamed(t, Codex{}, "/tmp/cx/wt/", raw, wantResults, wantFiles, whole, "command_execution", "Adding the note now.")
 	// no ClientEvents: the stream still gives the result
 	s := Codex{}.Stream("/tmp/cx/wt", nil)
 	feed(t, s, raw, 7)

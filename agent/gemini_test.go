@@ -99,24 +99,7 @@ func TestGeminiStream(t *testing.T) {
 		"read_file|params must have required property 'file_path'|error",
 	}
 	wantFiles := []string{"hello.txt"}
-	for _, size := range []int{1, 7, len(raw)} {
-		var ev gotEvents
-		s := Gemini{}.Stream("/work/wt/", &ev)
-		feed(t, s, raw, size)
-		if !slices.Equal(ev.results, wantResults) {
-			t.Errorf("size %d: results\n got %q\nwant %q", size, ev.results, wantResults)
-		}
-		if !slices.Equal(ev.files, wantFiles) {
-			t.Errorf("size %d: files %q, want %q", size, ev.files, wantFiles)
-		}
-		out := s.Output()
-		if res, err := (Gemini{}).ParseResult(out); err != nil || res != whole {
-			t.Errorf("size %d: Output parses as %+v %v, want %+v", size, res, err, whole)
-		}
-		if strings.Contains(string(out), "tool_use") || strings.Contains(string(out), "write hello") {
-			t.Errorf("size %d: Output keeps lines ParseResult does not read:\n%s", size, out)
-		}
-	}
+	checkStreamed(t, Gemini{}, "/work/wt/", raw, wantResults, wantFiles, whole, "tool_use", "write hello")
 	if out := (Gemini{}).Stream("/w", nil).Output(); out != nil {
 		t.Errorf("an empty stream's Output is %q, want nil", out)
 	}
