@@ -2,9 +2,12 @@ package supervisor
 
 import (
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"lazy/actors"
 	"lazy/api"
@@ -133,5 +136,24 @@ func TestConstructionIsWhole(t *testing.T) {
 		t.Fatal("a second tree was built on one core")
 	} else if !strings.Contains(err.Error(), "another supervisor's") {
 		t.Fatalf("a second tree on one core: got %v, want it refused as another supervisor's", err)
+	}
+}
+
+// TestRegistryShards: an actor system's process registry costs little heap
+// (protoactor's default took about 4 MB for its 32,768 maps, held for the
+// daemon's life and doubled by the collector's headroom under load).
+func TestRegistryShards(t *testing.T) {
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	sys := actor.NewActorSystem()
+	after := heap()
+	runtime.KeepAlive(sys)
+	if grew := int64(after) - int64(before); grew > 1<<20 {
+		t.Fatalf("a new actor system holds %d KB of heap; want under 1024 KB (is cmap.SHARD_COUNT set before it is made? see registry.go)", grew>>10)
 	}
 }
