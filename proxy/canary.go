@@ -141,7 +141,7 @@ func (p *Proxy) readAhead(w http.ResponseWriter, r *http.Request, pl *plan) bool
 		return true // stream it, scanned
 	}
 	pl.reserved += size
-	buf := make([]byte, size)
+	buf := pl.hold.take(size)
 	n, err := io.ReadFull(r.Body, buf)
 	switch {
 	case p.canaryTripped(pl):

@@ -333,8 +333,10 @@ type plan struct {
 	watched watchdogBody
 	// heldBody is the body read for replay (body points at it), bodyReader
 	// its first reading when it is one chunk
-	heldBody     replayBody
-	bodyReader   bytes.Reader
+	heldBody   replayBody
+	bodyReader bytes.Reader
+	// hold is the request's pooled body buffers (bodypool.go)
+	hold         bodyHold
 	bodyTimedOut atomic.Bool
 	// usage is what the reply said the call cost (usageSeen: it said so);
 	// written by the body's reader, read after the body is copied
@@ -377,6 +379,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &pl.rec
 	logPath := r.URL.EscapedPath()
 	defer func() {
+		pl.hold.finish()
 		p.canaryTripped(pl) // a decoy seen after the reply began
 		if pl.reserved > 0 {
 			p.replay.Add(-pl.reserved)
@@ -589,7 +592,7 @@ func (p *Proxy) bufferForReplay(r *http.Request, pl *plan) error {
 			return nil
 		}
 		pl.reserved += size
-		chunk := make([]byte, size)
+		chunk := pl.hold.take(size)
 		n, err := io.ReadFull(r.Body, chunk)
 		held.add(chunk[:n])
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
@@ -1138,6 +1141,9 @@ func (c *chainTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if c.p.canaryTripped(pl) { // the editor route read the body
 			return nil, errCanary
+		}
+		if pl.hold.pooled() {
+			out = pl.hold.attempt(out)
 		}
 		resp, err := c.base.RoundTrip(out)
 		if c.p.canaryTripped(pl) || IsCanary(err) {
