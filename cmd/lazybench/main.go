@@ -294,6 +294,7 @@ func load(args []string) error {
 	dur := fs.Duration("duration", 3*time.Second, "how long")
 	sse := fs.Bool("sse", false, "streaming requests: measure time to first byte and gaps between events")
 	proto := fs.String("protocol", "", "a streamed call of this protocol ("+strings.Join(protocols, ", ")+"), the stub upstream streaming without delay; the key presented as that protocol's client does")
+	interleave := fs.String("interleave", "", "URL=KEY,...: one client sends to each of these in turn, a request at a time (each target's latencies are then taken under the same noise of the machine); prints a result per target, in order")
 	_ = fs.Parse(args)
 	tr := &http.Transport{MaxIdleConns: *clients * 2, MaxIdleConnsPerHost: *clients * 2, DisableCompression: true}
 	hc := &http.Client{Transport: tr}
@@ -308,6 +309,9 @@ func load(args []string) error {
 			return err
 		}
 		body = pc.body
+	}
+	if *interleave != "" {
+		return loadInterleaved(hc, *interleave, *dur, pc, body, *proto != "")
 	}
 	newReq := func() *http.Request {
 		req, _ := http.NewRequest("POST", *target+pc.path, bytes.NewReader(body))
@@ -402,6 +406,67 @@ func load(args []string) error {
 	res := result{Count: len(lat), Errors: errs, P50us: pct(lat, .5), P99us: pct(lat, .99), RPS: float64(len(lat)) / el.Seconds(),
 		TTFBp50us: pct(ttfb, .5), GapP50us: pct(gaps, .5)}
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// loadInterleaved is one client sending a request to each target in turn
+// (the first of each turn rotating, so none is always first after the
+// others), each call read to its end before the next; it prints one result
+// per target, in the order given.
+func loadInterleaved(hc *http.Client, spec string, dur time.Duration, pc call, body []byte, streamed bool) error {
+	type tgt struct{ url, key string }
+	var ts []tgt
+	for _, f := range strings.Split(spec, ",") {
+		u, k, ok := strings.Cut(f, "=")
+		if !ok {
+			return fmt.Errorf("--interleave %q: give URL=KEY,URL=KEY", spec)
+		}
+		ts = append(ts, tgt{u, k})
+	}
+	lat := make([][]time.Duration, len(ts))
+	errs := make([]int, len(ts))
+	one := func(i int) (time.Duration, error) {
+		req, _ := http.NewRequest("POST", ts[i].url+pc.path, bytes.NewReader(body))
+		req.Header.Set(pc.header, pc.prefix+ts[i].key)
+		req.Header.Set("Content-Type", "application/json")
+		if streamed {
+			req.Header.Set(noDelayHeader, "1")
+		}
+		t0 := time.Now()
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return 0, fmt.Errorf("%s: %s", resp.Status, resp.Header.Get("x-lazy-refused"))
+		}
+		return time.Since(t0), nil
+	}
+	for i := range ts { // warm each connection
+		_, _ = one(i)
+	}
+	start := time.Now()
+	for turn := 0; time.Since(start) < dur; turn++ {
+		for j := range ts {
+			i := (turn + j) % len(ts)
+			d, err := one(i)
+			if err != nil {
+				if errs[i] == 0 {
+					fmt.Fprintf(os.Stderr, "lazybench load: %s: %v\n", ts[i].url, err)
+				}
+				errs[i]++
+				continue
+			}
+			lat[i] = append(lat[i], d)
+		}
+	}
+	el := time.Since(start)
+	out := make([]result, len(ts))
+	for i := range ts {
+		out[i] = result{Count: len(lat[i]), Errors: errs[i], P50us: pct(lat[i], .5), P99us: pct(lat[i], .99), RPS: float64(len(lat[i])) / el.Seconds()}
+	}
+	return json.NewEncoder(os.Stdout).Encode(out)
 }
 
 // server is a child process serving on ADDR; keys are the placeholders it
@@ -531,6 +596,35 @@ func runLoad(self, url, key string, clients int, dur time.Duration, sse bool, pr
 	return r, nil
 }
 
+// runInterleaved is the 1-client load sent to every target in turn.
+func runInterleaved(self string, ts []target, dur time.Duration, proto string) ([]result, error) {
+	var spec []string
+	for _, t := range ts {
+		spec = append(spec, t.url+"="+t.key)
+	}
+	args := []string{"load", "--interleave", strings.Join(spec, ","), "--duration", dur.String()}
+	if proto != "" {
+		args = append(args, "--protocol", proto)
+	}
+	out, err := exec.Command(self, args...).Output()
+	if err != nil {
+		return nil, fmt.Errorf("load %v: %w", args, err)
+	}
+	var rs []result
+	if err := json.Unmarshal(out, &rs); err != nil {
+		return nil, err
+	}
+	if len(rs) != len(ts) {
+		return nil, fmt.Errorf("load --interleave printed %d results for %d targets", len(rs), len(ts))
+	}
+	for i, r := range rs {
+		if r.Errors > 0 {
+			return nil, fmt.Errorf("load against %s: %d errors", ts[i].url, r.Errors)
+		}
+	}
+	return rs, nil
+}
+
 func median(xs []float64) float64 {
 	sort.Float64s(xs)
 	if len(xs) == 0 {
@@ -634,30 +728,40 @@ func run(args []string) error {
 	add := func(t, f string, v float64) { samples[key{t, f}] = append(samples[key{t, f}], v) }
 	// oneAndMany runs the 1-client and the 64-client load against t and
 	// keeps their figures under name
-	oneAndMany := func(name string, t target, dur time.Duration, proto string) error {
-		one, err := runLoad(self, t.url, t.key, 1, dur, false, proto)
+	// one is the 1-client load, sent to every target in turn so that each
+	// target's latencies are taken under the same noise of the machine
+	// (measured one target after another, the 1-client p99 ratios moved by
+	// a quarter from run to run on a shared machine); prefix names the
+	// targets' figures
+	one := func(prefix string, ts []target, dur time.Duration, proto string) error {
+		rs, err := runInterleaved(self, ts, dur*time.Duration(len(ts)), proto)
 		if err != nil {
 			return err
 		}
-		add(name, "p50_1", one.P50us)
-		add(name, "p99_1", one.P99us)
+		for i, t := range ts {
+			add(prefix+t.name, "p50_1", rs[i].P50us)
+			add(prefix+t.name, "p99_1", rs[i].P99us)
+		}
+		return nil
+	}
+	many := func(name string, t target, dur time.Duration, proto string) error {
 		cpu0 := 0.0
 		if t.srv != nil {
 			cpu0 = cpuSeconds(t.srv.cmd.Process.Pid)
 		}
-		many, err := runLoad(self, t.url, t.key, 64, dur, false, proto)
+		m, err := runLoad(self, t.url, t.key, 64, dur, false, proto)
 		if err != nil {
 			return err
 		}
-		if t.srv != nil && many.Count > 0 {
-			add(name, "cpu_64", (cpuSeconds(t.srv.cmd.Process.Pid)-cpu0)*1e6/float64(many.Count))
+		if t.srv != nil && m.Count > 0 {
+			add(name, "cpu_64", (cpuSeconds(t.srv.cmd.Process.Pid)-cpu0)*1e6/float64(m.Count))
 		}
-		add(name, "p50_64", many.P50us)
-		add(name, "p99_64", many.P99us)
-		add(name, "rps_64", many.RPS)
+		add(name, "p50_64", m.P50us)
+		add(name, "p99_64", m.P99us)
+		add(name, "rps_64", m.RPS)
 		return nil
 	}
-	fmt.Fprintf(os.Stderr, "lazybench: %d rounds x %d targets x 3 loads of %s, interleaved; load average before: %s\n", *rounds, len(targets), *dur, loadAvg())
+	fmt.Fprintf(os.Stderr, "lazybench: %d rounds x %d targets x 3 loads of %s (the 1-client load sent to every target in turn), interleaved; load average before: %s\n", *rounds, len(targets), *dur, loadAvg())
 	if *protoDur > 0 {
 		fmt.Fprintf(os.Stderr, "lazybench: and per round %d protocols x 4 targets x 2 loads of %s\n", len(protocols), *protoDur)
 	}
@@ -692,9 +796,13 @@ func run(args []string) error {
 		}
 	}()
 	for r := 1; r <= *rounds; r++ {
+		fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: 1 client, every target in turn\n", r, *rounds)
+		if err := one("", targets, *dur, ""); err != nil {
+			return err
+		}
 		for _, t := range targets {
 			fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s\n", r, *rounds, t.name)
-			if err := oneAndMany(t.name, t, *dur, ""); err != nil {
+			if err := many(t.name, t, *dur, ""); err != nil {
 				return err
 			}
 			sse, err := runLoad(self, t.url, t.key, 4, *dur, true, "")
@@ -705,9 +813,13 @@ func run(args []string) error {
 			add(t.name, "gap", sse.GapP50us)
 		}
 		for _, p := range protocols {
+			fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s, 1 client, every target in turn\n", r, *rounds, p)
+			if err := one(p+" ", protoTargets[p], *protoDur, p); err != nil {
+				return err
+			}
 			for _, t := range protoTargets[p] {
 				fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s %s\n", r, *rounds, p, t.name)
-				if err := oneAndMany(p+" "+t.name, t, *protoDur, p); err != nil {
+				if err := many(p+" "+t.name, t, *protoDur, p); err != nil {
 					return err
 				}
 			}
