@@ -89,6 +89,13 @@ func (r *Review) MarkViewed(ctx context.Context, a api.ViewedArgs) (*api.ReviewS
 	if err != nil {
 		return nil, err
 	}
+	if a.Viewed {
+		// a mark is for a file of the diff the reviewer sees (one taken off
+		// may name a file the diff no longer has)
+		if _, _, err := r.file(ctx, t, a.File); err != nil {
+			return nil, err
+		}
+	}
 	who := reviewerOf(a.Reviewer)
 	if err := r.svc.st.SetViewed(ctx, store.ViewedFile{Reviewer: who, TaskID: t.ID, Path: a.File, DiffHash: a.Hash, At: time.Now()}, a.Viewed); err != nil {
 		return nil, err

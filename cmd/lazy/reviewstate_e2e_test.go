@@ -56,6 +56,7 @@ func TestReviewStateSurvivesRestart(t *testing.T) {
 	}{
 		{"reviewViewed", map[string]any{"task": "rs", "file": "a.go", "hash": "<x>", "viewed": true}, "diff hash"},
 		{"reviewViewed", map[string]any{"task": "rs", "hash": hash, "viewed": true}, "name the file"},
+		{"reviewViewed", map[string]any{"task": "rs", "file": "not/in/the/diff.go", "hash": hash, "viewed": true}, "is not a changed file"},
 		{"reviewResolve", map[string]any{"task": "rs", "thread_id": "nosuch", "resolved": true}, "is not on task"},
 		{"reviewSeen", map[string]any{"task": "rs", "head": "main"}, "commit id"},
 		{"reviewSeen", map[string]any{"task": "rs", "head": "0123456789abcdef0123456789abcdef01234567"}, "no commit of this project"},
