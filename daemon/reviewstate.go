@@ -3,11 +3,11 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"lazy/gitx"
 	"regexp"
 	"time"
 
 	"lazy/api"
+	"lazy/gitx"
 	"lazy/review"
 	"lazy/store"
 )
