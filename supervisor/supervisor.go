@@ -74,6 +74,8 @@ type Supervisor struct {
 	// actor does not pass through the root actor; the root actor fills it on
 	// spawn and clears it on termination.
 	pids sync.Map
+	// waiting is the requests waiting on each task actor (requests.go)
+	waiting waiting
 
 	cluster  *cluster.Cluster // nil: a single daemon
 	link     *grain.Link      // signs and checks the calls between members
@@ -181,6 +183,7 @@ func (r *rootActor) Receive(ctx actor.Context) {
 		id := strings.TrimPrefix(m.Who.Id, "supervisor/task/")
 		delete(r.live, id)
 		r.s.pids.Delete(id)
+		r.s.waiting.stopped(m.Who)
 		r.s.mu.Lock()
 		delete(r.s.mailboxes, m.Who.Id)
 		r.s.mu.Unlock()
@@ -229,8 +232,9 @@ func (s *Supervisor) askWithin(id string, msg any, timeout time.Duration) (any, 
 		if err != nil {
 			return nil, err
 		}
-		res, err := s.requestWithin(pid, msg, timeout)
-		// the actor stopped between lookup and send: a fresh one takes it
+		res, err := s.requestTask(pid, msg, timeout)
+		// the actor stopped between lookup and send, or before it took the
+		// message from its mailbox: a fresh one takes it
 		if errors.Is(err, actor.ErrDeadLetter) && attempt == 0 {
 			s.pids.Delete(id)
 			continue

@@ -328,3 +328,38 @@ func TestNewNamesWhatIsMissing(t *testing.T) {
 		})
 	}
 }
+
+// TestAskAsTheActorStops: asks sent while a task actor stops (its task was
+// cancelled) are all answered at once — by the actor, or by a fresh one
+// that finds the task ended — never left to time out (protoactor drops a
+// message still in the mailbox of an actor that stops).
+func TestAskAsTheActorStops(t *testing.T) {
+	for range 10 {
+		h := newHarness(t, &fakeLauncher{fn: ok})
+		if _, err := h.sup.ask(h.taskID, &actors.GetHealth{}); err != nil {
+			t.Fatal(err)
+		}
+		start := make(chan struct{})
+		errs := make(chan error, 21)
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, err := h.sup.ask(h.taskID, &actors.GetHealth{})
+				errs <- err
+			}()
+		}
+		close(start)
+		_, err := h.sup.ask(h.taskID, &actors.CancelTask{})
+		errs <- err
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if errors.Is(err, ErrUnresponsive) {
+				t.Fatalf("an ask sent as the actor stopped was not answered: %v", err)
+			}
+		}
+	}
+}
