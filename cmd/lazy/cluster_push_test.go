@@ -135,15 +135,22 @@ func TestClusterPushHandover(t *testing.T) {
 	}
 }
 
-// TestClusterPushLost: the member hosting a task is killed (kill -9) while
-// its last work turn's commit waits to be pushed (the remote refused it),
-// and it never comes back. The task is taken up on the member left, which
-// does not have that commit: before any job there, the task says plainly
-// that the commit was lost and what to do (failed, the reason in `lazy
-// task show`, the task's JSON and an event), within its lease's expiry
-// and a push's try, never hanging; the reviewer's unblock then redoes the
-// work on the branch as the remote has it.
+// TestClusterPushLost: the member hosting a task is killed (kill -9), or
+// stopped (`lazy daemon stop`), while its last work turn's commit waits to
+// be pushed (the remote refused it), and it does not come back. The task
+// is taken up on the member left, which does not have that commit: before
+// any job there, the task says plainly that the commit was lost and what
+// to do (failed, the reason in `lazy task show`, the task's JSON and an
+// event), within its lease's expiry and a push's try, never hanging; the
+// reviewer's unblock then redoes the work on the branch as the remote has
+// it.
 func TestClusterPushLost(t *testing.T) {
+	for _, how := range []string{"kill -9", "stop"} {
+		t.Run(strings.ReplaceAll(how, " ", ""), func(t *testing.T) { pushLost(t, how) })
+	}
+}
+
+func pushLost(t *testing.T, how string) {
 	c := newCluster(t)
 	ref := "l0"
 	c.a.lazy(0, "task", "new", "--code", ref, "-m", "@write l0.txt first\\n\n@commit first of l0\n@answer done")
@@ -168,7 +175,9 @@ func TestClusterPushLost(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events := other.watch(ctx, "--task", ref)
-	if err := syscall.Kill(host.info().PID, syscall.SIGKILL); err != nil {
+	if how == "stop" {
+		host.lazy(0, "daemon", "stop")
+	} else if err := syscall.Kill(host.info().PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
@@ -183,7 +192,7 @@ func TestClusterPushLost(t *testing.T) {
 	// a comment through the member left takes the task up there
 	cm := other.post(ref, api.PostCommentArgs{Body: "and keep it short", File: "l0.txt", Line: 1, Side: "new", Intent: "comment"})
 	ti = waitShown(t, other, ref, "failed, saying its commit was lost", func(ti api.TaskInfo) bool { return ti.Status == "failed" })
-	t.Logf("figure: kill -9 of the host with a push pending → the task failed on the survivor, saying the commit was lost: %v", time.Since(killed).Round(time.Millisecond))
+	t.Logf("figure: %s of the host with a push pending → the task failed on the member left, saying the commit was lost: %v", how, time.Since(killed).Round(time.Millisecond))
 	short := lost[:12]
 	for _, w := range []string{"commit " + short + " never reached the cluster's git remote", "left the cluster before its push landed",
 		"Unblock the task to redo that work", "git push origin " + lost + ":refs/heads/" + ti.Branch} {
