@@ -20,6 +20,7 @@ import (
 
 	"lazy/api"
 	"lazy/gitx"
+	"lazy/store"
 	"lazy/task"
 )
 
@@ -81,6 +82,7 @@ func (a *TaskActor) settlePush(ctx actor.Context, p pushTry) {
 		a.task.PushSince, a.task.PushNext, a.task.PushError, a.task.PushHead, a.task.PushTries = nil, nil, "", "", 0
 		note := lostWords(p.lost, a.deps.Remote, a.task.Branch)
 		a.log.Error("a pending push cannot be made from this member: its commit is lost", "commit", p.lost)
+		a.markLost(p.lost)
 		a.setStatus(task.Failed, note)
 		a.publish(api.Event{Kind: api.EventPush, Detail: note})
 		return
@@ -110,6 +112,26 @@ func (a *TaskActor) settlePush(ctx actor.Context, p pushTry) {
 	a.log.Warn("push of the task branch to the cluster's git remote failed; trying again", "tries", a.task.PushTries, "next", next, "err", p.err)
 	a.publish(api.Event{Kind: api.EventPush, Detail: api.PushWords(a.task.PushSince, a.task.PushError, a.task.PushNext, now)})
 	a.schedulePush(ctx, next.Sub(now))
+}
+
+// markLost records on the last work turn that ended done that its commit
+// was lost: the task's reason goes with its next turn, the turn's record
+// stays (lazy task show lists it beside the turn).
+func (a *TaskActor) markLost(commit string) {
+	turns, err := a.store().ListTurns(a.bg(), a.id)
+	if err != nil {
+		a.log.Error("load turns", "err", err)
+		return
+	}
+	for i := len(turns) - 1; i >= 0; i-- {
+		if tu := &turns[i]; tu.Kind == store.TurnWork && tu.Status == store.TurnDone {
+			tu.Error = fmt.Sprintf("its commit %s never reached the cluster's git remote and was lost with the member that made it", commit[:min(12, len(commit))])
+			if err := a.store().SaveTurn(a.bg(), tu); err != nil {
+				a.log.Error("record the lost commit on its turn", "err", err)
+			}
+			return
+		}
+	}
 }
 
 // lostWords tells the reviewer that commit never reached the remote and

@@ -141,9 +141,11 @@ func TestClusterPushHandover(t *testing.T) {
 // is taken up on the member left, which does not have that commit: before
 // any job there, the task says plainly that the commit was lost and what
 // to do (failed, the reason in `lazy task show`, the task's JSON and an
-// event), within its lease's expiry and a push's try, never hanging; the
-// reviewer's unblock then redoes the work on the branch as the remote has
-// it.
+// event; the turn that made it says so beside it), within its lease's
+// expiry and a push's try, never hanging; the reviewer's unblock then
+// redoes the work on the branch as the remote has it. After the kill a
+// comment takes the task up; after the stop the reviewer's unblock, which
+// runs once the task said so.
 func TestClusterPushLost(t *testing.T) {
 	for _, how := range []string{"kill -9", "stop"} {
 		t.Run(strings.ReplaceAll(how, " ", ""), func(t *testing.T) { pushLost(t, how) })
@@ -189,45 +191,64 @@ func pushLost(t *testing.T, how string) {
 			t.Fatalf("the killed member is still in the cluster:\n%s", other.lazy(0, "cluster", "status"))
 		}
 	}
-	// a comment through the member left takes the task up there
-	cm := other.post(ref, api.PostCommentArgs{Body: "and keep it short", File: "l0.txt", Line: 1, Side: "new", Intent: "comment"})
-	ti = waitShown(t, other, ref, "failed, saying its commit was lost", func(ti api.TaskInfo) bool { return ti.Status == "failed" })
-	t.Logf("figure: %s of the host with a push pending → the task failed on the member left, saying the commit was lost: %v", how, time.Since(killed).Round(time.Millisecond))
 	short := lost[:12]
-	for _, w := range []string{"commit " + short + " never reached the cluster's git remote", "left the cluster before its push landed",
-		"Unblock the task to redo that work", "git push origin " + lost + ":refs/heads/" + ti.Branch} {
-		if !strings.Contains(ti.FailReason, w) {
-			t.Errorf("the task's fail_reason lacks %q:\n%s", w, ti.FailReason)
+	redo := "@write l0.txt second again\\n\n@commit second of l0, redone\n@answer done"
+	var cm review.ReviewComment
+	if how == "stop" {
+		// the reviewer's unblock takes the task up there: it runs after
+		// the task said the commit was lost, on the remote's branch; the
+		// turn that made the commit keeps saying so
+		other.lazy(0, "unblock", ref, "-m", redo)
+	} else {
+		// a comment through the member left takes the task up there
+		cm = other.post(ref, api.PostCommentArgs{Body: "and keep it short", File: "l0.txt", Line: 1, Side: "new", Intent: "comment"})
+		ti = waitShown(t, other, ref, "failed, saying its commit was lost", func(ti api.TaskInfo) bool { return ti.Status == "failed" })
+		t.Logf("figure: %s of the host with a push pending → the task failed on the member left, saying the commit was lost: %v", how, time.Since(killed).Round(time.Millisecond))
+		for _, w := range []string{"commit " + short + " never reached the cluster's git remote", "left the cluster before its push landed",
+			"Unblock the task to redo that work", "git push origin " + lost + ":refs/heads/" + ti.Branch} {
+			if !strings.Contains(ti.FailReason, w) {
+				t.Errorf("the task's fail_reason lacks %q:\n%s", w, ti.FailReason)
+			}
+		}
+		if ti.Push != nil {
+			t.Errorf("the lost push is still shown pending: %+v", ti.Push)
+		}
+		if out := other.lazy(0, "task", "show", ref); !strings.Contains(out, "reason: commit "+short+" never reached the cluster's git remote") {
+			t.Errorf("lazy task show does not say the commit was lost:\n%s", out)
+		}
+		if got := strings.TrimSpace(runGit(t, c.remote, "rev-parse", "refs/heads/"+ti.Branch)); got != firstOnRemote {
+			t.Errorf("the remote's branch moved to %s", got)
 		}
 	}
-	if ti.Push != nil {
-		t.Errorf("the lost push is still shown pending: %+v", ti.Push)
-	}
-	if out := other.lazy(0, "task", "show", ref); !strings.Contains(out, "commit "+short+" never reached the cluster's git remote") {
-		t.Errorf("lazy task show does not say the commit was lost:\n%s", out)
-	}
-	for deadline := time.After(10 * time.Second); ; {
+	for deadline := time.After(60 * time.Second); ; {
 		select {
 		case line := <-events:
 			if !strings.Contains(line, "never reached the cluster's git remote") {
 				continue
 			}
 			t.Logf("event: %s", line)
+			if how == "stop" {
+				t.Logf("figure: %s of the host with a push pending → the event saying the commit was lost on the member left: %v", how, time.Since(killed).Round(time.Millisecond))
+			}
 		case <-deadline:
 			t.Fatal("no event said the commit was lost")
 		}
 		break
 	}
-	if got := strings.TrimSpace(runGit(t, c.remote, "rev-parse", "refs/heads/"+ti.Branch)); got != firstOnRemote {
-		t.Errorf("the remote's branch moved to %s", got)
+	if how != "stop" {
+		// the reviewer redoes the work: it runs on the branch the remote has
+		other.lazy(0, "unblock", ref, "-m", redo)
 	}
-	// the reviewer redoes the work: it runs on the branch the remote has
-	other.lazy(0, "unblock", ref, "-m", "@write l0.txt second again\\n\n@commit second of l0, redone\n@answer done")
 	waitShown(t, other, ref, "blocked after the redo", func(ti api.TaskInfo) bool { return ti.Status == "blocked" && ti.Turns == 3 && ti.Push == nil })
 	if log := runGit(t, c.remote, "log", "--format=%s", "refs/heads/"+ti.Branch); !strings.HasPrefix(log, "second of l0, redone\nfirst of l0") {
 		t.Errorf("the remote's branch after the redo:\n%s", log)
 	}
-	other.waitThreads(ref, "the comment delivered in the redo", func(pl review.Payload) bool { return delivery(pl, cm.ID) == review.Delivered })
+	if out := other.lazy(0, "task", "show", ref); !strings.Contains(out, "work turn 2 (unblock) done: its commit "+short+" never reached the cluster's git remote and was lost") {
+		t.Errorf("lazy task show does not say beside the turn that its commit was lost:\n%s", out)
+	}
+	if how != "stop" {
+		other.waitThreads(ref, "the comment delivered in the redo", func(pl review.Payload) bool { return delivery(pl, cm.ID) == review.Delivered })
+	}
 }
 
 // waitShown polls the task through p until cond holds (60 s at most).
