@@ -115,7 +115,7 @@ func (a *TaskActor) heldChecked(ctx actor.Context, m *heldCheck) {
 	kept := a.memoryJobs()
 	a.reload(true)
 	a.queue = append(a.queue, kept...)
-	a.resumePush(ctx)
+	a.pushFirst(ctx)
 	a.next(ctx)
 }
 

@@ -20,6 +20,8 @@ import (
 
 	"lazy/api"
 	"lazy/gitx"
+	"lazy/store"
+	"lazy/task"
 )
 
 // pushTry is what a job's push of the task branch did.
@@ -75,10 +77,13 @@ func (a *TaskActor) settlePush(ctx actor.Context, p pushTry) {
 	}
 	now := a.now()
 	if p.lost != "" {
+		// the task is failed with the reason, so the reviewer learns it
+		// (task show, the task's JSON and page, an event) and decides
 		a.task.PushSince, a.task.PushNext, a.task.PushError, a.task.PushHead, a.task.PushTries = nil, nil, "", "", 0
-		a.saveTask("record the pending push given up")
-		note := fmt.Sprintf("commit %s never reached the cluster's git remote: the member that made it left before its push landed (start that member again to push it, or unblock the task to redo the work)", p.lost[:min(12, len(p.lost))])
-		a.log.Error("a pending push cannot be made from this member", "commit", p.lost)
+		note := lostWords(p.lost, a.deps.Remote, a.task.Branch)
+		a.log.Error("a pending push cannot be made from this member: its commit is lost", "commit", p.lost)
+		a.markLost(p.lost)
+		a.setStatus(task.Failed, note)
 		a.publish(api.Event{Kind: api.EventPush, Detail: note})
 		return
 	}
@@ -109,6 +114,35 @@ func (a *TaskActor) settlePush(ctx actor.Context, p pushTry) {
 	a.schedulePush(ctx, next.Sub(now))
 }
 
+// markLost records on the last work turn that ended done that its commit
+// was lost: the task's reason goes with its next turn, the turn's record
+// stays (lazy task show lists it beside the turn).
+func (a *TaskActor) markLost(commit string) {
+	turns, err := a.store().ListTurns(a.bg(), a.id)
+	if err != nil {
+		a.log.Error("load turns", "err", err)
+		return
+	}
+	for i := len(turns) - 1; i >= 0; i-- {
+		if tu := &turns[i]; tu.Kind == store.TurnWork && tu.Status == store.TurnDone {
+			tu.Error = fmt.Sprintf("its commit %s never reached the cluster's git remote and was lost with the member that made it", commit[:min(12, len(commit))])
+			if err := a.store().SaveTurn(a.bg(), tu); err != nil {
+				a.log.Error("record the lost commit on its turn", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// lostWords tells the reviewer that commit never reached the remote and
+// what to do.
+func lostWords(commit, remote, branch string) string {
+	return fmt.Sprintf("commit %s never reached the cluster's git remote: the member that made it left the cluster before its push landed, "+
+		"and no other member has it, so the task branch is as the remote has it, without that commit. Unblock the task to redo that work; "+
+		"or, if that member's clone is still there, push the commit from it first (git push %s %s:refs/heads/%s) and then unblock",
+		commit[:min(12, len(commit))], remote, commit, branch)
+}
+
 // schedulePush sends the actor a pushRetry after wait.
 func (a *TaskActor) schedulePush(ctx actor.Context, wait time.Duration) {
 	a.pushGen++
@@ -127,6 +161,19 @@ func (a *TaskActor) resumePush(ctx actor.Context) {
 		wait = a.task.PushNext.Sub(a.now())
 	}
 	a.schedulePush(ctx, wait)
+}
+
+// pushFirst, as the task is taken up on this member, tries a pending push
+// at once, ahead of its queue: when this clone has the commit (this member
+// made it) it goes out, and when it does not (the member that made it left
+// the cluster) the task says the commit is lost before any job here works
+// on the branch without it.
+func (a *TaskActor) pushFirst(ctx actor.Context) {
+	if !a.pushPending() || a.deps.Remote == "" || a.running != nil || a.task.Status.Ended() {
+		a.resumePush(ctx)
+		return
+	}
+	a.start(ctx, &job{spec: pushSpec{}, label: "push of the task branch", queuedAt: a.now()})
 }
 
 // onPushRetry tries the pending push again: as the next job, ahead of the
@@ -163,7 +210,17 @@ func (pushSpec) prepare(a *TaskActor, _ *job) runJob {
 	return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult {
 		if want != "" {
 			if _, err := gitx.RevParse(ctx, root, want+"^{commit}"); err != nil {
-				return jobResult{push: pushTry{tried: true, lost: want}}
+				// not in this clone: on the remote after all (the push
+				// landed, its record did not), or lost
+				if err := gitx.Fetch(ctx, root, remote, branch); err != nil {
+					return jobResult{push: pushTry{tried: true, head: want, err: err}}
+				}
+				if _, err := gitx.RevParse(ctx, root, want+"^{commit}"); err != nil {
+					return jobResult{push: pushTry{tried: true, lost: want}}
+				}
+				if err := gitx.Follow(ctx, root, remote, branch); err != nil {
+					return jobResult{push: pushTry{tried: true, head: want, err: err}}
+				}
 			}
 		}
 		return jobResult{push: pushBranch(ctx, root, remote, branch)}

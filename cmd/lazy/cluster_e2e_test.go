@@ -28,7 +28,8 @@ type cluster struct {
 	remote string
 	dsn    string
 	pg     *pgtest.Server // the store's server (chaos: stopped and restarted)
-	env    []string       // what makes a daemon a member of this cluster
+	etcd   *etcdtest.Server
+	env    []string // what makes a daemon a member of this cluster
 }
 
 func newCluster(t testing.TB) *cluster { return newClusterOf(t, "process", nil) }
@@ -50,7 +51,7 @@ func newClusterWith(t testing.TB, runner string, etcd *etcdtest.Server, setup fu
 	gitxtest.Git(t, a.root, "clone", "-q", "--bare", a.root, remote)
 	gitxtest.Git(t, a.root, "remote", "add", "origin", remote)
 	gitxtest.Git(t, a.root, "fetch", "-q", "origin")
-	c := &cluster{a: a, remote: remote, dsn: dsn, pg: pg, env: []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=" + dsn, "LAZY_CLUSTER__NAME=lazy-e2e",
+	c := &cluster{a: a, remote: remote, dsn: dsn, pg: pg, etcd: etcd, env: []string{"LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN=" + dsn, "LAZY_CLUSTER__NAME=lazy-e2e",
 		"LAZY_CLUSTER__ETCD=" + etcd.Endpoint, "LAZY_CLUSTER__ADVERTISE=127.0.0.1:0", "LAZY_CLUSTER__REMOTE=origin"}}
 	c.b = c.clone(t, runner, "b")
 	for _, p := range []*project{a, c.b} {

@@ -93,6 +93,9 @@ func (s *Server) Restart(t testing.TB) {
 	testsvc.Start(t, s.cmd, s.dir, fmt.Sprintf("etcd-%d", s.starts), syscall.SIGTERM, s.ready)
 }
 
+// PID is the server's process.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Freeze stops the server's process (SIGSTOP) until Thaw: it answers
 // nothing meanwhile, its connections stay open.
 func (s *Server) Freeze() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }

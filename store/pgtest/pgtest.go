@@ -109,6 +109,10 @@ func (s *Server) start(t testing.TB) {
 // back on the same port and data.
 func (s *Server) Stop() { testsvc.Stop(s.cmd, syscall.SIGINT) }
 
+// PID is the server's process (the postmaster; its backends are its
+// children).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Restart starts a server Stop stopped.
 func (s *Server) Restart(t testing.TB) { s.start(t) }
 
