@@ -101,29 +101,58 @@ func (s *Service) follow(ctx context.Context, t *store.Task) {
 	if s.remote == "" {
 		return
 	}
-	s.fetchMu.Lock()
-	last := s.fetched[t.ID]
-	// the host pushes before it records the job's end: a task row newer
-	// than the last fetch means the remote has news
-	due := time.Since(last) > followEvery || t.UpdatedAt.After(last)
-	if due {
+	for {
+		s.fetchMu.Lock()
+		f := s.fetched[t.ID]
+		if f != nil && f.running != nil {
+			// a fetch is under way: wait for it, then look again (it may
+			// have begun before the row this caller read was written)
+			ch := f.running
+			s.fetchMu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		// the host pushes before it records the job's end, so a fetch begun
+		// after this row was read has the row's commits: due when the row
+		// changed since the last fetch began (the row's own time, compared
+		// with itself: no two members' clocks are compared), or a while
+		// has passed
+		if f != nil && f.row.Equal(t.UpdatedAt) && time.Since(f.at) <= followEvery {
+			s.fetchMu.Unlock()
+			return
+		}
 		if s.fetched == nil {
-			s.fetched = map[string]time.Time{}
+			s.fetched = map[string]*following{}
 		}
-		s.fetched[t.ID] = time.Now()
-	}
-	s.fetchMu.Unlock()
-	if !due {
-		return // followed since the remote last had news
-	}
-	if err := gitx.Fetch(ctx, s.paths.Root, s.remote, t.Parent, t.Branch); err != nil {
-		s.log.Warn("fetch from the cluster's git remote", "err", err)
-	}
-	for _, b := range []string{t.Parent, t.Branch} {
-		if err := gitx.Follow(ctx, s.paths.Root, s.remote, b); err != nil {
-			s.log.Warn("follow the cluster's git remote", "branch", b, "err", err)
+		f = &following{at: time.Now(), row: t.UpdatedAt, running: make(chan struct{})}
+		s.fetched[t.ID] = f
+		s.fetchMu.Unlock()
+		if err := gitx.Fetch(ctx, s.paths.Root, s.remote, t.Parent, t.Branch); err != nil {
+			s.log.Warn("fetch from the cluster's git remote", "err", err)
 		}
+		for _, b := range []string{t.Parent, t.Branch} {
+			if err := gitx.Follow(ctx, s.paths.Root, s.remote, b); err != nil {
+				s.log.Warn("follow the cluster's git remote", "branch", b, "err", err)
+			}
+		}
+		s.fetchMu.Lock()
+		close(f.running)
+		f.running = nil
+		s.fetchMu.Unlock()
+		return
 	}
+}
+
+// following is a member's last fetch of a task's branches.
+type following struct {
+	at  time.Time // when it began, by this member's clock
+	row time.Time // the task row's UpdatedAt the caller had read
+	// running is closed when the fetch ends (nil: ended)
+	running chan struct{}
 }
 
 // agentHomes is where a cluster keeps its tasks' agent homes (nil for a

@@ -51,7 +51,7 @@ type Service struct {
 	remote  string
 	log     *slog.Logger
 	fetchMu sync.Mutex
-	fetched map[string]time.Time // by task
+	fetched map[string]*following // by task (cluster.go)
 	// logs are task branches' commit lists by the commits they run between
 	logs logCache
 	// links is the TLS of the links to the other members and to etcd, as

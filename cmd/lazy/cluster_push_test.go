@@ -264,3 +264,18 @@ func waitShown(t *testing.T, p *project, ref, what string, cond func(api.TaskInf
 		}
 	}
 }
+
+// TestClusterAskRightAfterATurn: an ask on a line a turn just wrote, posted
+// through either member the moment the task is blocked, is taken — the
+// member posted through sees the turn's commit even when it does not host
+// the task. It was refused about once in three lives ("not a line of the
+// current diff; reload the review page"): the member skipped its fetch
+// while another caller's fetch, begun after the turn, was still running.
+func TestClusterAskRightAfterATurn(t *testing.T) {
+	c := newCluster(t)
+	ctx := context.Background()
+	cls := []*client.Client{c.a.rpc(), c.b.rpc()}
+	for i := range 6 {
+		lifeOf(t, ctx, cls[i%2], fmt.Sprintf("q%d", i))
+	}
+}
