@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"lazy/config"
 )
 
 // TestPooledBodyHeldUntilWritten: a request's body buffer goes back to the
@@ -114,4 +116,74 @@ func TestPooledBodyHeldUntilWritten(t *testing.T) {
 	if pooled+3000 > unreported {
 		t.Fatalf("a call whose write was reported allocates %d bytes, one whose write was not %d: the buffer did not come back to the pool", pooled, unreported)
 	}
+}
+
+// TestBodyThatDoesNotFitSentWhole: a task's call with a budget's hold to
+// size and a fallback to replay to, when the replay total is nearly spent:
+// its body is held in part, the rest streamed behind it, and the upstream
+// gets every byte once, in order. It was sent with whole 64 KiB chunks
+// missing (the hold's sizing read the body a second time, counting what
+// the first reading had held), found by an outside attack pass.
+func TestBodyThatDoesNotFitSentWhole(t *testing.T) {
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(realKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := cfgFor("http://127.0.0.1:1", "provider")
+	cfg.Proxy.Fallback = []config.Fallback{{Upstream: "http://127.0.0.1:2", Credential: "provider"}}
+	ph := NewPlaceholder("api_key", "")
+	g := Grants{ph: {Placeholder: ph, TaskRef: "b", TaskID: strings.Repeat("b", 32), EnvVar: "ANTHROPIC_API_KEY"}}
+	ptr := &atomic.Pointer[Grants]{}
+	ptr.Store(&g)
+	var got []byte
+	var p *Proxy
+	var freed atomic.Bool
+	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr, Port: 1,
+		Reserve: func(_ string, estimate func() int64) (int64, string) {
+			if freed.Load() {
+				p.replay.Store(0) // the other calls ended meanwhile
+			}
+			return estimate(), ""
+		},
+		Transport: rtFunc(func(r *http.Request) (*http.Response, error) {
+			b, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength))
+			if err != nil {
+				return nil, err
+			}
+			got = b
+			wrote(r)
+			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"usage":{"input_tokens":1,"output_tokens":1}}`)),
+				ContentLength: -1, Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := make([]byte, 20*64<<10+123) // 20 chunks and a part
+	for i := range pad {
+		pad[i] = 'a' + byte(i/(64<<10))%26 // each chunk its own letter
+	}
+	body := fmt.Appendf(nil, `{"model":"m","max_tokens":8,"messages":[{"role":"user","content":%q}]}`, pad)
+	for _, c := range []struct {
+		room int64
+		free bool
+	}{{0, false}, {3 * 64 << 10, false}, {3 * 64 << 10, true}, {maxReplayTotal, false}} {
+		room := c.room
+		freed.Store(c.free)
+		p.replay.Store(maxReplayTotal - room) // other calls hold the rest
+		got = nil
+		req := originForm(httptest.NewRequest("POST", "http://127.0.0.1:1/v1/messages", bytes.NewReader(body)))
+		req.Header.Set("x-api-key", ph)
+		rec := httptest.NewRecorder()
+		p.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			t.Fatalf("room for %d bytes: status %d: %s", room, rec.Code, rec.Body)
+		}
+		if !bytes.Equal(got, body) {
+			t.Fatalf("room for %d bytes of replay (freed before the hold is sized: %v): the upstream got %d bytes, want the body's %d, whole and in order", room, c.free, len(got), len(body))
+		}
+	}
+	p.replay.Store(0)
 }

@@ -50,7 +50,7 @@ func (p *Proxy) reservation(r *http.Request, pl *plan) int64 {
 	default:
 		return 0
 	}
-	if pl.body == nil && r.Body != nil && r.Body != http.NoBody {
+	if pl.body == nil && !pl.bodyRead && r.Body != nil && r.Body != http.NoBody {
 		if err := p.bufferForReplay(r, pl); err != nil {
 			pl.bodyErr = err
 			return 0

@@ -335,8 +335,11 @@ type plan struct {
 	// its first reading when it is one chunk
 	heldBody   replayBody
 	bodyReader bytes.Reader
-	// hold is the request's pooled body buffers (bodypool.go)
+	// hold is the request's pooled body buffers (bodypool.go); bodyRead:
+	// bufferForReplay has read the body (held whole, or in part and put
+	// back in front of the rest)
 	hold         bodyHold
+	bodyRead     bool
 	bodyTimedOut atomic.Bool
 	// usage is what the reply said the call cost (usageSeen: it said so);
 	// written by the body's reader, read after the body is copied
@@ -568,6 +571,11 @@ func (d *watchdogBody) Read(b []byte) (int, error) {
 // the first target alone, streamed, with what was read put back in front.
 func (p *Proxy) bufferForReplay(r *http.Request, pl *plan) error {
 	const chunkSize = 64 << 10
+	// once: a body that did not fit is the held part put back in front of
+	// the rest, and reading it again would take its length from the first
+	// reading (a body sent with whole chunks missing, found by an outside
+	// attack pass with the replay total spent and a budget's hold to size)
+	pl.bodyRead = true
 	held := &pl.heldBody // whole chunks: memory is what was reserved, no regrowth
 	held.chunks = held.first[:0]
 	for {
