@@ -196,6 +196,9 @@ type TaskActor struct {
 	pushGen int
 	// outage is what waits for the store to answer again (task_store.go)
 	outage storeWait
+	// tripsAgain counts the wires tripped since the task's grant was
+	// revoked (tripped)
+	tripsAgain int
 }
 
 // epochs numbers jobs across every actor instance: a job's end that arrives
@@ -776,6 +779,19 @@ func (a *TaskActor) tripped(what string) {
 	if a.task == nil {
 		return
 	}
+	if a.task.Tripwire != "" {
+		// tripped already and not re-armed since (an unblock does it): the
+		// grant is revoked and the task says so. An agent that keeps
+		// sending decoys is counted in the log, not written to the store
+		// and sent to every watcher once a request (an outside attack pass
+		// saw 6,541 identical events)
+		a.tripsAgain++
+		if a.tripsAgain == 1 || a.tripsAgain%1000 == 0 {
+			a.log.Warn("tripwire again; the task's grant is revoked already", "task", a.task.Ref(), "what", what, "times", a.tripsAgain)
+		}
+		return
+	}
+	a.tripsAgain = 0
 	note := fmt.Sprintf("tripwire: %s at %s; the task's grant was revoked. Review what the agent did; unblocking the task gives its next turn a new grant", what, a.now().UTC().Format(time.RFC3339))
 	a.task.Tripwire, a.task.UpdatedAt = note, a.now()
 	if err := a.store().SaveTask(a.bg(), a.task); err != nil {

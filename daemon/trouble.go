@@ -25,6 +25,7 @@ type trouble struct {
 
 type modelTrouble struct {
 	cause       string
+	answered    bool // the upstream answered (a 5xx), rather than not at all
 	count       int
 	since, last time.Time
 }
@@ -61,13 +62,14 @@ func (t *trouble) record(tr api.Traffic) *api.Event {
 	case cause == "":
 		cause = fmt.Sprintf("the upstream %s answered %d", tr.Upstream, tr.Status)
 	}
+	answered := tr.Error == "" && tr.Refused == ""
 	first := cur == nil
 	if first {
 		cur = &modelTrouble{since: tr.Time}
 		t.m[tr.TaskID] = cur
 		t.n.Store(int32(len(t.m)))
 	}
-	cur.cause, cur.last = cause, tr.Time
+	cur.cause, cur.answered, cur.last = cause, answered, tr.Time
 	cur.count++
 	msg := cur.text()
 	t.mu.Unlock()
@@ -91,7 +93,11 @@ func (m *modelTrouble) text() string {
 	if m.cause == connCause {
 		return fmt.Sprintf("proxy connections refused since %s: the task held sandbox.max_connections open; raise it in .lazy/config.toml if the agent needs more", m.since.UTC().Format(time.RFC3339))
 	}
-	return fmt.Sprintf("model upstream unreachable: %s (%d calls failed since %s)", m.cause, m.count, m.since.UTC().Format(time.RFC3339))
+	what := "model upstream unreachable"
+	if m.answered {
+		what = "model upstream failing" // it answered, with a 5xx
+	}
+	return fmt.Sprintf("%s: %s (%d calls failed since %s)", what, m.cause, m.count, m.since.UTC().Format(time.RFC3339))
 }
 
 // of is the task's current model trouble, or "".

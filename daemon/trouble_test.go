@@ -19,7 +19,11 @@ func TestTroubleTracksFailingCalls(t *testing.T) {
 	if got := tr.of("t1"); !strings.Contains(got, "connection refused (2 calls failed since 2026-11-24T12:00:00Z)") {
 		t.Fatalf("t1: %q", got)
 	}
-	if got := tr.of("t2"); !strings.Contains(got, "api.example answered 503") {
+	if got := tr.of("t1"); !strings.HasPrefix(got, "model upstream unreachable: ") {
+		t.Fatalf("t1 (no upstream answered): %q", got)
+	}
+	// an upstream that answers 5xx is failing, not unreachable
+	if got := tr.of("t2"); !strings.Contains(got, "api.example answered 503") || !strings.HasPrefix(got, "model upstream failing: ") {
 		t.Fatalf("t2: %q", got)
 	}
 	if len(events) != 2 || events[0].Kind != "model_error" || events[0].TaskRef != "one" {

@@ -394,9 +394,14 @@ func TestForeignPlaceholder(t *testing.T) {
 	}
 	// from the instant of the trip, the task's placeholders are dead
 	resp := f.do("POST", "/v1/messages", map[string]string{"x-api-key": mineBefore(f)}, msgBody)
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 401 || f.lastTraffic().Refused != CauseUnknownPlaceholder {
 		t.Fatalf("a tripped grant still works: %d", resp.StatusCode)
+	}
+	// and the agent hears why, not "its task ended" (it did not)
+	if !strings.Contains(string(body), "tripped a wire") || strings.Contains(string(body), "task ended") {
+		t.Fatalf("a tripped task's placeholder is refused with %s; want it to say the task tripped a wire", body)
 	}
 }
 

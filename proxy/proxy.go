@@ -816,6 +816,20 @@ var causeText = map[string]string{
 	CauseNotFromSandbox:     "a placeholder is accepted only through its task's own sandbox socket, and this request came on the TCP listener from a process in no sandbox; agents under agent.runner = \"process\" (no sandbox) use the TCP listener",
 }
 
+// revokedText is what an agent hears when it presents a placeholder whose
+// task tripped a wire (the cause stays unknown_placeholder: the grant is
+// gone).
+const revokedText = "this placeholder's task tripped a wire, and its grant was revoked (the task's page and `lazy task show` say which); the reviewer decides what next: unblocking the task gives its next turn a new grant"
+
+// causeOf is the refusal's words for a presented value v that did not
+// resolve.
+func (p *Proxy) causeOf(v, cause string) string {
+	if _, ok := p.tripped.Load(v); ok && cause == CauseUnknownPlaceholder {
+		return revokedText
+	}
+	return causeText[cause]
+}
+
 // planModel handles the model routes and refresh.
 func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool {
 	if isRefresh(r) {
@@ -900,7 +914,7 @@ func (p *Proxy) planEditor(w http.ResponseWriter, r *http.Request, pl *plan) (st
 		if cause == "" {
 			cause = CauseUnknownPlaceholder
 		}
-		p.refuse(w, pl, cause, causeText[cause])
+		p.refuse(w, pl, cause, p.causeOf(token, cause))
 		return masked, false
 	}
 	if !p.admit(w, pl, g) {
@@ -1053,7 +1067,7 @@ func (p *Proxy) answerRefresh(w http.ResponseWriter, r *http.Request, pl *plan) 
 		if cause == "" {
 			cause = CauseUnknownPlaceholder
 		}
-		p.refuse(w, pl, cause, causeText[cause])
+		p.refuse(w, pl, cause, p.causeOf(req.RefreshToken, cause))
 		return
 	}
 	if !p.admit(w, pl, g) {
@@ -1390,7 +1404,7 @@ func (p *Proxy) grantOf(w http.ResponseWriter, pl *plan, values []string) (*Gran
 	for _, v := range values {
 		got, cause := p.resolve(v)
 		if cause != "" {
-			p.refuse(w, pl, cause, causeText[cause])
+			p.refuse(w, pl, cause, p.causeOf(v, cause))
 			return nil, false
 		}
 		if got == nil {

@@ -363,3 +363,45 @@ func TestAskAsTheActorStops(t *testing.T) {
 		}
 	}
 }
+
+// TestTrippedOnceUntilRearmed: a task whose wire trips again and again (an
+// agent sending decoys in a loop) is recorded and announced once; after the
+// reviewer's unblock re-arms it, the next trip is announced again.
+func TestTrippedOnceUntilRearmed(t *testing.T) {
+	h := newHarness(t, &fakeLauncher{fn: ok})
+	trip := func() {
+		for range 50 {
+			if err := h.sup.Send(h.taskID, &actors.Tripwire{What: "canary"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := h.sup.ask(h.taskID, &actors.GetHealth{}); err != nil { // the trips are handled
+			t.Fatal(err)
+		}
+	}
+	count := func() int {
+		// a marker published after the trips were handled comes after
+		// every event they made (the hub is one mailbox)
+		h.sup.Publish(api.Event{Kind: api.EventStatus, TaskID: h.taskID, Detail: "marker"})
+		n := 0
+		h.waitEvent(t, "the marker", func(e api.Event) bool {
+			if e.Kind == api.EventTripwire {
+				n++
+			}
+			return e.Detail == "marker"
+		})
+		return n
+	}
+	trip()
+	if n := count(); n != 1 {
+		t.Fatalf("50 trips of a task made %d tripwire events, want 1", n)
+	}
+	if _, err := h.sup.ask(h.taskID, &actors.Unblock{Message: "go on"}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitEvent(t, "the unblock's turn end", func(e api.Event) bool { return e.Kind == api.EventTurnEnd })
+	trip()
+	if n := count(); n != 1 {
+		t.Fatalf("after the unblock re-armed the task, 50 trips made %d tripwire events, want 1", n)
+	}
+}
