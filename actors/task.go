@@ -51,6 +51,9 @@ type TaskDeps struct {
 	Root string
 	// RecoveryDir keeps an unblock's message until its turn launched.
 	RecoveryDir string
+	// Outbox keeps the end of an agent turn the store could not take when
+	// it ended, until the store has it (outbox.go; "" : held in memory only).
+	Outbox string
 	// Protect lists globs of paths whose changes need the passphrase.
 	Protect []string
 	// CheckPassphrase verifies the approval passphrase for a task (attempts
@@ -402,6 +405,7 @@ func (a *TaskActor) completeJob(ctx actor.Context, r jobResult) {
 	a.running, a.cancel = nil, nil
 	a.settlePush(ctx, r.push)
 	j.spec.finish(a, ctx, j, r)
+	a.settleKept(j)
 	if a.place.draining {
 		if a.pushPending() {
 			// the commits are on this clone only: the task is handed
@@ -449,7 +453,9 @@ func (a *TaskActor) reload(settled bool) {
 	}
 	a.task = t
 	a.queue = nil
+	held := a.readHeld()
 	if t.Status.Ended() {
+		a.discardHeld(held, fmt.Sprintf("the task has ended (%s)", t.Status))
 		return
 	}
 	if a.deps.Remote != "" {
@@ -461,12 +467,17 @@ func (a *TaskActor) reload(settled bool) {
 		a.log.Error("load turns", "err", err)
 		return
 	}
+	// a turn whose end this machine's outbox kept is recorded from it
+	replay := heldTurn(held, turns)
 	for i := range turns {
 		tu := &turns[i]
 		switch tu.Status {
 		case store.TurnQueued:
 			a.queue = append(a.queue, newWorkJob(tu, tu.QueuedAt))
 		case store.TurnRunning:
+			if replay != nil && (tu.ID == replay.ID || tu.ID == held.SetupID) {
+				continue
+			}
 			if !settled && a.host.RunningElsewhere != nil {
 				a.place.held = true
 				a.log.Info("a turn of this task is marked running: waiting to learn whether another member still runs it", "turn", tu.Number)
@@ -486,6 +497,12 @@ func (a *TaskActor) reload(settled bool) {
 		a.place.held = true
 		a.log.Info("a push of this task's branch is pending: waiting to learn whether another member still has it")
 	}
+	push := false
+	if replay != nil {
+		push = a.replayHeld(held, replay, turns)
+	} else if held != nil {
+		a.discardHeld(held, staleWhy(held, turns))
+	}
 	cs, err := a.store().ListReviewComments(a.bg(), a.id)
 	if err != nil {
 		a.log.Error("load review comments", "err", err)
@@ -497,6 +514,11 @@ func (a *TaskActor) reload(settled bool) {
 		}
 	}
 	sort.SliceStable(a.queue, func(i, j int) bool { return a.queue[i].queuedAt.Before(a.queue[j].queuedAt) })
+	if push {
+		// before any other job: the next one's arrival must find the
+		// branch on the remote
+		a.queue = append([]*job{{spec: pushSpec{}, label: "push of the task branch", queuedAt: a.now()}}, a.queue...)
+	}
 }
 
 // loadTask loads the task row alone, with this member's worktree, for the
@@ -698,6 +720,9 @@ func (a *TaskActor) abort(ctx actor.Context, cause string) {
 	var r jobResult
 	if a.outage.ended != nil {
 		r, a.outage.ended = *a.outage.ended, nil // ended already, waiting for the store
+		if a.endKept(ctx, j, r, cause) {
+			return
+		}
 	} else {
 		select {
 		case r = <-a.resCh:

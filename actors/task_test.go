@@ -53,13 +53,20 @@ func newRig(t *testing.T, scope string, protect []string) *rig {
 // agent session (asks need one).
 func newRigWith(t *testing.T, scope string, protect []string, launcher TurnLauncher, session string) *rig {
 	t.Helper()
-	dir := t.TempDir()
-	root := gitxtest.NewRepo(t, map[string]string{"a.go": "package a\n", ".github/ci.yml": "on: push\n"})
-	st, err := store.OpenSQL(filepath.Join(dir, "lazy.db"))
+	st, err := store.OpenSQL(filepath.Join(t.TempDir(), "lazy.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	return newRigOn(t, st, scope, protect, launcher, session)
+}
+
+// newRigOn is newRigWith over the store st (a PostgreSQL one: a test can
+// stop its server).
+func newRigOn(t *testing.T, st *store.SQL, scope string, protect []string, launcher TurnLauncher, session string) *rig {
+	t.Helper()
+	dir := t.TempDir()
+	root := gitxtest.NewRepo(t, map[string]string{"a.go": "package a\n", ".github/ci.yml": "on: push\n"})
 	ctx := context.Background()
 	now := time.Now().UTC()
 	id := task.NewID(now)

@@ -50,6 +50,9 @@ type Paths struct {
 	CanaryKey                                           string // the key the sandbox homes' decoys are derived from (package canary)
 	LogDir, Log, Agents, Worktrees, FileStore, Recovery string
 	CredentialsDir                                      string
+	// Outbox keeps the ends of agent turns the store could not take when
+	// they ended, until it has them (package actors)
+	Outbox string
 }
 
 // StatePaths lays out the state directory of the project at root, under
@@ -70,6 +73,7 @@ func StatePaths(home, root string) Paths {
 		Agents:         filepath.Join(st, "agents"),
 		Worktrees:      filepath.Join(st, "worktrees"),
 		FileStore:      filepath.Join(st, "store"),
+		Outbox:         filepath.Join(st, "outbox"),
 		Recovery:       filepath.Join(root, ".lazy", "recovery"),
 		CredentialsDir: CredentialsDir(home),
 	}

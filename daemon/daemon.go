@@ -304,7 +304,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	guesses := &approval.Limiter{Book: st, Now: o.Now}
 	leases, leaseHolder := taskLeases(cfg, st)
 	taskDeps := &actors.TaskDeps{Leases: leases, LeaseHolder: leaseHolder, Remote: clusterRemote(cfg), WorktreeDir: paths.Worktrees, Homes: agentHomes(cfg, st), HomeFor: turns.HomeFor, Store: st, Launcher: troubleLauncher{inner: turns, tr: modelErrs}, Setup: turns, LockDir: filepath.Join(paths.State, "locks"), Log: o.Log,
-		Root: o.Root, RecoveryDir: paths.Recovery, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(), Agent: turns.Agent,
+		Root: o.Root, RecoveryDir: paths.Recovery, Outbox: paths.Outbox, Protect: cfg.Protect.Paths, AskTimeout: cfg.AskTimeoutDuration(), Agent: turns.Agent,
 		CheckPassphrase: func(taskID, pass string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -578,7 +578,7 @@ func (d *Daemon) Done() <-chan struct{} { return d.stopped }
 
 // prepareState makes the state dir (0700) and takes the single-instance lock.
 func (d *Daemon) prepareState() error {
-	for _, dir := range []string{d.paths.State, d.paths.LogDir, d.paths.Agents, d.paths.Worktrees} {
+	for _, dir := range []string{d.paths.State, d.paths.LogDir, d.paths.Agents, d.paths.Worktrees, d.paths.Outbox} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("create state dir %s: %w", dir, err)
 		}

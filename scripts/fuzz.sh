@@ -47,6 +47,7 @@ targets=( # package:target:executions
   ./grain:FuzzDecode:40000x
   ./agent:FuzzRestoreHome:40000x
   ./actors:FuzzParseHomeCwd:300000x
+  ./actors:FuzzParseHeldEnd:35000x
 )
 cache="$(go env GOCACHE)/fuzz/lazy"
 out="$(mktemp)"
