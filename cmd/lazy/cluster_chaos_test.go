@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,17 +178,20 @@ func waitWorktreesLeft(t *testing.T, c *cluster, refs []string, ids map[string]s
 }
 
 // TestClusterChaosStoreStopped: PostgreSQL stops (every connection cut,
-// new ones refused) while a task's ask turn runs, with a comment and an
-// unblock queued behind it, and starts again after the outage. The ask's
-// end waits in its host for the store; the queued unblock waits to start.
-// Invariants once the store is back: the ask answered once (no answer
-// lost), the comment delivered (no acknowledged comment lost), no turn
-// left running, the task blocked after its unblock turn. Short form 5 s,
-// inside the host's lease (it renews for 7 s): the ask's end waits for the
-// store and every turn ends done. LAZY_CHAOS_LONG=1 (make chaos) 20 s,
-// past it: the host stops the ask's agent before its lease can run out
-// (fencing), the turn is recorded cut off once the store is back, and the
-// ask is asked again: still answered once.
+// new ones refused) while one task's ask turn runs, with a comment and an
+// unblock queued behind it, and another task's work turn runs, and starts
+// again after the outage. Both turns end during it: their ends wait in
+// their hosts for the store, kept in each host's outbox; the queued unblock
+// waits to start. Invariants once the store is back: every turn done (none
+// cut off), the ask answered once (no answer lost), the comment delivered
+// (no acknowledged comment lost), both tasks blocked after their turns, the
+// work turn's commit on the remote (and, accepted, on its main), no outbox
+// entry left, and the chaos suite's checks. Short form 5 s, about the
+// host's lease (it stops the jobs 7 s after its last renewal): the ends
+// wait in the actors, or, past the lease, are recorded from the outbox.
+// LAZY_CHAOS_LONG=1 (make chaos) 20 s, past it: the host stops the task's
+// jobs before its lease can run out (fencing), and once the store is back
+// and it holds the lease again it records both turns from its outbox.
 func TestClusterChaosStoreStopped(t *testing.T) {
 	outage := 5 * time.Second
 	if chaosLong() {
@@ -196,34 +200,43 @@ func TestClusterChaosStoreStopped(t *testing.T) {
 	pastLease := outage > 7*time.Second
 	c := newCluster(t)
 	a, b := c.a, c.b
-	ref := "s0"
+	ref, wref := "s0", "s1"
 	a.lazy(0, "task", "new", "--code", ref, "-m", "add a file\n@write s0.txt hello\\n\n@commit add s0\n@answer done")
+	a.lazy(0, "task", "new", "--code", wref, "-m", "add a file\n@write s1.txt hello\\n\n@commit add s1\n@answer done")
 	ti := a.waitStatus(ref, "blocked")
-	t.Logf("task %s hosted by member %s", ref, c.hosts()[ti.ID])
+	wi := a.waitStatus(wref, "blocked")
+	t.Logf("task %s hosted by member %s, task %s by member %s", ref, c.hosts()[ti.ID], wref, c.hosts()[wi.ID])
 	ask := b.post(ref, api.PostCommentArgs{Body: "@sleep 3s\nwhy hello?", File: "s0.txt", Line: 1, Side: "new", Intent: "ask"})
 	waitTurn(t, b, ref, func(tu api.Turn) bool { return tu.Kind == "ask" && tu.Status == "running" })
 	cm := b.post(ref, api.PostCommentArgs{Body: "say more", File: "s0.txt", Line: 1, Side: "new", Intent: "comment"})
 	b.lazy(0, "unblock", ref, "-m", "@write s0.txt more\\n\n@commit more\n@answer done")
+	b.lazy(0, "unblock", wref, "-m", "@sleep 2s\n@write s1.txt more\\n\n@commit more s1\n@answer done")
+	waitTurn(t, b, wref, func(tu api.Turn) bool { return tu.Kind == "work" && tu.Trigger == "unblock" && tu.Status == "running" })
 
 	c.pg.Stop()
 	stopped := time.Now()
-	time.Sleep(outage) // the outage itself; the ask's turn ends during it
+	time.Sleep(outage) // the outage itself; the ask's and the work turn's ends come during it
+	kept := outboxEntries(a) + outboxEntries(b)
 	c.pg.Restart(t)
 	back := time.Now()
-	t.Logf("PostgreSQL stopped for %v", back.Sub(stopped).Round(time.Millisecond))
+	t.Logf("PostgreSQL stopped for %v; %d turn ends kept in the members' outboxes", back.Sub(stopped).Round(time.Millisecond), kept)
 
 	pl := b.waitThreads(ref, "the ask answered and the comment delivered after the outage", func(pl review.Payload) bool {
 		return answered(pl, ask.ID) && delivery(pl, cm.ID) == review.Delivered
 	})
 	t.Logf("figure: PostgreSQL stopped %v during an ask turn: the ask answered and the comment delivered %v after it was back", outage, time.Since(back).Round(time.Millisecond))
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if ti = b.show(ref); ti.Status == "blocked" && ti.Turns == 2 {
+		ti, wi = b.show(ref), b.show(wref)
+		if ti.Status == "blocked" && ti.Turns == 2 && wi.Status == "blocked" && wi.Turns == 2 {
 			break
 		}
-		if ti.Status == "failed" || time.Now().After(deadline) {
-			t.Fatalf("after the outage the task is %s (%s) after %d work turns", ti.Status, ti.FailReason, ti.Turns)
+		if ti.Status == "failed" || wi.Status == "failed" || time.Now().After(deadline) {
+			t.Fatalf("after the outage task %s is %s (%s) after %d work turns, task %s %s (%s) after %d", ref, ti.Status, ti.FailReason, ti.Turns,
+				wref, wi.Status, wi.FailReason, wi.Turns)
 		}
 	}
+	t.Logf("figure: PostgreSQL stopped %v during a work turn and an ask: both tasks blocked again %v after it was back", outage, time.Since(back).Round(time.Millisecond))
+	b.settle(t)
 	replies := 0
 	for _, th := range pl.Threads {
 		for _, m := range th.Messages {
@@ -235,20 +248,113 @@ func TestClusterChaosStoreStopped(t *testing.T) {
 	if replies != 1 {
 		t.Errorf("the ask has %d answers, want 1", replies)
 	}
+	for _, r := range []string{ref, wref} {
+		var d api.TaskDetail
+		if err := b.rpc().Call(context.Background(), "taskShow", map[string]string{"task": r}, &d); err != nil {
+			t.Fatal(err)
+		}
+		for _, tu := range d.Turns {
+			if tu.Status != "done" {
+				t.Errorf("task %s turn %d (%s) ended %s (%s): the outage cut it", r, tu.Number, tu.Kind, tu.Status, tu.Error)
+			}
+		}
+	}
+	replayed := outboxReplays(a) + outboxReplays(b)
+	t.Logf("figure: %d of the turns that ended during the outage recorded from the members' outboxes (past the lease: %v)", replayed, pastLease)
+	if pastLease && replayed < 2 {
+		t.Errorf("an outage past the lease: %d turns recorded from the outboxes, want both (the ask and the work turn)", replayed)
+	}
+	if n := outboxEntries(a) + outboxEntries(b); n != 0 {
+		t.Errorf("%d outbox entries left after the turns were recorded", n)
+	}
+	// the work turn's commit reached the remote; accepted, its main
+	if got := strings.TrimSpace(runGit(t, c.remote, "show", "refs/heads/"+wi.Branch+":s1.txt")); got != "more" {
+		t.Errorf("s1.txt on the remote's %s: %q, want the work turn's \"more\"", wi.Branch, got)
+	}
+	b.lazy(0, "accept", wref, "--reason", "fine")
+	acked := map[string]review.ReviewComment{ask.ID: ask, cm.ID: cm}
+	checkInvariants(t, 0, "PostgreSQL stopped", acked, []*project{b, a}, func(ti api.TaskInfo) bool {
+		head := strings.TrimSpace(runGit(t, c.remote, "rev-parse", "refs/heads/"+ti.Branch))
+		return runGitOK(c.remote, "merge-base", "--is-ancestor", head, "refs/heads/main") == nil
+	})
+}
+
+// TestClusterChaosStoreStoppedHostKilled: PostgreSQL stops while a task's
+// work turn runs; the turn ends during the outage, its end kept in the
+// host's outbox; the host is then killed (kill -9) and started again once
+// the store is back. It records the turn done from its outbox (not cut
+// off): the task blocked, its commit on the remote, the entry gone. The
+// other member is stopped first, so that the restarted host is the task's
+// next host (another member taking the task first would record the turn
+// cut off, and the entry would be discarded, with a note on the task).
+func TestClusterChaosStoreStoppedHostKilled(t *testing.T) {
+	c := newCluster(t)
+	ref := "k0"
+	c.a.lazy(0, "task", "new", "--code", ref, "-m", "add a file\n@write k0.txt hello\\n\n@commit add k0\n@answer done")
+	ti := c.a.waitStatus(ref, "blocked")
+	host, other := c.a, c.b
+	if c.hosts()[ti.ID] == "b" {
+		host, other = c.b, c.a
+	}
+	other.lazy(0, "daemon", "stop")
+	for deadline := time.Now().Add(30 * time.Second); len(c.status(host).Members) != 1; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stopped member is still in the cluster:\n%s", host.lazy(0, "cluster", "status"))
+		}
+	}
+	host.lazy(0, "unblock", ref, "-m", "@sleep 1s\n@write k0.txt more\\n\n@commit more k0\n@answer done")
+	waitTurn(t, host, ref, func(tu api.Turn) bool { return tu.Kind == "work" && tu.Trigger == "unblock" && tu.Status == "running" })
+
+	c.pg.Stop()
+	for deadline := time.Now().Add(30 * time.Second); outboxEntries(host) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the work turn's end was not kept in the host's outbox during the outage")
+		}
+	}
+	pid := host.info().PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for syscallAlive(pid) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.pg.Restart(t)
+	back := time.Now()
+	host.lazy(0, "daemon", "start")
+	ti = host.waitStatus(ref, "blocked")
+	t.Logf("figure: the host killed during a PostgreSQL outage, started again once it was back: the turn recorded from its outbox, the task blocked %v after the store was back", time.Since(back).Round(time.Millisecond))
 	var d api.TaskDetail
-	if err := b.rpc().Call(context.Background(), "taskShow", map[string]string{"task": ref}, &d); err != nil {
+	if err := host.rpc().Call(context.Background(), "taskShow", map[string]string{"task": ref}, &d); err != nil {
 		t.Fatal(err)
 	}
 	for _, tu := range d.Turns {
-		if tu.Status == "running" || tu.Status == "queued" {
-			t.Errorf("turn %d (%s) is still %s after the outage", tu.Number, tu.Kind, tu.Status)
-		}
-		if tu.Status == "interrupted" && tu.Kind == "ask" && pastLease {
-			t.Logf("turn %d (ask) cut off by the outage past the lease (%s); its ask was asked again", tu.Number, tu.Error)
-			continue
-		}
 		if tu.Status != "done" {
-			t.Errorf("turn %d (%s) ended %s (%s): the outage cut it", tu.Number, tu.Kind, tu.Status, tu.Error)
+			t.Errorf("turn %d (%s) ended %s (%s): the kill cut it", tu.Number, tu.Kind, tu.Status, tu.Error)
 		}
 	}
+	if ti.Turns != 2 {
+		t.Errorf("the task has %d work turns, want 2", ti.Turns)
+	}
+	if n := outboxReplays(host); n != 1 {
+		t.Errorf("%d turns recorded from the outbox, want 1", n)
+	}
+	if n := outboxEntries(host); n != 0 {
+		t.Errorf("%d outbox entries left after the turn was recorded", n)
+	}
+	if got := strings.TrimSpace(runGit(t, c.remote, "show", "refs/heads/"+ti.Branch+":k0.txt")); got != "more" {
+		t.Errorf("k0.txt on the remote's %s: %q, want the work turn's \"more\"", ti.Branch, got)
+	}
+}
+
+// outboxEntries counts the turn ends waiting in member p's outbox.
+func outboxEntries(p *project) int {
+	files, _ := filepath.Glob(filepath.Join(p.paths.Outbox, "*.json"))
+	return len(files)
+}
+
+// outboxReplays counts the turns member p recorded from its outbox, by its
+// log.
+func outboxReplays(p *project) int {
+	b, _ := os.ReadFile(p.paths.Log)
+	return strings.Count(string(b), "recorded a turn's end from the outbox")
 }
