@@ -41,7 +41,7 @@ func newSandboxLayout(t *testing.T, ask bool) sandboxLayout {
 		}
 	}
 	l.repo = gitx.TaskGitDir(l.worktree)
-	for _, d := range []string{l.home, filepath.Join(lh, "credentials")} {
+	for _, d := range []string{l.home, filepath.Join(lh, "credentials"), filepath.Join(state, "outbox")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -50,6 +50,8 @@ func newSandboxLayout(t *testing.T, ask bool) sandboxLayout {
 		filepath.Join(state, "auth-token"): "tok", filepath.Join(state, "dashboard-token"): "dash",
 		filepath.Join(state, "proxy-tokens.json"): "{}", filepath.Join(lh, "credentials", "provider"): "sk-ant-real",
 		filepath.Join(l.other, "secret.go"): "package other",
+		// a turn's end the daemon keeps for the store (package actors' outbox)
+		filepath.Join(state, "outbox", "t.json"): `{"version":1,"text":"held answer"}`,
 	} {
 		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
