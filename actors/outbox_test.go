@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"lazy/agent"
 	"lazy/api"
+	"lazy/gitx/gitxtest"
 	"lazy/review"
 	"lazy/store"
 	"lazy/store/pgtest"
@@ -413,4 +415,44 @@ func TestOutboxKeepsAnEndThroughAnOutage(t *testing.T) {
 		t.Errorf("the outbox entry is still there after the replay: %v", err)
 	}
 	t.Logf("notes: %q", ev.notes())
+}
+
+// TestOutboxReplayPushes: in a cluster, a work turn recorded from the
+// outbox whose own push did not happen (the lease had run out, or the
+// remote refused) has its commits, which are in this member's clone only,
+// pushed through the pending-push path: the remote's branch is the turn's
+// commit, and the task has no push pending after.
+func TestOutboxReplayPushes(t *testing.T) {
+	r := newRigWith(t, "", nil, noAgent{}, "s0")
+	remote := filepath.Join(t.TempDir(), "remote.git")
+	gitxtest.Git(t, r.root, "clone", "-q", "--bare", r.root, remote)
+	gitxtest.Git(t, r.root, "remote", "add", "origin", remote)
+	gitxtest.Git(t, r.root, "fetch", "-q", "origin")
+	r.commit(map[string]string{"b.go": "package a // the turn's work\n"})
+	head := revParse(t, r.root, "refs/heads/"+r.tk.Branch)
+	r.setStatus(task.Running)
+	work := r.runningTurn(store.TurnWork, "unblock")
+	ob := outbox(filepath.Join(t.TempDir(), "outbox"))
+	if err := ob.write(newHeldEnd(r.tk.ID, &job{spec: workSpec{work.ID}, label: work.Label(), turn: work, launched: true},
+		jobResult{result: agent.Result{Text: "added b.go"}}, 3, time.Now().UTC())); err != nil {
+		t.Fatal(err)
+	}
+	r.respawn(func(*TaskHost) { r.deps.Outbox, r.deps.Remote, r.deps.WorktreeDir = string(ob), "origin", t.TempDir() })
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		b, _ := exec.Command("git", "--git-dir", remote, "rev-parse", "--verify", "-q", "refs/heads/"+r.tk.Branch).Output()
+		out := strings.TrimSpace(string(b))
+		tk, err := r.st.GetTask(context.Background(), r.tk.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out == head && tk.PushSince == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the remote's %s is %q, want the turn's commit %s; push pending since %v (%s)", r.tk.Branch, out, head, tk.PushSince, tk.PushError)
+		}
+	}
+	if got := r.turn(work.ID); got.Status != store.TurnDone {
+		t.Errorf("the turn is %s, want done", got.Status)
+	}
 }
