@@ -323,3 +323,17 @@ func (o outbox) setAside(taskID string, now time.Time) (string, error) {
 	}
 	return to, o.syncDir()
 }
+
+// OutboxTasks lists the tasks whose turn ends wait in the outbox at dir
+// (the daemon says so at start: each is recorded, or discarded, when the
+// daemon loads its task).
+func OutboxTasks(dir string) []string {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	var ids []string
+	for _, f := range files {
+		if id := strings.TrimSuffix(filepath.Base(f), ".json"); validOutboxID(id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}

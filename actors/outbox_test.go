@@ -48,6 +48,9 @@ func TestOutboxFile(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(string(ob), ".tmp-*")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
+	if ids := OutboxTasks(string(ob)); len(ids) != 1 || ids[0] != id {
+		t.Errorf("the outbox lists tasks %v, want [%s]", ids, id)
+	}
 	e, err := ob.read(id)
 	if err != nil || e == nil {
 		t.Fatalf("read: %v %v", e, err)

@@ -119,6 +119,9 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err := d.prepareState(); err != nil {
 		return nil, err
 	}
+	for _, id := range actors.OutboxTasks(paths.Outbox) {
+		o.Log.Warn("a turn's end kept during a store outage waits in the outbox: it is recorded from there (or discarded, saying why) when this daemon loads the task", "task", task.ShortID(id))
+	}
 	fds := raiseFileLimit(o.Log)
 	ok := false
 	var undo []func() // what a start that fails stops, the last built first

@@ -335,6 +335,9 @@ func TestClusterChaosStoreStoppedHostKilled(t *testing.T) {
 	if ti.Turns != 2 {
 		t.Errorf("the task has %d work turns, want 2", ti.Turns)
 	}
+	if b, _ := os.ReadFile(host.paths.Log); !strings.Contains(string(b), "waits in the outbox") {
+		t.Error("the restarted host did not say at start that a turn's end waits in its outbox")
+	}
 	if n := outboxReplays(host); n != 1 {
 		t.Errorf("%d turns recorded from the outbox, want 1", n)
 	}
