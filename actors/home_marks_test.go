@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -213,4 +214,34 @@ func FuzzParseHomeCwd(f *testing.F) {
 			t.Fatalf("accepted %q", p)
 		}
 	})
+}
+
+// TestAgentHomeKeptWhenTheStoreRefuses: a turn's home cannot be kept in the
+// store (a store outage): the home here, newer than the store's archive,
+// keeps that archive's mark, so the next job on this member keeps it (the
+// session the turn made) rather than bring the older archive back.
+func TestAgentHomeKeptWhenTheStoreRefuses(t *testing.T) {
+	home := agentHome(t)
+	old, err := agent.ArchiveHome(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().UTC().Add(-time.Hour).Truncate(time.Microsecond)
+	if err := writeMarks(home, map[string]string{homeMark: before.Format(time.RFC3339Nano)}); err != nil {
+		t.Fatal(err)
+	}
+	// the turn makes a new session; the store does not answer
+	if err := os.WriteFile(filepath.Join(home, ".claude", "s2.jsonl"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	homes := &homeStore{save: func([]byte, time.Time) error { return errors.New("the store does not answer (test)") },
+		load: func() ([]byte, time.Time, error) { return old, before, nil }}
+	tr := &travel{log: discard(), kind: jobWork, taskID: "t1", home: home, worktree: "/w", homes: homes}
+	tr.depart(context.Background())
+	if err := tr.bringHome(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".claude", "s2.jsonl")); err != nil {
+		t.Fatalf("the next job brought the store's older home back over the turn's session: %v", err)
+	}
 }

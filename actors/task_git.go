@@ -525,6 +525,9 @@ func (tr *travel) depart(ctx context.Context) (p pushTry) {
 	if fi, err := os.Lstat(tr.home); err != nil || !fi.IsDir() {
 		return p // the agent never started
 	}
+	// the mark of the archive the store has now, put back should this
+	// save fail (below)
+	prev, prevErr := readMark(tr.home, homeMark)
 	at := time.Now().UTC().Truncate(time.Microsecond) // what the store keeps
 	err := writeMarks(tr.home, map[string]string{homeMark: at.Format(time.RFC3339Nano), homeCwd: tr.worktree})
 	var archive []byte
@@ -536,6 +539,14 @@ func (tr *travel) depart(ctx context.Context) (p pushTry) {
 	}
 	if err != nil {
 		tr.log.Error("keep the agent home in the store", "err", err)
+		// the store still has the archive before this turn (a store
+		// outage): the home here, newer, keeps that archive's mark, so the
+		// next job here keeps it rather than bring the older one back
+		if prevErr == nil {
+			if merr := writeMarks(tr.home, map[string]string{homeMark: string(prev)}); merr != nil {
+				tr.log.Error("put back the agent home's mark", "err", merr)
+			}
+		}
 	}
 	return p
 }
