@@ -31,6 +31,7 @@ const (
 	jobDecide                    // out-of-scope files allowed or reverted
 	jobApply                     // a reviewer's suggestion committed to the task branch
 	jobPush                      // a pending push of the task branch tried again (task_push.go)
+	jobHome                      // the agent home kept in the store again (task_store.go)
 )
 
 func (k jobKind) String() string {
@@ -49,6 +50,8 @@ func (k jobKind) String() string {
 		return "apply"
 	case jobPush:
 		return "push"
+	case jobHome:
+		return "home"
 	}
 	return fmt.Sprintf("jobKind(%d)", uint8(k))
 }

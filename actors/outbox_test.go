@@ -424,7 +424,8 @@ func TestOutboxKeepsAnEndThroughAnOutage(t *testing.T) {
 // outbox whose own push did not happen (the lease had run out, or the
 // remote refused) has its commits, which are in this member's clone only,
 // pushed through the pending-push path: the remote's branch is the turn's
-// commit, and the task has no push pending after.
+// commit, and the task has no push pending after. Its agent home, which
+// the turn could not keep in the store, is kept there again.
 func TestOutboxReplayPushes(t *testing.T) {
 	r := newRigWith(t, "", nil, noAgent{}, "s0")
 	remote := filepath.Join(t.TempDir(), "remote.git")
@@ -440,7 +441,22 @@ func TestOutboxReplayPushes(t *testing.T) {
 		jobResult{result: agent.Result{Text: "added b.go"}}, 3, time.Now().UTC())); err != nil {
 		t.Fatal(err)
 	}
-	r.respawn(func(*TaskHost) { r.deps.Outbox, r.deps.Remote, r.deps.WorktreeDir = string(ob), "origin", t.TempDir() })
+	home := agentHome(t)
+	kept := make(chan []byte, 1)
+	homes := &homeStore{save: func(a []byte, _ time.Time) error { kept <- a; return nil },
+		load: func() ([]byte, time.Time, error) { return nil, time.Time{}, store.ErrNotFound }}
+	r.respawn(func(*TaskHost) {
+		r.deps.Outbox, r.deps.Remote, r.deps.WorktreeDir = string(ob), "origin", t.TempDir()
+		r.deps.Homes, r.deps.HomeFor = homes, func(string) string { return home }
+	})
+	select {
+	case a := <-kept:
+		if len(a) == 0 {
+			t.Error("an empty agent home was kept")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent home was not kept in the store again after the replay")
+	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		b, _ := exec.Command("git", "--git-dir", remote, "rev-parse", "--verify", "-q", "refs/heads/"+r.tk.Branch).Output()
 		out := strings.TrimSpace(string(b))

@@ -399,7 +399,7 @@ type HomeStore interface {
 
 // trip is the job's travel; nil outside a cluster.
 func (a *TaskActor) trip(j *job) *travel {
-	if a.deps.Remote == "" || a.task == nil || j.kind() == jobPush {
+	if a.deps.Remote == "" || a.task == nil || j.kind() == jobPush || j.kind() == jobHome {
 		return nil
 	}
 	t := a.task
@@ -519,11 +519,17 @@ func (tr *travel) depart(ctx context.Context) (p pushTry) {
 	if tr.kind.changesBranch() {
 		p = pushBranch(ctx, tr.root, tr.remote, tr.branch)
 	}
-	if !tr.agentTurn() {
-		return p
+	if tr.agentTurn() {
+		tr.keepHome(ctx)
 	}
+	return p
+}
+
+// keepHome packs the agent home and keeps it in the store (a failure is
+// logged).
+func (tr *travel) keepHome(ctx context.Context) {
 	if fi, err := os.Lstat(tr.home); err != nil || !fi.IsDir() {
-		return p // the agent never started
+		return // the agent never started
 	}
 	// the mark of the archive the store has now, put back should this
 	// save fail (below)
@@ -548,5 +554,4 @@ func (tr *travel) depart(ctx context.Context) (p pushTry) {
 			}
 		}
 	}
-	return p
 }

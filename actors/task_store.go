@@ -228,7 +228,15 @@ func (a *TaskActor) replayHeld(e *heldEnd, tu *store.Turn, turns []store.Turn) (
 		"status", after.Status, "ended_at", e.EndedAt, "lease_epoch", e.LeaseEpoch)
 	a.publish(api.Event{Kind: api.EventTurnNote, Turn: tu.Number, Label: tu.Label(),
 		Detail: fmt.Sprintf("%s ended %s during a store outage; recorded from this member's outbox once the store answered", tu.Label(), e.EndedAt.Format(time.RFC3339))})
-	if a.deps.Remote == "" || e.Kind != jobWork.String() || (e.PushTried && e.PushErr == "") || a.task.Status.Ended() {
+	if a.deps.Remote == "" || a.task.Status.Ended() {
+		return false
+	}
+	if a.deps.Homes != nil && a.deps.HomeFor != nil {
+		// the turn's own save of the agent home met the outage: kept again
+		// from here, so a member the task moves to resumes its session
+		a.queue = append(a.queue, &job{spec: homeSpec{}, label: "agent home kept in the store", queuedAt: time.Time{}})
+	}
+	if e.Kind != jobWork.String() || (e.PushTried && e.PushErr == "") {
 		return false
 	}
 	// the commits are in this member's clone only: pushed as a pending push
@@ -300,3 +308,27 @@ func (a *TaskActor) endKept(ctx actor.Context, j *job, r jobResult, cause string
 	a.log.Warn("the task's jobs stop with a turn's end still waiting for the store: it stays in the outbox, and the task's next load here records it", "turn", turn, "cause", cause)
 	return true
 }
+
+// homeSpec keeps the agent home in the store again, after a turn recorded
+// from the outbox (its own save met the outage). Like a push, it travels
+// nowhere first: the home here is the newest.
+type homeSpec struct{ gitJob }
+
+func (homeSpec) kind() jobKind { return jobHome }
+
+func (homeSpec) prepare(a *TaskActor, _ *job) runJob {
+	tr := &travel{log: a.log, worktree: a.task.Worktree, taskID: a.id, kind: jobHome, homes: a.deps.Homes,
+		home: a.deps.HomeFor(a.task.Ref()), fresh: a.leaseFresh()}
+	return func(ctx context.Context, _ func(int), _ renderPrompt) jobResult {
+		if tr.fresh != nil {
+			if err := tr.fresh(); err != nil {
+				tr.log.Error("the agent home stays on this member", "err", err)
+				return jobResult{}
+			}
+		}
+		tr.keepHome(ctx)
+		return jobResult{}
+	}
+}
+
+func (homeSpec) finish(*TaskActor, actor.Context, *job, jobResult) {}
