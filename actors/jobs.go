@@ -99,7 +99,10 @@ type job struct {
 	setup     *store.Turn // the setup turn row run before the first work turn
 	delivered []string    // comments rendered into an unblock prompt
 	launched  bool
-	message   string // an unblock's own message, rendered after its comments at launch
+	// launchedAt is when its agent process started (recorded with the
+	// turn's start; again at its end when the store did not answer)
+	launchedAt time.Time
+	message    string // an unblock's own message, rendered after its comments at launch
 }
 
 func (j *job) kind() jobKind { return j.spec.kind() }

@@ -103,7 +103,11 @@ func newHeldEnd(taskID string, j *job, r jobResult, epoch int64, now time.Time) 
 		Undone:    r.undone, SetupOut: r.setupOut, SetupFailed: r.setupFailed,
 		PushTried: r.push.tried, PushHead: r.push.head}
 	if j.turn != nil {
-		e.TurnID, e.Turn, e.LaunchedAt = j.turn.ID, j.turn.Number, j.turn.StartedAt
+		e.TurnID, e.Turn = j.turn.ID, j.turn.Number
+	}
+	if j.launched {
+		at := j.launchedAt
+		e.LaunchedAt = &at
 	}
 	if j.setup != nil {
 		e.SetupID = j.setup.ID

@@ -343,8 +343,10 @@ func TestOutboxReplay(t *testing.T) {
 	}
 }
 
-// gatedAgent answers a turn once released.
+// gatedAgent answers a turn once released; with launch set, its process
+// starts only once launch is closed.
 type gatedAgent struct {
+	launch  chan struct{}
 	started chan struct{}
 	release chan struct{}
 }
@@ -352,6 +354,9 @@ type gatedAgent struct {
 func (g *gatedAgent) RunTurn(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error) {
 	if _, err := req.FinalPrompt(ctx); err != nil {
 		return agent.Result{}, agent.Outcome{}, err
+	}
+	if g.launch != nil {
+		<-g.launch
 	}
 	if req.OnStart != nil {
 		req.OnStart(4242)
@@ -473,5 +478,55 @@ func TestOutboxReplayPushes(t *testing.T) {
 	}
 	if got := r.turn(work.ID); got.Status != store.TurnDone {
 		t.Errorf("the turn is %s, want done", got.Status)
+	}
+}
+
+// TestLaunchRecordedAfterAnOutage: a turn's agent starts while the store
+// does not answer (its launch, and the delivery of the comments its prompt
+// carried, cannot be written then), and ends while it is still down. Once
+// the store answers, the turn is recorded done and launched, its comment
+// delivered: a turn is never done but never launched.
+func TestLaunchRecordedAfterAnOutage(t *testing.T) {
+	pg := pgtest.Start(t)
+	st, err := store.OpenPostgres(pg.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	g := &gatedAgent{launch: make(chan struct{}), started: make(chan struct{}), release: make(chan struct{})}
+	r := newRigOn(t, st, "", nil, g, "s0")
+	cm := r.comment(review.Comment, "rename it")
+	res, err := r.ask(&Unblock{Message: "go on"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turnID := res.(*WorkQueued).Turn.ID
+	for deadline := time.Now().Add(30 * time.Second); r.turn(turnID).Status != store.TurnRunning; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the turn never started")
+		}
+	}
+	pg.Stop()
+	close(g.launch)
+	<-g.started
+	close(g.release)
+	if _, err := r.ask(&GetHealth{}); err != nil { // the launch and the end are the actor's
+		t.Fatal(err)
+	}
+	pg.Restart(t)
+	var got store.Turn
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if got = r.turn(turnID); got.Status != store.TurnRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the turn was not recorded after the store came back")
+		}
+	}
+	if got.Status != store.TurnDone || got.StartedAt == nil {
+		t.Errorf("the turn after the outage: %s, started %v; want done and launched", got.Status, got.StartedAt)
+	}
+	if c, err := st.GetReviewComment(context.Background(), cm.ID); err != nil || c.DeliveryState != review.Delivered {
+		t.Errorf("the comment its prompt carried: %+v %v, want delivered", c, err)
 	}
 }

@@ -196,6 +196,7 @@ func (a *TaskActor) askFailure(err error) string {
 }
 
 func (a *TaskActor) finishAsk(j *job, commentID string, r jobResult) {
+	a.recordLaunch(j)
 	c, err := a.loadComment(commentID)
 	if err != nil || c == nil {
 		a.log.Error("load asked comment", "comment", commentID, "err", err)

@@ -195,17 +195,12 @@ func (a *TaskActor) replayHeld(e *heldEnd, tu *store.Turn, turns []store.Turn) (
 			j.setup = &turns[i]
 		}
 	}
-	if e.Launched && tu.StartedAt == nil {
-		// the launch itself was not recorded (the store was gone already)
-		at := e.EndedAt
+	if e.Launched {
+		// recorded with the turn's end when the store missed the launch
+		j.launchedAt = e.EndedAt
 		if e.LaunchedAt != nil {
-			at = *e.LaunchedAt
+			j.launchedAt = *e.LaunchedAt
 		}
-		if err := a.store().MarkLaunched(a.bg(), tu.ID, at, e.Delivered); err != nil {
-			a.log.Error("record the launch of a turn from the outbox", "turn", tu.Number, "err", err)
-			return false
-		}
-		tu.StartedAt = &at
 	}
 	r := e.result()
 	switch e.Kind {

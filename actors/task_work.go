@@ -309,25 +309,36 @@ func (a *TaskActor) onLaunched(j *job) {
 	if j.launched || j.turn == nil {
 		return
 	}
-	j.launched = true
-	now := a.now()
-	// one write: the turn launched and its comments are delivered, or neither
-	err := a.store().MarkLaunched(a.bg(), j.turn.ID, now, j.delivered)
+	j.launched, j.launchedAt = true, a.now()
+	a.recordLaunch(j)
 	a.delivering = nil
-	if err != nil {
-		a.log.Error("record the launch", "turn", j.turn.Number, "err", err)
-		return
+}
+
+// recordLaunch records that job j's turn launched, when it did and the
+// store does not have it yet: at the launch, and again as the turn ends
+// (the store did not answer at the launch). False: not recorded.
+func (a *TaskActor) recordLaunch(j *job) bool {
+	if !j.launched || j.turn == nil || j.turn.StartedAt != nil {
+		return true
 	}
-	j.turn.StartedAt = &now
+	at := j.launchedAt
+	// one write: the turn launched and its comments are delivered, or neither
+	if err := a.store().MarkLaunched(a.bg(), j.turn.ID, at, j.delivered); err != nil {
+		a.log.Error("record the launch", "turn", j.turn.Number, "err", err)
+		return false
+	}
+	j.turn.StartedAt = &at
 	if j.turn.Trigger == "unblock" {
 		if err := os.Remove(a.recoveryPath(j.turn.ID)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			a.log.Warn("remove recovery file", "err", err)
 		}
 	}
+	return true
 }
 
 func (a *TaskActor) finishWork(j *job, r jobResult) {
 	a.delivering = nil // a launch that failed delivered nothing
+	a.recordLaunch(j)
 	tu := j.turn
 	a.finishSetup(j, r)
 	if r.setupFailed {
