@@ -619,6 +619,11 @@ func (a *TaskActor) next(ctx actor.Context) {
 			a.waitStore(ctx)
 			return
 		}
+		if !a.leaseRecent() {
+			// and, in a cluster, until the task's lease is renewed
+			a.waitLease(ctx)
+			return
+		}
 		j := a.queue[0]
 		a.queue = a.queue[1:]
 		a.start(ctx, j)

@@ -88,6 +88,18 @@ func (a *TaskActor) jobParent() context.Context {
 	return context.Background()
 }
 
+// leaseRecent: outside leases, or the lease was renewed lately (at least
+// half of the 7/10 of the TTL left before the jobs would stop). A job starts
+// only then: after a store outage, not before the lease is renewed, so the
+// job is not stopped by the renewals the outage missed.
+func (a *TaskActor) leaseRecent() bool {
+	if a.lease.until == nil {
+		return true
+	}
+	keep := a.deps.leaseTTL() * 7 / 10
+	return time.Until(time.Unix(0, a.lease.until.Load())) >= keep/2
+}
+
 // leaseFresh is nil outside leases, else what a job checks before it sends
 // its work to the remote: an error once the lease may have run out.
 func (a *TaskActor) leaseFresh() func() error {
@@ -276,24 +288,27 @@ func (k *leaseKeeper) take() (store.Lease, time.Time, bool) {
 // renew renews l every ttl/4 until quit (nil) or until it cannot: another
 // member took it, or no renewal succeeded for 7/10 of the ttl, counted from
 // when the last successful one was sent (the lease runs out ttl after the
-// database took it, later still).
+// database took it, later still). A renewal that fails is tried again after
+// ttl/20, not a whole period later: a store outage shorter than what is
+// left of the 7/10 does not cost the lease.
 func (k *leaseKeeper) renew(l store.Lease, until *atomic.Int64) error {
 	period, keep := k.ttl/4, k.keep()
 	deadline := time.Unix(0, until.Load())
-	tick := time.NewTicker(period)
-	defer tick.Stop()
+	wait, failing := period, false
 	for {
-		over := time.NewTimer(time.Until(deadline))
+		next, over := time.NewTimer(wait), time.NewTimer(time.Until(deadline))
 		select {
 		case <-k.quit:
+			next.Stop()
 			over.Stop()
 			return nil
 		case <-over.C:
+			next.Stop()
 			return fmt.Errorf("the lease was not renewed for %s (store unreachable, or this process was paused)", keep)
-		case <-tick.C:
+		case <-next.C:
 			over.Stop()
 		}
-		if time.Now().After(deadline) { // a pause: both fired, the tick won
+		if time.Now().After(deadline) { // a pause: both fired, the renewal's won
 			return fmt.Errorf("the lease was not renewed for %s (store unreachable, or this process was paused)", keep)
 		}
 		sent := time.Now()
@@ -302,12 +317,18 @@ func (k *leaseKeeper) renew(l store.Lease, until *atomic.Int64) error {
 		cancel()
 		switch {
 		case err == nil:
-			l, deadline = nl, sent.Add(keep)
+			if failing {
+				k.log.Info("renewed the task's lease again")
+			}
+			l, deadline, wait, failing = nl, sent.Add(keep), period, false
 			until.Store(deadline.UnixNano())
 		case store.IsStaleLease(err):
 			return err
 		default:
-			k.log.Warn("renew the task's lease (trying again)", "err", err, "stops_jobs_in", time.Until(deadline).Round(time.Millisecond))
+			if !failing {
+				k.log.Warn("renew the task's lease (trying again)", "err", err, "stops_jobs_in", time.Until(deadline).Round(time.Millisecond))
+			}
+			wait, failing = max(k.ttl/20, time.Millisecond), true
 		}
 	}
 }

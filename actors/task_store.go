@@ -255,6 +255,14 @@ func (a *TaskActor) waitStore(ctx actor.Context) {
 	time.AfterFunc(wait, func() { root.Send(self, &storeRetry{gen: gen}) })
 }
 
+// waitLease looks again soon (TTL/40): the queue waits for the task's lease
+// to be renewed after the renewals an outage missed.
+func (a *TaskActor) waitLease(ctx actor.Context) {
+	a.outage.gen++
+	self, root, gen := ctx.Self(), ctx.ActorSystem().Root, a.outage.gen
+	time.AfterFunc(a.deps.leaseTTL()/40, func() { root.Send(self, &storeRetry{gen: gen}) })
+}
+
 // onStoreRetry: the store answering, the held end is recorded and the
 // next job starts; else another look later.
 func (a *TaskActor) onStoreRetry(ctx actor.Context, m *storeRetry) {
