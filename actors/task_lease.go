@@ -13,7 +13,9 @@ package actors
 // after it took the lease, that is after the old one ran out. Outside a
 // cluster (TaskDeps.Leases nil) there is no lease and nothing here runs.
 //
-// Timing (DefaultLeaseTTL 10 s): renewals every 2.5 s; no renewal for 7 s
+// Timing (DefaultLeaseTTL 10 s): renewals every 2.5 s (a failed one tried
+// again every 0.5 s); a job starts only with 3.5 s of the 7 s below left
+// (after a store outage, once the lease is renewed); no renewal for 7 s
 // stops the jobs; another member takes the lease 10 s after the last
 // renewal (by the database's clock). The member's etcd lease is 6 s, so a
 // member that stops answering leaves the cluster before its task leases run
