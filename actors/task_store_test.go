@@ -6,7 +6,7 @@ import (
 )
 
 // TestLeaseSurvivesAShortOutage: the store stops answering the lease's
-// renewals for 400 ms, five times, while a turn runs (TTL 1 s: the jobs
+// renewals for 300 ms, eight times, while a turn runs (TTL 1 s: the jobs
 // stop 700 ms after the last renewal). A failed renewal is tried again
 // soon, so each outage, shorter than what is left of the 700 ms, costs
 // neither the lease nor the running agent.
@@ -23,14 +23,14 @@ func TestLeaseSurvivesAShortOutage(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the turn never started")
 	}
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 8; i++ {
 		leases.fail.Store(true)
-		time.Sleep(400 * time.Millisecond) // the outage itself
+		time.Sleep(300 * time.Millisecond) // the outage itself
 		leases.fail.Store(false)
 		select {
 		case at := <-l.killed:
-			t.Fatalf("outage %d of 400 ms stopped the agent at %s: the lease was lost", i+1, at.Format(time.StampMilli))
-		case <-time.After(300 * time.Millisecond):
+			t.Fatalf("outage %d of 300 ms stopped the agent at %s: the lease was lost", i+1, at.Format(time.StampMilli))
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 	close(l.release)
