@@ -316,16 +316,16 @@ func (a *TaskActor) onLaunched(j *job) {
 
 // recordLaunch records that job j's turn launched, when it did and the
 // store does not have it yet: at the launch, and again as the turn ends
-// (the store did not answer at the launch). False: not recorded.
-func (a *TaskActor) recordLaunch(j *job) bool {
+// (the store did not answer at the launch).
+func (a *TaskActor) recordLaunch(j *job) {
 	if !j.launched || j.turn == nil || j.turn.StartedAt != nil {
-		return true
+		return
 	}
 	at := j.launchedAt
 	// one write: the turn launched and its comments are delivered, or neither
 	if err := a.store().MarkLaunched(a.bg(), j.turn.ID, at, j.delivered); err != nil {
 		a.log.Error("record the launch", "turn", j.turn.Number, "err", err)
-		return false
+		return
 	}
 	j.turn.StartedAt = &at
 	if j.turn.Trigger == "unblock" {
@@ -333,7 +333,6 @@ func (a *TaskActor) recordLaunch(j *job) bool {
 			a.log.Warn("remove recovery file", "err", err)
 		}
 	}
-	return true
 }
 
 func (a *TaskActor) finishWork(j *job, r jobResult) {
