@@ -341,3 +341,18 @@ func OutboxTasks(dir string) []string {
 	}
 	return ids
 }
+
+// HeldTurns are the turns whose end the outbox at dir keeps for task
+// taskID (the agent turn and the setup turn it ran first; none when the
+// entry is missing or unreadable): a daemon's start-up leaves them running
+// for the task's actor, which records them from the entry.
+func HeldTurns(dir, taskID string) []string {
+	e, err := outbox(dir).read(taskID)
+	if err != nil || e == nil {
+		return nil
+	}
+	if e.SetupID != "" {
+		return []string{e.TurnID, e.SetupID}
+	}
+	return []string{e.TurnID}
+}

@@ -51,6 +51,9 @@ func TestOutboxFile(t *testing.T) {
 	if ids := OutboxTasks(string(ob)); len(ids) != 1 || ids[0] != id {
 		t.Errorf("the outbox lists tasks %v, want [%s]", ids, id)
 	}
+	if held := HeldTurns(string(ob), id); len(held) != 1 || held[0] != "turn-1" {
+		t.Errorf("the outbox holds turns %v of the task, want [turn-1]", held)
+	}
 	e, err := ob.read(id)
 	if err != nil || e == nil {
 		t.Fatalf("read: %v %v", e, err)

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -734,6 +735,12 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 	}
 	for i := range running {
 		tu := &running[i]
+		if slices.Contains(actors.HeldTurns(d.paths.Outbox, tu.TaskID), tu.ID) {
+			// it ended before the daemon died: the task's actor records
+			// it from the outbox
+			d.log.Info("a turn the dead daemon had ended waits in the outbox: its task records it from there", "task", task.ShortID(tu.TaskID), "turn", tu.Number)
+			continue
+		}
 		now := time.Now().UTC()
 		tu.Status, tu.EndedAt = store.TurnInterrupted, &now
 		tu.Error = "the daemon stopped unexpectedly (killed or crashed) during this turn"

@@ -14,6 +14,7 @@ import (
 	"lazy/api"
 	"lazy/gitx/gitxtest"
 	"lazy/review"
+	"lazy/store/pgtest"
 )
 
 // chaosLong: the long form of the cluster's chaos cases (make chaos).
@@ -357,6 +358,62 @@ func TestClusterChaosStoreStoppedHostKilled(t *testing.T) {
 	if got := strings.TrimSpace(runGit(t, c.remote, "show", "refs/heads/"+ti.Branch+":k0.txt")); got != "more" {
 		t.Errorf("k0.txt on the remote's %s: %q, want the work turn's \"more\"", ti.Branch, got)
 	}
+}
+
+// TestStoreStoppedDaemonKilled: one daemon on PostgreSQL (no cluster, no
+// lease). PostgreSQL stops while a work turn runs, with a comment riding
+// it; the turn ends during the outage (its end kept in the outbox), the
+// daemon is killed (kill -9) and started again once the store is back: the
+// turn is recorded done from the outbox, the comment delivered, the task
+// blocked, the chaos suite's checks hold.
+func TestStoreStoppedDaemonKilled(t *testing.T) {
+	pg := pgtest.Start(t)
+	p := newProject(t, "process")
+	p.env = append(p.env, "LAZY_STORAGE__BACKEND=postgres", "LAZY_STORAGE__DSN="+pg.NewDatabase(t))
+	p.lazy(0, "daemon", "start")
+	ref := "d0"
+	p.lazy(0, "task", "new", "--code", ref, "-m", "add a file\n@write d0.txt hello\\n\n@commit add d0\n@answer done")
+	p.waitStatus(ref, "blocked")
+	cm := p.post(ref, api.PostCommentArgs{Body: "say more", File: "d0.txt", Line: 1, Side: "new", Intent: "comment"})
+	p.lazy(0, "unblock", ref, "-m", "@sleep 1s\n@write d0.txt more\\n\n@commit more d0\n@answer done")
+	waitTurn(t, p, ref, func(tu api.Turn) bool {
+		return tu.Trigger == "unblock" && tu.Status == "running" && tu.StartedAt != nil
+	})
+
+	pg.Stop()
+	for deadline := time.Now().Add(30 * time.Second); outboxEntries(p) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the work turn's end was not kept in the outbox during the outage")
+		}
+	}
+	pid := p.info().PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for syscallAlive(pid) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	pg.Restart(t)
+	back := time.Now()
+	p.lazy(0, "daemon", "start")
+	ti := p.waitStatus(ref, "blocked")
+	t.Logf("figure: one daemon on PostgreSQL killed during an outage, started again once it was back: the turn recorded from its outbox, the task blocked %v after the store was back", time.Since(back).Round(time.Millisecond))
+	var d api.TaskDetail
+	if err := p.rpc().Call(context.Background(), "taskShow", map[string]string{"task": ref}, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, tu := range d.Turns {
+		if tu.Status != "done" {
+			t.Errorf("turn %d (%s) ended %s (%s): the kill cut it", tu.Number, tu.Kind, tu.Status, tu.Error)
+		}
+	}
+	if ti.Turns != 2 || outboxReplays(p) != 1 || outboxEntries(p) != 0 {
+		t.Errorf("%d work turns (want 2), %d recorded from the outbox (want 1), %d entries left (want 0)", ti.Turns, outboxReplays(p), outboxEntries(p))
+	}
+	if got := delivery(p.threads(ref), cm.ID); got != review.Delivered {
+		t.Errorf("the comment the turn carried is %s, want delivered", got)
+	}
+	checkInvariants(t, 0, "PostgreSQL stopped, the daemon killed", map[string]review.ReviewComment{cm.ID: cm}, []*project{p}, func(api.TaskInfo) bool { return true })
 }
 
 // outboxEntries counts the turn ends waiting in member p's outbox.
