@@ -245,3 +245,29 @@ func TestAgentHomeKeptWhenTheStoreRefuses(t *testing.T) {
 		t.Fatalf("the next job brought the store's older home back over the turn's session: %v", err)
 	}
 }
+
+// TestBringHomeWaitsForTheStore: the store does not answer as a job
+// arrives (an outage that began as the job started): the home is read
+// again until it does, and the turn goes on with it.
+func TestBringHomeWaitsForTheStore(t *testing.T) {
+	src := agentHome(t)
+	archive, err := agent.ArchiveHome(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tries := 0
+	homes := &homeStore{load: func() ([]byte, time.Time, error) {
+		if tries++; tries < 3 {
+			return nil, time.Time{}, errors.New("FATAL: terminating connection due to administrator command (test)")
+		}
+		return archive, time.Now().UTC(), nil
+	}}
+	home := filepath.Join(t.TempDir(), "home")
+	tr := &travel{log: discard(), kind: jobWork, taskID: "t1", home: home, worktree: "/w", homes: homes}
+	if err := tr.bringHome(context.Background()); err != nil {
+		t.Fatalf("the arrival failed for an outage of two reads: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".claude", "s.jsonl")); err != nil || tries != 3 {
+		t.Errorf("after %d reads the home has its session: %v", tries, err)
+	}
+}

@@ -421,6 +421,30 @@ func (tr *travel) arrive(ctx context.Context) error {
 	return nil
 }
 
+// homeWait bounds how long a job's arrival waits for the store to give it
+// the agent home.
+const homeWait = 30 * time.Second
+
+// homeFromStore reads the task's agent home from the store. The store may
+// have stopped answering just as the job started: the read is tried again
+// each second for up to homeWait (or until the job is stopped, as on a
+// lost lease) before the turn fails for it.
+func (tr *travel) homeFromStore(ctx context.Context) ([]byte, time.Time, error) {
+	give := time.Now().Add(homeWait)
+	for {
+		archive, at, err := tr.homes.AgentHome(ctx, tr.taskID)
+		if err == nil || errors.Is(err, store.ErrNotFound) || time.Now().After(give) || ctx.Err() != nil {
+			return archive, at, err
+		}
+		tr.log.Warn("bring the agent home from the store (trying again)", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, time.Time{}, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 func (tr *travel) agentTurn() bool {
 	return tr.homes != nil && tr.home != "" && tr.kind.agentTurn()
 }
@@ -451,7 +475,7 @@ func parseHomeCwd(b []byte) (string, error) {
 // bringHome replaces this member's copy of the agent home by the store's
 // when the store's is newer (the task last ran elsewhere).
 func (tr *travel) bringHome(ctx context.Context) error {
-	archive, at, err := tr.homes.AgentHome(ctx, tr.taskID)
+	archive, at, err := tr.homeFromStore(ctx)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // no turn has kept one yet
 	}

@@ -212,7 +212,9 @@ func TestClusterChaosStoreStopped(t *testing.T) {
 	cm := b.post(ref, api.PostCommentArgs{Body: "say more", File: "s0.txt", Line: 1, Side: "new", Intent: "comment"})
 	b.lazy(0, "unblock", ref, "-m", "@write s0.txt more\\n\n@commit more\n@answer done")
 	b.lazy(0, "unblock", wref, "-m", "@sleep 2s\n@write s1.txt more\\n\n@commit more s1\n@answer done")
-	waitTurn(t, b, wref, func(tu api.Turn) bool { return tu.Kind == "work" && tu.Trigger == "unblock" && tu.Status == "running" })
+	waitTurn(t, b, wref, func(tu api.Turn) bool {
+		return tu.Kind == "work" && tu.Trigger == "unblock" && tu.Status == "running" && tu.StartedAt != nil
+	})
 
 	c.pg.Stop()
 	stopped := time.Now()
