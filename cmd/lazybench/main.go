@@ -596,6 +596,12 @@ func runLoad(self, url, key string, clients int, dur time.Duration, sse bool, pr
 	return r, nil
 }
 
+// rotated is ts starting at its k-th (mod len).
+func rotated(ts []target, k int) []target {
+	k %= len(ts)
+	return append(append([]target(nil), ts[k:]...), ts[:k]...)
+}
+
 // runInterleaved is the 1-client load sent to every target in turn.
 func runInterleaved(self string, ts []target, dur time.Duration, proto string) ([]result, error) {
 	var spec []string
@@ -800,7 +806,9 @@ func run(args []string) error {
 		if err := one("", targets, *dur, ""); err != nil {
 			return err
 		}
-		for _, t := range targets {
+		// each round starts at another target, so none is always measured
+		// right after the same neighbour
+		for _, t := range rotated(targets, r) {
 			fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s\n", r, *rounds, t.name)
 			if err := many(t.name, t, *dur, ""); err != nil {
 				return err
@@ -817,7 +825,7 @@ func run(args []string) error {
 			if err := one(p+" ", protoTargets[p], *protoDur, p); err != nil {
 				return err
 			}
-			for _, t := range protoTargets[p] {
+			for _, t := range rotated(protoTargets[p], r) {
 				fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s %s\n", r, *rounds, p, t.name)
 				if err := many(p+" "+t.name, t, *protoDur, p); err != nil {
 					return err
