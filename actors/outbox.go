@@ -3,7 +3,7 @@ package actors
 // The durable local outbox: the end of an agent turn (work or ask) that
 // the store could not take when it ended, kept on this machine's disk
 // until the store has it. One file per task (a task runs one job at a
-// time) in the daemon's state directory (statedir Outbox, 0700, hidden from
+// time) in the daemon's state directory (api.Paths.Outbox, 0700, hidden from
 // every sandbox with the rest of the lazy home), written atomically: a
 // temporary file, fsync, rename over the task's file, fsync of the
 // directory. A file is removed once the turn's end is recorded in the

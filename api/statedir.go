@@ -13,8 +13,8 @@ import (
 // service home ($LAZY_HOME, or ~/.lazy) and each project's state directory
 // under it, <home>/daemon/<slug>, with daemon.json (DaemonInfo) and the
 // auth token the RPC presents. The client reads them from here, on the
-// standard library alone; the daemon writes them (package statedir names
-// the same paths for the daemon's side). Nothing here reads an environment
+// standard library alone; the daemon writes them, through the same
+// functions. Nothing here reads an environment
 // of its own (the caller passes it in) or creates a file.
 
 // LazyHome is the service home: $LAZY_HOME from environ, or ~/.lazy.

@@ -3,7 +3,7 @@
 // into one typed Config, and validates it so that a bad key is named at start.
 //
 // Where things live (the service home and the per-project state directory)
-// is package statedir's, which the RPC client reads without koanf. config
+// is package api's (api.StatePaths), which the RPC client reads without koanf. config
 // reads no environment of its own; callers pass the environment in. Other
 // packages receive plain values from here and never import koanf.
 package config
@@ -30,7 +30,7 @@ import (
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 
-	"lazy/statedir"
+	"lazy/api"
 )
 
 // Config is the whole of a project's settings.
@@ -687,7 +687,7 @@ func (c *Config) ProviderCredentialFile(home string) string {
 	if c.Credentials.Provider.File != "" {
 		return ExpandPath(c.Credentials.Provider.File)
 	}
-	return filepath.Join(statedir.CredentialsDir(home), "provider")
+	return filepath.Join(api.CredentialsDir(home), "provider")
 }
 
 // EditorCredentialFile is the configured editor key file, or
@@ -696,7 +696,7 @@ func (c *Config) EditorCredentialFile(home string) string {
 	if c.Credentials.Editor.File != "" {
 		return ExpandPath(c.Credentials.Editor.File)
 	}
-	return filepath.Join(statedir.CredentialsDir(home), "editor")
+	return filepath.Join(api.CredentialsDir(home), "editor")
 }
 
 // OpenAICredentialFile is the configured OpenAI key file, or
@@ -705,7 +705,7 @@ func (c *Config) OpenAICredentialFile(home string) string {
 	if c.Credentials.OpenAI.File != "" {
 		return ExpandPath(c.Credentials.OpenAI.File)
 	}
-	return filepath.Join(statedir.CredentialsDir(home), "openai")
+	return filepath.Join(api.CredentialsDir(home), "openai")
 }
 
 // Drivers are the agent drivers (agent.driver, lazy task new --driver).
@@ -727,7 +727,7 @@ func (c *Config) GeminiCredentialFile(home string) string {
 	if c.Credentials.Gemini.File != "" {
 		return ExpandPath(c.Credentials.Gemini.File)
 	}
-	return filepath.Join(statedir.CredentialsDir(home), "gemini")
+	return filepath.Join(api.CredentialsDir(home), "gemini")
 }
 
 // PortRange returns the port window as numbers.

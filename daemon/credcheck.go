@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"lazy/api"
 	"lazy/config"
 	"lazy/proxy"
-	"lazy/statedir"
 )
 
 // Credential files are checked where a user can still fix them, never
@@ -257,7 +257,7 @@ func needsGeminiFile(cfg *config.Config) bool {
 // project at root, for the CLI to refuse before it starts a daemon: nil,
 // or the first file that is there but unusable, with its path and fix.
 func CheckCredentials(root string, environ []string) error {
-	home, err := statedir.Home(environ)
+	home, err := api.LazyHome(environ)
 	if err != nil {
 		return err
 	}

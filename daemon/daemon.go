@@ -34,7 +34,6 @@ import (
 	"lazy/httpapi"
 	"lazy/proxy"
 	"lazy/review"
-	"lazy/statedir"
 	"lazy/store"
 	"lazy/supervisor"
 	"lazy/task"
@@ -68,7 +67,7 @@ type Daemon struct {
 	taskDeps *actors.TaskDeps
 	reload   *reloader
 	status   *status // what daemon.json and `lazy daemon status` say
-	paths    statedir.Paths
+	paths    api.Paths
 	log      *slog.Logger
 	st       store.Store
 	sup      *supervisor.Supervisor
@@ -89,7 +88,7 @@ var ErrRunning = errors.New("a daemon is already running for this project")
 
 // Start brings a daemon up; it serves until ctx ends or Stop is called.
 func Start(ctx context.Context, o Options) (*Daemon, error) {
-	home, err := statedir.Home(o.Environ)
+	home, err := api.LazyHome(o.Environ)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +96,7 @@ func Start(ctx context.Context, o Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	paths := statedir.For(home, o.Root)
+	paths := api.StatePaths(home, o.Root)
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -572,7 +571,7 @@ func (d *Daemon) Review() *Review { return d.review }
 func (d *Daemon) Supervisor() *supervisor.Supervisor { return d.sup }
 
 // Paths are the daemon's state paths.
-func (d *Daemon) Paths() statedir.Paths { return d.paths }
+func (d *Daemon) Paths() api.Paths { return d.paths }
 
 // Stop begins a graceful stop.
 func (d *Daemon) Stop() { d.stopFn() }
@@ -620,7 +619,7 @@ func ensureToken(path string) (string, error) {
 	return tok, nil
 }
 
-func openStore(cfg *config.Config, paths statedir.Paths) (store.Store, error) {
+func openStore(cfg *config.Config, paths api.Paths) (store.Store, error) {
 	sync := store.WithSync(cfg.Storage.Sync != "normal")
 	switch cfg.Storage.Backend {
 	case "file":

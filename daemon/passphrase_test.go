@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"lazy/api"
 	"lazy/approval"
 	"lazy/gitx/gitxtest"
-	"lazy/statedir"
 	"lazy/store"
 	"lazy/task"
 )
@@ -27,7 +27,7 @@ func TestPassphraseTriesPerProject(t *testing.T) {
 		gitxtest.Git(t, root, "branch", b)
 	}
 	home := t.TempDir()
-	paths := statedir.For(home, root)
+	paths := api.StatePaths(home, root)
 	if err := os.MkdirAll(paths.State, 0o700); err != nil {
 		t.Fatal(err)
 	}

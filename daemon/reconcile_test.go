@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"lazy/api"
 	"lazy/gitx/gitxtest"
-	"lazy/statedir"
 	"lazy/store"
 	"lazy/task"
 )
@@ -22,7 +22,7 @@ import (
 func TestReconcileTaskLeftRunning(t *testing.T) {
 	root := gitxtest.NewRepo(t, nil)
 	home := t.TempDir()
-	paths := statedir.For(home, root)
+	paths := api.StatePaths(home, root)
 	if err := os.MkdirAll(paths.State, 0o700); err != nil {
 		t.Fatal(err)
 	}

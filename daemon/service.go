@@ -20,7 +20,6 @@ import (
 	"lazy/gitx"
 	"lazy/proxy"
 	"lazy/review"
-	"lazy/statedir"
 	"lazy/store"
 	"lazy/supervisor"
 	"lazy/task"
@@ -31,7 +30,7 @@ type Service struct {
 	live *liveConfig
 	// transcripts is each running turn's transcript (transcript.go)
 	transcripts *transcripts
-	paths       statedir.Paths
+	paths       api.Paths
 	st          store.Store
 	sup         *supervisor.Supervisor
 	creds       *credentials

@@ -26,7 +26,6 @@ import (
 	"lazy/client"
 	"lazy/gitx"
 	"lazy/httpapi"
-	"lazy/statedir"
 	"lazy/views"
 )
 
@@ -69,11 +68,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if r, err := filepath.EvalSymlinks(root); err == nil {
 		root = r
 	}
-	home, err := statedir.Home(os.Environ())
+	home, err := api.LazyHome(os.Environ())
 	if err != nil {
 		return err
 	}
-	paths := statedir.For(home, root)
+	paths := api.StatePaths(home, root)
 	conn, err := client.Dial(paths)
 	if err != nil {
 		return fmt.Errorf("%w (the dev server is a client of the daemon and never opens the store itself)", err)

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"lazy/api"
-	"lazy/statedir"
 	"lazy/supervisor"
 )
 
@@ -78,7 +77,7 @@ func (a *app) clusterCmd() *cobra.Command {
 				return usageError{errors.New("name the host other members reach this member at: --host HOST (the host of its cluster.advertise)")}
 			}
 			if dir == "" {
-				home, err := statedir.Home(a.environ)
+				home, err := api.LazyHome(a.environ)
 				if err != nil {
 					return err
 				}

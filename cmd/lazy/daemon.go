@@ -19,7 +19,6 @@ import (
 	"lazy/config"
 	"lazy/daemon"
 	"lazy/internal/logfile"
-	"lazy/statedir"
 )
 
 func (a *app) daemonCmd() *cobra.Command {
@@ -61,7 +60,7 @@ func (a *app) daemonCmd() *cobra.Command {
 	return c
 }
 
-func (a *app) printStatus(ctx context.Context, p statedir.Paths) error {
+func (a *app) printStatus(ctx context.Context, p api.Paths) error {
 	c, info, err := client.Discover(p)
 	if err == nil {
 		err = c.WaitReady(ctx, 0)
@@ -91,7 +90,7 @@ func (a *app) printStatus(ctx context.Context, p statedir.Paths) error {
 
 // printRunning is the running daemon's lines (CONTRACT §3): the tokened
 // `open:` address logs a browser in to the dashboard.
-func printRunning(out, errOut io.Writer, info api.DaemonInfo, p statedir.Paths) {
+func printRunning(out, errOut io.Writer, info api.DaemonInfo, p api.Paths) {
 	fmt.Fprintf(out, "daemon: running (pid %d)\ndashboard: %s\n", info.PID, info.BaseURL)
 	if u, err := openURL(info, p); err == nil {
 		fmt.Fprintf(out, "open: %s\n", u)
@@ -107,7 +106,7 @@ func printRunning(out, errOut io.Writer, info api.DaemonInfo, p statedir.Paths) 
 }
 
 // openURL is the dashboard's address with its login token.
-func openURL(info api.DaemonInfo, p statedir.Paths) (string, error) {
+func openURL(info api.DaemonInfo, p api.Paths) (string, error) {
 	tok, err := client.ReadToken(p.DashboardToken)
 	if err != nil {
 		return "", err

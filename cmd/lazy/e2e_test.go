@@ -20,7 +20,6 @@ import (
 	"lazy/agent"
 	"lazy/api"
 	"lazy/gitx/gitxtest"
-	"lazy/statedir"
 	"lazy/stubmodel"
 )
 
@@ -57,7 +56,7 @@ type project struct {
 	home  string
 	stub  *stubmodel.Server
 	env   []string
-	paths statedir.Paths
+	paths api.Paths
 	real  string
 	// upstream is the stub's URL
 	upstream string
@@ -106,7 +105,7 @@ func newProjectIn(t testing.TB, runner, root string) *project {
 	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(real+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &project{t: t, root: root, home: home, stub: stub, real: real, paths: statedir.For(home, root), upstream: srv.URL}
+	p := &project{t: t, root: root, home: home, stub: stub, real: real, paths: api.StatePaths(home, root), upstream: srv.URL}
 	p.env = append(os.Environ(), "LAZY_HOME="+home)
 	p.lazy(0, "init")
 	runnerLine := ""

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"lazy/api"
 	"lazy/review"
-	"lazy/statedir"
 )
 
 // The first hour of a new user (issue 25, items 6, 7, 8, 12, 13): each
@@ -389,7 +389,7 @@ func TestFirstHourDemoWithoutBwrap(t *testing.T) {
 	}
 	f := strings.Fields(cli) // LAZY_HOME=<home> lazy --project <root> task list
 	home, root := strings.TrimPrefix(f[0], "LAZY_HOME="), f[3]
-	p := &project{t: t, root: root, home: home, paths: statedir.For(home, root), env: withEnv(withEnv(os.Environ(), "PATH", path), "LAZY_HOME", home)}
+	p := &project{t: t, root: root, home: home, paths: api.StatePaths(home, root), env: withEnv(withEnv(os.Environ(), "PATH", path), "LAZY_HOME", home)}
 	pl := p.waitThreads("greeting", "the demo's question answered", func(pl review.Payload) bool {
 		for _, th := range pl.Threads {
 			for _, m := range th.Messages {

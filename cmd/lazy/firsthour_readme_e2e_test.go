@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"lazy/api"
 	"lazy/gitx/gitxtest"
-	"lazy/statedir"
 	"lazy/stubmodel"
 )
 
@@ -46,7 +46,7 @@ func TestFirstHourFromTheREADME(t *testing.T) {
 	t.Cleanup(srv.Close)
 	home := artifactDir(t, "home")
 	p := &project{t: t, root: root, home: home, stub: stub, real: "sk-ant-api03-REALSECRET" + strings.Repeat("y", 20),
-		paths: statedir.For(home, root), upstream: srv.URL}
+		paths: api.StatePaths(home, root), upstream: srv.URL}
 	// only what the test must say differently from a user: the stub model,
 	// the scripted agent, and a runner where bwrap is missing off CI
 	p.env = append(os.Environ(), "LAZY_HOME="+home, "LAZY_AGENT__DRIVER=script", "LAZY_PROXY__UPSTREAM="+srv.URL, "LAZY_PROXY__CREDENTIAL=provider")

@@ -22,7 +22,6 @@ import (
 	"lazy/config"
 	"lazy/gitx"
 	"lazy/scriptagent"
-	"lazy/statedir"
 	"lazy/version"
 )
 
@@ -169,16 +168,16 @@ func (a *app) rootDir(ctx context.Context) (string, error) {
 	return top, nil
 }
 
-func (a *app) paths(ctx context.Context) (statedir.Paths, error) {
+func (a *app) paths(ctx context.Context) (api.Paths, error) {
 	root, err := a.rootDir(ctx)
 	if err != nil {
-		return statedir.Paths{}, err
+		return api.Paths{}, err
 	}
-	home, err := statedir.Home(a.environ)
+	home, err := api.LazyHome(a.environ)
 	if err != nil {
-		return statedir.Paths{}, err
+		return api.Paths{}, err
 	}
-	return statedir.For(home, root), nil
+	return api.StatePaths(home, root), nil
 }
 
 // client finds the project's running daemon.

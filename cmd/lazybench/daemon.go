@@ -20,7 +20,6 @@ import (
 	"lazy/daemon"
 	"lazy/internal/logfile"
 	"lazy/proxy"
-	"lazy/statedir"
 )
 
 // benchBudget is the token budget set on the bench's task: large enough
@@ -134,7 +133,7 @@ func serveDaemon(args []string) error {
 		if err != nil {
 			return fmt.Errorf("create the bench task %s: %w", t.code, err)
 		}
-		ph, err := waitGrant(statedir.For(home, root).ProxyTokens, res.Task.ID, t.envVar)
+		ph, err := waitGrant(api.StatePaths(home, root).ProxyTokens, res.Task.ID, t.envVar)
 		if err != nil {
 			return err
 		}

@@ -47,7 +47,7 @@ func forbidden(deps, prefixes []string) []string {
 // states, errkind's kinds: api imports review, review imports task and
 // errkind, each on the standard library alone). Everything else it compiles
 // must be the standard library: no other module (koanf, echo, GORM,
-// protoactor, chroma) and no other package of lazy (statedir, config,
+// protoactor, chroma) and no other package of lazy (config,
 // store, actors, the daemon).
 var clientMay = []string{"lazy/client", "lazy/api", "lazy/review", "lazy/task", "lazy/errkind"}
 
@@ -75,7 +75,7 @@ var belowTheCommands = []string{"lazy/actors", "lazy/gitx", "lazy/store", "lazy/
 
 func TestClientCompilesNoServer(t *testing.T) {
 	if bad := outside(t, "lazy/client", clientMay); len(bad) > 0 {
-		t.Errorf("lazy/client compiles %v: the client takes only package api (its types, and the state paths api.StatePaths) and the leaves api is made of, beside the standard library; never statedir, config (koanf) nor anything of the daemon", bad)
+		t.Errorf("lazy/client compiles %v: the client takes only package api (its types, and the state paths api.StatePaths) and the leaves api is made of, beside the standard library; never config (koanf) nor anything of the daemon", bad)
 	}
 }
 
@@ -103,10 +103,6 @@ func TestTheRulesSeeImports(t *testing.T) {
 		if !slices.Contains(bad, p) {
 			t.Errorf("outside(lazy/config) = %v, want %s among them: the client's rule cannot see it", bad, p)
 		}
-	}
-	// statedir (the daemon's spelling of api's paths) is outside it too
-	if bad := outside(t, "lazy/statedir", clientMay); !slices.Contains(bad, "lazy/statedir") {
-		t.Errorf("outside(lazy/statedir) = %v, want lazy/statedir among them: the client's rule cannot see it", bad)
 	}
 	if bad := outside(t, "lazy/client", clientMay[:1]); !slices.Contains(bad, "lazy/api") {
 		t.Errorf("outside(lazy/client) with only itself allowed = %v, want lazy/api among them", bad)
