@@ -25,44 +25,33 @@ import (
 // back early; the late body must still be the first call's, byte for byte.
 // The same calls, once written, do give their buffers back.
 func TestPooledBodyHeldUntilWritten(t *testing.T) {
-	home := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(realKey), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg := cfgFor("http://127.0.0.1:1", "provider")
-	ph := NewPlaceholder("api_key", "")
-	g := Grants{ph: {Placeholder: ph, TaskRef: "b", TaskID: strings.Repeat("b", 32), EnvVar: "ANTHROPIC_API_KEY"}}
-	ptr := &atomic.Pointer[Grants]{}
-	ptr.Store(&g)
+	o, ph := oneTask(t, cfgFor("http://127.0.0.1:1", "provider"))
 	type late struct {
 		body  io.Reader
 		trace *httptrace.ClientTrace
 	}
 	lates := make(chan late, 1)
 	var got [][]byte
-	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr, Port: 1,
-		Reserve: func(_ string, estimate func() int64) (int64, string) { return estimate(), "" },
-		Transport: rtFunc(func(r *http.Request) (*http.Response, error) {
-			switch r.Header.Get("X-Mode") {
-			case "late":
-				lates <- late{r.Body, httptrace.ContextClientTrace(r.Context())}
-			case "unreported":
+	o.Reserve = func(_ string, estimate func() int64) (int64, string) { return estimate(), "" }
+	o.Transport = rtFunc(func(r *http.Request) (*http.Response, error) {
+		switch r.Header.Get("X-Mode") {
+		case "late":
+			lates <- late{r.Body, httptrace.ContextClientTrace(r.Context())}
+		case "unreported":
+			_, _ = io.Copy(io.Discard, r.Body)
+		default:
+			if len(got) < 30 {
+				b, _ := io.ReadAll(r.Body)
+				got = append(got, b)
+			} else {
 				_, _ = io.Copy(io.Discard, r.Body)
-			default:
-				if len(got) < 30 {
-					b, _ := io.ReadAll(r.Body)
-					got = append(got, b)
-				} else {
-					_, _ = io.Copy(io.Discard, r.Body)
-				}
-				wrote(r)
 			}
-			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"usage":{"input_tokens":1,"output_tokens":1}}`)),
-				ContentLength: -1, Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
-		})})
+			wrote(r)
+		}
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"usage":{"input_tokens":1,"output_tokens":1}}`)),
+			ContentLength: -1, Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
+	})
+	p, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,39 +114,29 @@ func TestPooledBodyHeldUntilWritten(t *testing.T) {
 // missing (the hold's sizing read the body a second time, counting what
 // the first reading had held), found by an outside attack pass.
 func TestBodyThatDoesNotFitSentWhole(t *testing.T) {
-	home := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(realKey), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	cfg := cfgFor("http://127.0.0.1:1", "provider")
 	cfg.Proxy.Fallback = []config.Fallback{{Upstream: "http://127.0.0.1:2", Credential: "provider"}}
-	ph := NewPlaceholder("api_key", "")
-	g := Grants{ph: {Placeholder: ph, TaskRef: "b", TaskID: strings.Repeat("b", 32), EnvVar: "ANTHROPIC_API_KEY"}}
-	ptr := &atomic.Pointer[Grants]{}
-	ptr.Store(&g)
+	o, ph := oneTask(t, cfg)
 	var got []byte
 	var p *Proxy
 	var freed atomic.Bool
-	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr, Port: 1,
-		Reserve: func(_ string, estimate func() int64) (int64, string) {
-			if freed.Load() {
-				p.replay.Store(0) // the other calls ended meanwhile
-			}
-			return estimate(), ""
-		},
-		Transport: rtFunc(func(r *http.Request) (*http.Response, error) {
-			b, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength))
-			if err != nil {
-				return nil, err
-			}
-			got = b
-			wrote(r)
-			return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"usage":{"input_tokens":1,"output_tokens":1}}`)),
-				ContentLength: -1, Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
-		})})
+	o.Reserve = func(_ string, estimate func() int64) (int64, string) {
+		if freed.Load() {
+			p.replay.Store(0) // the other calls ended meanwhile
+		}
+		return estimate(), ""
+	}
+	o.Transport = rtFunc(func(r *http.Request) (*http.Response, error) {
+		b, err := io.ReadAll(io.LimitReader(r.Body, r.ContentLength))
+		if err != nil {
+			return nil, err
+		}
+		got = b
+		wrote(r)
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(`{"usage":{"input_tokens":1,"output_tokens":1}}`)),
+			ContentLength: -1, Request: r, ProtoMajor: 1, ProtoMinor: 1}, nil
+	})
+	p, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,4 +165,22 @@ func TestBodyThatDoesNotFitSentWhole(t *testing.T) {
 		}
 	}
 	p.replay.Store(0)
+}
+
+// oneTask is the options of a proxy under cfg with one task's live grant
+// (Anthropic, on the TCP listener) and the real key in the credential
+// file, and the task's placeholder.
+func oneTask(t *testing.T, cfg config.Config) (Options, string) {
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "credentials"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "credentials", "provider"), []byte(realKey), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ph := NewPlaceholder("api_key", "")
+	g := Grants{ph: {Placeholder: ph, TaskRef: "b", TaskID: strings.Repeat("b", 32), EnvVar: "ANTHROPIC_API_KEY"}}
+	ptr := &atomic.Pointer[Grants]{}
+	ptr.Store(&g)
+	return Options{Config: &cfg, Home: home, Grants: ptr, Port: 1}, ph
 }

@@ -305,10 +305,7 @@ func TestClusterChaosStoreStoppedHostKilled(t *testing.T) {
 	ref := "k0"
 	c.a.lazy(0, "task", "new", "--code", ref, "-m", "add a file\n@write k0.txt hello\\n\n@commit add k0\n@answer done")
 	ti := c.a.waitStatus(ref, "blocked")
-	host, other := c.a, c.b
-	if c.hosts()[ti.ID] == "b" {
-		host, other = c.b, c.a
-	}
+	host, other := c.hostOf(ti.ID)
 	other.lazy(0, "daemon", "stop")
 	for deadline := time.Now().Add(30 * time.Second); len(c.status(host).Members) != 1; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {

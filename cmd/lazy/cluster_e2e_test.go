@@ -113,6 +113,14 @@ func (c *cluster) hosts() map[string]string {
 	return out
 }
 
+// hostOf is the member that hosts task id now, and the other one.
+func (c *cluster) hostOf(id string) (host, other *project) {
+	if c.hosts()[id] == "b" {
+		return c.b, c.a
+	}
+	return c.a, c.b
+}
+
 // TestClusterTwoMembers: tasks created through member a are hosted by
 // either member; each one's agent turns run on its host, in that member's
 // own worktree; member b's RPC, CLI and dashboard ask, comment, unblock and
@@ -357,10 +365,7 @@ func TestClusterClaudeResume(t *testing.T) {
 	c := newClusterOf(t, "", func(p *project) { p.useClaude(t, claude, "api_key") })
 	c.a.lazy(0, "task", "new", "--code", "cr", "-m", "remember the word PINEAPPLE")
 	ti := c.a.waitStatus("cr", "blocked")
-	from, to := c.a, c.b
-	if c.hosts()[ti.ID] == "b" {
-		from, to = c.b, c.a
-	}
+	from, to := c.hostOf(ti.ID)
 	if n := len(from.stub.Requests()); n == 0 {
 		t.Fatal("the first turn made no model call on its host")
 	}

@@ -157,10 +157,7 @@ func pushLost(t *testing.T, how string) {
 	ref := "l0"
 	c.a.lazy(0, "task", "new", "--code", ref, "-m", "@write l0.txt first\\n\n@commit first of l0\n@answer done")
 	ti := c.a.waitStatus(ref, "blocked")
-	host, other := c.a, c.b
-	if c.hosts()[ti.ID] == "b" {
-		host, other = c.b, c.a
-	}
+	host, other := c.hostOf(ti.ID)
 	firstOnRemote := strings.TrimSpace(runGit(t, c.remote, "rev-parse", "refs/heads/"+ti.Branch))
 	marker := refusePushes(t, c.remote)
 	if err := os.WriteFile(marker, nil, 0o644); err != nil {
