@@ -5,10 +5,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"lazy/gitx"
 	"lazy/gitx/gitxtest"
 	"lazy/review"
+	"lazy/task"
 )
 
 // TestApplySuggestion: the task actor commits a reviewer's suggestion to
@@ -74,5 +76,38 @@ func TestApplySuggestion(t *testing.T) {
 	runs := agentRun.recorded()
 	if len(runs) != 1 || !strings.Contains(runs[0].prompt, "```\nfunc A() int { return 4 }\n```") || strings.Contains(runs[0].prompt, "return 3") {
 		t.Fatalf("the turn's prompt should carry the second suggestion verbatim and not the applied one:\n%+v", runs)
+	}
+}
+
+// TestPostTriedAgainIsOneComment: a post the daemon sends again with the
+// same id (its first try taken, the answer lost: a cluster call whose host
+// died or timed out) is the comment stored already — one row, one ask
+// queued, the same comment answered — never a second one. An operator saw
+// a comment stored and delivered twice after a kill -9 of the other member.
+func TestPostTriedAgainIsOneComment(t *testing.T) {
+	r := newRig(t, "", nil)
+	r.commit(map[string]string{"a.go": "package a\n\nvar Once = 1\n"})
+	c := review.ReviewComment{ID: task.NewID(time.Now()), Intent: review.Comment, Body: "once, please",
+		File: "a.go", Line: 1, Side: review.New, LineText: "package a"}
+	var ids []string
+	for range 3 {
+		res, err := r.ask(&PostReviewComment{Comment: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.(*review.ReviewComment).ID)
+	}
+	all, err := r.st.ListReviewComments(context.Background(), r.tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, x := range all {
+		if x.Body == "once, please" {
+			n++
+		}
+	}
+	if n != 1 || ids[0] != c.ID || ids[1] != c.ID || ids[2] != c.ID {
+		t.Fatalf("a post sent three times with one id: %d comments stored, answered %v; want one, %s", n, ids, c.ID)
 	}
 }

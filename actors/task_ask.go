@@ -23,7 +23,22 @@ func (a *TaskActor) postReviewComment(c review.ReviewComment) (*review.ReviewCom
 		return nil, err
 	}
 	now := a.now()
-	c.ID, c.TaskID, c.Actor, c.CreatedAt = task.NewID(now), a.id, review.Human, now
+	if c.ID != "" {
+		// the id the daemon gave the post: a post tried again (its first
+		// try taken, its answer lost: a member died or a call timed out in
+		// a cluster) is the comment stored already, not a second one
+		if had, err := a.loadComment(c.ID); err != nil {
+			return nil, err
+		} else if had != nil {
+			if had.TaskID != a.id {
+				return nil, fmt.Errorf("comment %s is another task's", c.ID)
+			}
+			return had, nil
+		}
+	} else {
+		c.ID = task.NewID(now)
+	}
+	c.TaskID, c.Actor, c.CreatedAt = a.id, review.Human, now
 	c.AskState, c.AskError, c.DeliveryState, c.DeliveredTurn, c.WithdrawnAt = "", "", "", 0, nil
 	if c.ThreadID == "" {
 		c.ThreadID = c.ID

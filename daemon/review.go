@@ -306,6 +306,9 @@ func (r *Review) PostComment(ctx context.Context, ref string, a api.PostCommentA
 			c.StartLine = a.StartLine
 		}
 	}
+	// the comment's id is given here, once: the actor takes a post tried
+	// again (a cluster call whose answer was lost) as the comment it stored
+	c.ID = task.NewID(time.Now())
 	return supervisor.Ask[*review.ReviewComment](r.svc.sup, t.ID, &actors.PostReviewComment{Comment: c})
 }
 
