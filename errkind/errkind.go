@@ -31,10 +31,11 @@ const (
 	Wait            Kind = "wait"             // guessing the passphrase must wait
 	BadCall         Kind = "bad_call"         // a call with missing or unknown arguments
 	ReadOnly        Kind = "read_only"        // a write asked of a read-only surface
+	Unavailable     Kind = "unavailable"      // the store does not answer
 )
 
 // All is every kind but Other.
-var All = []Kind{Refusal, Rule, Busy, TooLarge, Ended, Locked, NotFound, Conflict, Ambiguous, WrongPassphrase, Wait, BadCall, ReadOnly}
+var All = []Kind{Refusal, Rule, Busy, TooLarge, Ended, Locked, NotFound, Conflict, Ambiguous, WrongPassphrase, Wait, BadCall, ReadOnly, Unavailable}
 
 // Kinded is an error that says its kind.
 type Kinded interface{ ErrorKind() Kind }

@@ -240,6 +240,7 @@ var kindStatus = map[errkind.Kind]int{
 	errkind.Ended:           http.StatusConflict,
 	errkind.Locked:          http.StatusConflict,
 	errkind.Conflict:        http.StatusConflict,
+	errkind.Unavailable:     http.StatusServiceUnavailable, // the store does not answer: the message says what to check
 	errkind.BadCall:         http.StatusBadRequest,
 	errkind.ReadOnly:        http.StatusForbidden,
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"lazy/errkind"
 	"lazy/review"
 	"lazy/store/pgtest"
 	"lazy/task"
@@ -235,5 +237,34 @@ func TestPassphraseTriesAcrossMembers(t *testing.T) {
 	}
 	if got != 80 {
 		t.Fatalf("two members counted 80 wrong passphrases, the store kept %d", got)
+	}
+}
+
+// TestPostgresStoppedSaysSo: with the PostgreSQL server stopped, a read and
+// a write fail as errkind.Unavailable, saying the store does not answer and
+// what to check (a 503 on the web and over the RPC), not as an unexpected
+// error the web answers "internal error … see the daemon log" (an operator
+// saw every command and page do that for a 20 s outage).
+func TestPostgresStoppedSaysSo(t *testing.T) {
+	srv := pgtest.Start(t)
+	s, err := OpenPostgres(srv.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	now := time.Now().UTC()
+	tk := &Task{ID: task.NewID(now), Status: task.Blocked, CreatedAt: now, UpdatedAt: now, LastActivity: now}
+	if err := s.CreateTask(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	_, rerr := s.GetTask(ctx, tk.ID)
+	tk.Title = "renamed"
+	werr := s.SaveTask(ctx, tk)
+	for what, err := range map[string]error{"a read": rerr, "a write": werr} {
+		if errkind.Of(err) != errkind.Unavailable || !strings.Contains(fmt.Sprint(err), "check that PostgreSQL runs") {
+			t.Errorf("%s with the server stopped: %v (kind %q); want errkind.Unavailable saying what to check", what, err, errkind.Of(err))
+		}
 	}
 }

@@ -132,7 +132,7 @@ func mapErr(op string, err error) error {
 	if strings.Contains(err.Error(), "UNIQUE constraint failed") || isUniqueViolation(err) {
 		return fmt.Errorf("%s: %w", op, ErrConflict)
 	}
-	return fmt.Errorf("%s: %w", op, err)
+	return fmt.Errorf("%s: %w", op, unavailable(err))
 }
 
 // CreateTask inserts a task; a taken code or id is ErrConflict.
