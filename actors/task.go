@@ -483,11 +483,20 @@ func (a *TaskActor) reload(settled bool) {
 				a.log.Info("a turn of this task is marked running: waiting to learn whether another member still runs it", "turn", tu.Number)
 				continue
 			}
-			a.endTurn(tu, agent.Outcome{}, "", store.TurnInterrupted, "the task actor restarted during the turn")
+			cause := "the task actor restarted during the turn"
+			if a.deps.Remote != "" {
+				cause = "its host stopped it: the member stopped, or lost the task's lease (the store did not answer for 7 s)"
+			}
+			a.endTurn(tu, agent.Outcome{}, "", store.TurnInterrupted, cause)
 			if a.deps.Remote != "" && tu.Kind == store.TurnWork && t.Status == task.Running {
-				// placed anew after its member died: the turn's work since
-				// its last push is gone, and the reviewer decides what next
-				a.setStatus(task.Failed, fmt.Sprintf("work turn %d was cut off: the cluster member running it stopped; its work since the turn began is lost. Unblock the task to run it again", tu.Number))
+				// placed anew after its host stopped it: the turn's work
+				// since its last push is gone, and the reviewer decides what
+				// next; the comments it carried go with the next work turn
+				again := ""
+				if n := a.requeueDelivered(tu); n > 0 {
+					again = fmt.Sprintf("; the %d comments it carried are queued again for the next work turn", n)
+				}
+				a.setStatus(task.Failed, fmt.Sprintf("work turn %d was cut off: %s; its work since the turn began is lost%s. Unblock the task to run it again", tu.Number, cause, again))
 			}
 		}
 	}
@@ -519,6 +528,32 @@ func (a *TaskActor) reload(settled bool) {
 		// branch on the remote
 		a.queue = append([]*job{{spec: pushSpec{}, label: "push of the task branch", queuedAt: a.now()}}, a.queue...)
 	}
+}
+
+// requeueDelivered puts the comments a work turn carried back in the queue
+// when the turn was cut off and its work lost (they showed "delivered"
+// while nothing of them reached the branch): the next work turn carries
+// them again. It returns how many.
+func (a *TaskActor) requeueDelivered(tu *store.Turn) int {
+	cs, err := a.store().ListReviewComments(a.bg(), a.id)
+	if err != nil {
+		a.log.Error("requeue the comments of a cut-off turn", "turn", tu.Number, "err", err)
+		return 0
+	}
+	n := 0
+	for i := range cs {
+		c := &cs[i]
+		if c.DeliveryState != review.Delivered || c.DeliveredTurn != tu.WorkNumber() {
+			continue
+		}
+		c.DeliveryState, c.DeliveredTurn = review.PendingDelivery, 0
+		if err := a.store().SaveReviewComment(a.bg(), c); err != nil {
+			a.log.Error("requeue a comment of a cut-off turn", "comment", c.ID, "err", err)
+			continue
+		}
+		n++
+	}
+	return n
 }
 
 // loadTask loads the task row alone, with this member's worktree, for the

@@ -276,3 +276,40 @@ func TestClusterAskRightAfterATurn(t *testing.T) {
 		lifeOf(t, ctx, cls[i%2], fmt.Sprintf("q%d", i))
 	}
 }
+
+// TestClusterCutTurnRequeuesItsComments: a work turn carrying a comment is
+// cut off by a kill -9 of its host: the survivor records the task failed,
+// says the comment is queued again, and shows it queued (not "delivered"
+// with a turn whose work was lost); the reviewer's next unblock carries it,
+// and it is delivered once, with that turn. An operator saw such a comment
+// stay "delivered with turn 5" while nothing of it reached the branch.
+func TestClusterCutTurnRequeuesItsComments(t *testing.T) {
+	c := newCluster(t)
+	c.a.lazy(0, "task", "new", "--code", "r0", "-m", "@write r0.txt one\\n\n@commit one\n@answer done")
+	ti := c.a.waitStatus("r0", "blocked")
+	host, other := c.hostOf(ti.ID)
+	cm := other.post("r0", api.PostCommentArgs{Body: "make it two", File: "r0.txt", Line: 1, Side: "new", Intent: "comment"})
+	other.lazy(0, "unblock", "r0", "-m", "@sleep 30s\n@answer slept")
+	waitTurn(t, other, "r0", func(tu api.Turn) bool { return tu.Kind == "work" && tu.Status == "running" })
+	other.waitThreads("r0", "the comment delivered with the running turn", func(pl review.Payload) bool { return delivery(pl, cm.ID) == review.Delivered })
+	if err := syscall.Kill(host.info().PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	failed := other.waitStatus("r0", "failed")
+	if !strings.Contains(failed.FailReason, "queued again") {
+		t.Errorf("the cut-off turn's reason: %q; want it to say its comment is queued again", failed.FailReason)
+	}
+	if d := delivery(other.threads(ti.ID), cm.ID); d == review.Delivered {
+		t.Fatalf("the comment of the cut-off turn still shows %q", d)
+	}
+	other.lazy(0, "unblock", "r0", "-m", "@write r0.txt two\\n\n@commit two\n@answer done")
+	pl := other.waitThreads("r0", "the comment delivered with the next turn", func(pl review.Payload) bool { return delivery(pl, cm.ID) == review.Delivered })
+	other.waitStatus("r0", "blocked")
+	for _, th := range pl.Threads {
+		for _, m := range th.Messages {
+			if m.ID == cm.ID && m.DeliveredTurn < 3 {
+				t.Errorf("the comment is delivered with work turn %d, want the turn after the cut-off one", m.DeliveredTurn)
+			}
+		}
+	}
+}
