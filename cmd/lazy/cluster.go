@@ -101,6 +101,12 @@ func (a *app) clusterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if strings.HasPrefix(name, "etcd") {
+				// etcd's own certificate (docs/SCALE-OUT.md), not a member's
+				fmt.Fprintf(a.out, "made %s and %s for %s\n\nFor etcd, on its command line:\n", certFile, keyFile, strings.Join(hosts, ", "))
+				fmt.Fprintf(a.out, "--cert-file %s --key-file %s --trusted-ca-file %s --client-cert-auth\n", certFile, keyFile, filepath.Join(abs, "ca.pem"))
+				return nil
+			}
 			fmt.Fprintf(a.out, "made %s and %s for %s\n\nOn that member, in its config (or LAZY_CLUSTER__TLS_CERT, _KEY, _CA):\n", certFile, keyFile, strings.Join(hosts, ", "))
 			fmt.Fprintf(a.out, "[cluster]\ntls_cert = %q\ntls_key = %q\ntls_ca = %q\n", certFile, keyFile, filepath.Join(abs, "ca.pem"))
 			return nil
