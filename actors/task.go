@@ -146,7 +146,7 @@ var ErrEnded = errkind.New(errkind.Ended, "task has ended")
 type BusyError struct{ What string }
 
 func (e *BusyError) Error() string {
-	return fmt.Sprintf("the agent is busy (%s); try again when it is done", e.What)
+	return fmt.Sprintf("the task is busy (%s); try again when it is done", e.What)
 }
 
 type jobResult struct {
