@@ -87,7 +87,12 @@ type ActionDone struct {
 
 // Unblock queues the work turn that carries every queued comment and the
 // reviewer's message. Reply: *WorkQueued or error.
-type Unblock struct{ Message string }
+type Unblock struct {
+	Message string
+	// ID is the turn's id, given once by the daemon: an unblock tried again
+	// (a cluster call whose answer was lost) is the turn queued already
+	ID string
+}
 
 // Sync merges the parent branch into the task branch. With Wait the reply
 // (*SyncDone) comes when the merge is done; without, *SyncQueued at once.

@@ -111,3 +111,32 @@ func TestPostTriedAgainIsOneComment(t *testing.T) {
 		t.Fatalf("a post sent three times with one id: %d comments stored, answered %v; want one, %s", n, ids, c.ID)
 	}
 }
+
+// TestUnblockTriedAgainIsOneTurn: an unblock the daemon sends again with the
+// same turn id (a cluster call tried again after its answer was lost) is
+// the turn queued already, never a second one.
+func TestUnblockTriedAgainIsOneTurn(t *testing.T) {
+	r := newRigWith(t, "", nil, &scripted{gate: make(chan struct{})}, "session-1")
+	id := task.NewID(time.Now())
+	var got []string
+	for range 3 {
+		res, err := r.ask(&Unblock{Message: "go on", ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, res.(*WorkQueued).Turn.ID)
+	}
+	turns, err := r.st.ListTurns(context.Background(), r.tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, tu := range turns {
+		if tu.Trigger == "unblock" {
+			n++
+		}
+	}
+	if n != 1 || got[0] != id || got[1] != id || got[2] != id {
+		t.Fatalf("an unblock sent three times with one id: %d turns queued, answered %v; want one, %s", n, got, id)
+	}
+}

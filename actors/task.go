@@ -283,7 +283,7 @@ func (a *TaskActor) command(ctx actor.Context) {
 		reply(ctx, wq, err)
 		a.next(ctx)
 	case *Unblock:
-		wq, err := a.unblock(m.Message)
+		wq, err := a.unblock(m.Message, m.ID)
 		reply(ctx, wq, err)
 		a.next(ctx)
 	case *AddComment:

@@ -59,7 +59,13 @@ func (a *TaskActor) recoveryPath(turnID string) string {
 
 // unblock writes the reviewer's message to the recovery dir before anything
 // else, then queues the work turn behind every ask already queued.
-func (a *TaskActor) unblock(message string) (*WorkQueued, error) {
+func (a *TaskActor) unblock(message, id string) (*WorkQueued, error) {
+	if id != "" {
+		// tried again after its first try was taken: the turn queued then
+		if tu, err := a.loadTurn(id); err == nil && tu != nil {
+			return &WorkQueued{Turn: *tu, Notice: a.agentNotice()}, nil
+		}
+	}
 	if err := a.requireLive(); err != nil {
 		return nil, err
 	}
@@ -70,7 +76,9 @@ func (a *TaskActor) unblock(message string) (*WorkQueued, error) {
 			return nil, err
 		}
 	}
-	id := task.NewID(a.now())
+	if id == "" {
+		id = task.NewID(a.now())
+	}
 	if a.deps.RecoveryDir != "" {
 		if err := os.MkdirAll(a.deps.RecoveryDir, 0o755); err != nil {
 			return nil, fmt.Errorf("save your unblock message to %s first: %w; nothing was queued", a.deps.RecoveryDir, err)

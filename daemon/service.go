@@ -417,7 +417,7 @@ func (s *Service) Unblock(ctx context.Context, ref, message string) (*api.Turn, 
 	if strings.TrimSpace(message) == "" {
 		message = "Continue."
 	}
-	wq, err := supervisor.Ask[*actors.WorkQueued](s.sup, t.ID, &actors.Unblock{Message: message})
+	wq, err := supervisor.Ask[*actors.WorkQueued](s.sup, t.ID, &actors.Unblock{Message: message, ID: task.NewID(time.Now())})
 	if err != nil {
 		return nil, err
 	}
