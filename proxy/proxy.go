@@ -351,6 +351,9 @@ type plan struct {
 	canaryHit atomic.Pointer[canary.Owner]
 	// usageDone: the reply was read to its end (its usage is all it cost)
 	usageDone bool
+	// replyEnd reads the transcript of a reply of one message, after the
+	// reply was sent (nil: none to read, or read as it passed)
+	replyEnd func()
 	// held is what Reserve held of the task's budget; left: the call was
 	// handed to the transport and may have reached the upstream
 	held int64
@@ -383,6 +386,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	logPath := r.URL.EscapedPath()
 	defer func() {
 		pl.hold.finish()
+		if pl.replyEnd != nil {
+			pl.replyEnd() // the transcript of a whole reply (transcript.go)
+		}
 		p.canaryTripped(pl) // a decoy seen after the reply began
 		if pl.reserved > 0 {
 			p.replay.Add(-pl.reserved)

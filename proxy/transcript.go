@@ -63,14 +63,19 @@ func routeOf(path string) string {
 // transcriptOf is the masked transcript of a task's reply when
 // Options.Transcript asks for one (nil otherwise, asked nothing for a
 // route with no parser), and what ends it: the usage read, then End.
-func (p *Proxy) transcriptOf(resp *http.Response, pl *plan, route string) (*maskedTranscript, func()) {
-	if p.o.Transcript == nil || resp.StatusCode != http.StatusOK || route == "" {
+func (p *Proxy) transcriptOf(status int, pl *plan, route string) (*maskedTranscript, func()) {
+	if p.o.Transcript == nil || status != http.StatusOK || route == "" {
 		return nil, nil
 	}
 	t := p.o.Transcript(pl.grant.TaskID, pl.grant.TaskRef)
 	if t == nil {
 		return nil, nil
 	}
+	return p.masked(t, pl)
+}
+
+// masked is t behind the masking of the task's secrets, and what ends it.
+func (p *Proxy) masked(t Transcript, pl *plan) (*maskedTranscript, func()) {
 	mt := &maskedTranscript{t: t, secrets: append(p.secrets(pl), p.placeholdersOf(pl.grant.TaskID)...)}
 	return mt, func() {
 		if pl.usageSeen {
@@ -89,13 +94,52 @@ func (p *Proxy) transcriptBody(resp *http.Response, pl *plan) {
 	if mk == nil {
 		return
 	}
-	mt, end := p.transcriptOf(resp, pl, route)
-	if mt == nil {
+	if p.o.Transcript == nil || resp.StatusCode != http.StatusOK {
 		return
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if ct != "text/event-stream" {
+		// one message, read whole at its end: it is copied as it passes,
+		// and parsed and told by the call's bookkeeping once the reply's
+		// last bytes reached the agent (not on the way to them)
+		t := p.o.Transcript(pl.grant.TaskID, pl.grant.TaskRef)
+		if t == nil {
+			return
+		}
+		c := &replyCopy{r: resp.Body}
+		resp.Body = c
+		pl.replyEnd = func() {
+			mt, end := p.masked(t, pl)
+			parse := mk(ct, mt)
+			parse.Feed(c.b)
+			parse.End()
+			end()
+		}
+		return
+	}
+	mt, end := p.transcriptOf(resp.StatusCode, pl, route)
+	if mt == nil {
+		return
+	}
 	resp.Body = &transcriptReader{r: resp.Body, parse: mk(ct, mt), end: end}
 }
+
+// replyCopy keeps a copy of what is read through it, up to one byte past
+// maxReplyLine (a parser fed more skips the reply).
+type replyCopy struct {
+	r io.ReadCloser
+	b []byte
+}
+
+func (c *replyCopy) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	if room := maxReplyLine + 1 - len(c.b); room > 0 && n > 0 {
+		c.b = append(c.b, b[:min(n, room)]...)
+	}
+	return n, err
+}
+
+func (c *replyCopy) Close() error { return c.r.Close() }
 
 // transcriptEvents is the parser a route's usage reader hands its decoded
 // events to when Options.Transcript asks for the call's transcript; nil
@@ -106,7 +150,7 @@ func (p *Proxy) transcriptEvents(resp *http.Response, pl *plan) EventParser {
 	if mk == nil {
 		return nil
 	}
-	mt, end := p.transcriptOf(resp, pl, route)
+	mt, end := p.transcriptOf(resp.StatusCode, pl, route)
 	if mt == nil {
 		return nil
 	}

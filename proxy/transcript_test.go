@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"lazy/api"
 )
@@ -145,8 +146,11 @@ func TestTranscriptFromJSON(t *testing.T) {
 		return string(b)
 	}
 	first := read()
+	waitEnded(t, rec, 1)
 	on = false
 	second := read()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
 	if rec.text.String() != "stub answer to: hi" || rec.ended != 1 || asked.Load() != 2 {
 		t.Errorf("text %q, ended %d, asked %d", rec.text.String(), rec.ended, asked.Load())
 	}
@@ -158,6 +162,71 @@ func TestTranscriptFromJSON(t *testing.T) {
 	resp.Body.Close()
 	if asked.Load() != 2 {
 		t.Errorf("count_tokens asked for a transcript")
+	}
+}
+
+// waitEnded waits until rec was ended n times: a whole reply's transcript
+// is told after the reply reached the client.
+func waitEnded(t *testing.T, rec *recorded, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec.mu.Lock()
+		ended := rec.ended
+		rec.mu.Unlock()
+		if ended >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the transcript was ended %d times 5 s after the reply, want %d", ended, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// heldTranscript is a Transcript that, told anything, waits until the
+// client has the whole reply (or 3 s): so it records whether it was told
+// before the reply's last bytes went out.
+type heldTranscript struct {
+	recorded
+	got   chan struct{}
+	early atomic.Bool
+}
+
+func (h *heldTranscript) wait() {
+	select {
+	case <-h.got:
+	case <-time.After(3 * time.Second):
+		h.early.Store(true)
+	}
+}
+func (h *heldTranscript) OnText(s string) { h.wait(); h.recorded.OnText(s) }
+func (h *heldTranscript) End()            { h.wait(); h.recorded.End() }
+
+// TestWholeReplyBeforeItsTranscript: a reply of one message reaches the
+// agent whole before its transcript is read and told (the parse and the
+// telling are the call's bookkeeping, not on the reply's way): the
+// Transcript here waits for the client to have the reply, which it could
+// not have if the transcript were told on the way.
+func TestWholeReplyBeforeItsTranscript(t *testing.T) {
+	h := &heldTranscript{got: make(chan struct{})}
+	up := newUpstream(t)
+	f, _ := transcriptFixture(t, up.Server, func() Transcript { return h })
+	resp := f.do("POST", "/v1/messages", f.key("tw"), msgBody)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	close(h.got)
+	if err != nil || resp.StatusCode != 200 || resp.ContentLength <= 0 {
+		t.Fatalf("status %d, length %d, err %v: %s", resp.StatusCode, resp.ContentLength, err, b)
+	}
+	waitEnded(t, &h.recorded, 1)
+	if h.early.Load() {
+		t.Fatal("the transcript was told before the reply reached the client")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.text.String() != "stub answer to: hi" {
+		t.Errorf("transcript text %q", h.text.String())
 	}
 }
 

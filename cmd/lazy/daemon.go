@@ -19,6 +19,7 @@ import (
 	"lazy/config"
 	"lazy/daemon"
 	"lazy/internal/logfile"
+	"lazy/internal/memlimit"
 )
 
 func (a *app) daemonCmd() *cobra.Command {
@@ -202,6 +203,16 @@ func lastLogLine(paths ...string) string {
 	return "no log output"
 }
 
+// followMemory keeps the daemon's memory near what it uses
+// (internal/memlimit), unless the environment's GOMEMLIMIT says otherwise.
+func followMemory(ctx context.Context, log *slog.Logger) {
+	if memlimit.Follow(ctx, memlimit.Floor) {
+		log.Info("memory: soft limit of 32 MiB while the live heap is small, raised as it grows; GOMEMLIMIT overrides it")
+	} else {
+		log.Info("memory: GOMEMLIMIT from the environment", "GOMEMLIMIT", os.Getenv("GOMEMLIMIT"))
+	}
+}
+
 // runForeground runs the daemon in this process until a signal or `stop`.
 func (a *app) runForeground(ctx context.Context, detached bool) error {
 	p, err := a.paths(ctx)
@@ -226,6 +237,7 @@ func (a *app) runForeground(ctx context.Context, detached bool) error {
 	}
 	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
+	followMemory(ctx, log)
 	self, err := os.Executable()
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"lazy/api"
 	"lazy/daemon"
 	"lazy/internal/logfile"
+	"lazy/internal/memlimit"
 	"lazy/proxy"
 )
 
@@ -41,7 +43,11 @@ const benchBudget = 1 << 40
 // moment it is ready until the process is told to stop (SIGTERM);
 // LAZYBENCH_MEMPROFILE=FILE its allocations (pprof's allocs) at the stop,
 // LAZYBENCH_MUTEXPROFILE=FILE its lock contention and blocking
-// (FILE.mutex, FILE.block).
+// (FILE.mutex, FILE.block); LAZYBENCH_HEAPPROFILE=FILE the heap in use
+// (pprof's heap) each time the process gets SIGUSR1, as FILE.1, FILE.2, ...,
+// so a profile can be taken in the middle of a load; LAZYBENCH_MEMTRACE=1
+// prints the live heap, the runtime's memory beside it and the soft memory
+// limit (internal/memlimit) to stderr twice a second.
 func serveDaemon(args []string) error {
 	fs := flag.NewFlagSet("serve-daemon", flag.ExitOnError)
 	up := fs.String("upstream", "", "upstream URL")
@@ -113,6 +119,15 @@ func serveDaemon(args []string) error {
 	lines := logfile.New(logFile)
 	defer lines.Close()
 	log := slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	memlimit.Follow(ctx, memlimit.Floor) // as lazy daemon start does
+	if os.Getenv("LAZYBENCH_MEMTRACE") != "" {
+		go func() {
+			for range time.Tick(500 * time.Millisecond) {
+				u := memlimit.Read()
+				fmt.Fprintf(os.Stderr, "memtrace: live %.1f stacks %.1f nonheap %.1f limit %.1f MB\n", float64(u.Live)/(1<<20), float64(u.Stacks)/(1<<20), float64(u.NonHeap)/(1<<20), float64(debug.SetMemoryLimit(-1))/(1<<20))
+			}
+		}()
+	}
 	d, err := daemon.Start(ctx, daemon.Options{Root: root, Environ: env, Log: log, SelfExe: self})
 	if err != nil {
 		return fmt.Errorf("start the daemon: %w", err)
@@ -144,11 +159,13 @@ func serveDaemon(args []string) error {
 		if err != nil {
 			return err
 		}
+		cpuProfileRate()
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
+	defer startTrace()()
 	if prof := os.Getenv("LAZYBENCH_MUTEXPROFILE"); prof != "" {
 		runtime.SetMutexProfileFraction(5)
 		runtime.SetBlockProfileRate(10_000) // a blocking event of 10 µs or more
@@ -170,6 +187,24 @@ func serveDaemon(args []string) error {
 			}
 		}()
 	}
+	if prof := os.Getenv("LAZYBENCH_HEAPPROFILE"); prof != "" {
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		defer signal.Stop(usr1)
+		go func() {
+			for n := 1; ; n++ {
+				select {
+				case <-usr1:
+				case <-ctx.Done():
+					return
+				}
+				if f, err := os.Create(fmt.Sprintf("%s.%d", prof, n)); err == nil {
+					_ = pprof.Lookup("heap").WriteTo(f, 0)
+					f.Close()
+				}
+			}
+		}()
+	}
 	if os.Getenv("LAZYBENCH_MEMSTATS") != "" {
 		// where the daemon's anonymous memory is, at the stop (the load
 		// is over by then; HeapSys is what the heap took at its peak, less
@@ -178,8 +213,8 @@ func serveDaemon(args []string) error {
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
 			mb := func(n uint64) float64 { return float64(n) / (1 << 20) }
-			fmt.Fprintf(os.Stderr, "lazybench serve-daemon: heap in use %.1f MB, heap from the OS %.1f MB (released %.1f), stacks %.1f MB, Go runtime in all %.1f MB, GCs %d\n",
-				mb(m.HeapInuse), mb(m.HeapSys), mb(m.HeapReleased), mb(m.StackSys), mb(m.Sys), m.NumGC)
+			fmt.Fprintf(os.Stderr, "lazybench serve-daemon: heap in use %.1f MB, heap from the OS %.1f MB (released %.1f), stacks %.1f MB, GC metadata %.1f MB, spans %.1f MB, other %.1f MB, Go runtime in all %.1f MB, GCs %d\n",
+				mb(m.HeapInuse), mb(m.HeapSys), mb(m.HeapReleased), mb(m.StackSys), mb(m.GCSys), mb(m.MSpanSys), mb(m.OtherSys), mb(m.Sys), m.NumGC)
 		}()
 	}
 	fmt.Printf("ADDR %s %s\n", strings.TrimPrefix(d.Info().ProxyURL, "http://"), strings.Join(phs, " "))

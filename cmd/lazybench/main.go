@@ -20,8 +20,11 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +56,9 @@ func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: lazybench run | serve-upstream | serve-bare | serve-lazy | serve-daemon | load")
 		os.Exit(2)
+	}
+	if os.Getenv("LAZYBENCH_HEAPPROFILE") != "" {
+		runtime.MemProfileRate = 4096 // a heap profile fine enough to read a few MB by
 	}
 	var err error
 	switch os.Args[1] {
@@ -150,6 +156,26 @@ func serveBare(args []string) error {
 	if err != nil {
 		return err
 	}
+	if prof := os.Getenv("LAZYBENCH_CPUPROFILE"); prof != "" {
+		// profile the bare proxy until SIGTERM (to set beside the daemon's)
+		f, err := os.Create(prof)
+		if err != nil {
+			return err
+		}
+		cpuProfileRate()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		go func() { <-term; pprof.StopCPUProfile(); f.Close(); os.Exit(0) }()
+	}
+	if os.Getenv("LAZYBENCH_TRACE") != "" {
+		stop := startTrace()
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		go func() { <-term; stop(); os.Exit(0) }()
+	}
 	return (&http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// without it the server drops the request body when the answer's
 		// headers go out, and an upstream that answers at once (the stub
@@ -211,6 +237,7 @@ func serveLazy(args []string) error {
 		if err != nil {
 			return err
 		}
+		cpuProfileRate()
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
@@ -1136,4 +1163,32 @@ func goBench(pkg, pattern, benchtime string, env ...string) (map[string]map[stri
 		res[name] = vals
 	}
 	return res, nil
+}
+
+// cpuProfileRate sets the CPU profile's rate from LAZYBENCH_CPUHZ (samples a
+// second; pprof's own is 100, too few to tell apart costs of a microsecond a
+// call in a run of seconds). pprof.StartCPUProfile then keeps it, with a
+// warning on stderr that it could not set its own.
+func cpuProfileRate() {
+	if hz, err := strconv.Atoi(os.Getenv("LAZYBENCH_CPUHZ")); err == nil && hz > 0 {
+		runtime.SetCPUProfileRate(hz)
+	}
+}
+
+// startTrace writes an execution trace (runtime/trace) to
+// LAZYBENCH_TRACE, if set, until the returned stop runs.
+func startTrace() (stop func()) {
+	path := os.Getenv("LAZYBENCH_TRACE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return func() {}
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { trace.Stop(); f.Close() }
 }

@@ -1,0 +1,82 @@
+package memlimit
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+// TestLimit: a small daemon gets the floor; a larger one what GOGC would
+// let it reach and more, never less; GOGC=off sets no limit.
+func TestLimit(t *testing.T) {
+	const mb = 1 << 20
+	for _, c := range []struct {
+		name string
+		u    Usage
+		want int64
+	}{
+		{"small", Usage{Live: 6 * mb, Stacks: mb, NonHeap: 6 * mb, GOGC: 100}, Floor},
+		// 40 + 41 = 81 MB the heap may reach, 8 beside it: 89 + 1/16
+		{"large", Usage{Live: 40 * mb, Stacks: mb, NonHeap: 8 * mb, GOGC: 100}, (89 * mb) + (89*mb)/16},
+		{"GOGC=200", Usage{Live: 40 * mb, NonHeap: 8 * mb, GOGC: 200}, (128 * mb) + (128*mb)/16},
+		{"GOGC=off", Usage{Live: 40 * mb, GOGC: 0}, math.MaxInt64},
+	} {
+		if got := Limit(c.u, Floor); got != c.want {
+			t.Errorf("%s: limit %d, want %d", c.name, got, c.want)
+		}
+	}
+	for live := uint64(0); live < 4<<30; live = live*3 + mb {
+		u := Usage{Live: live, Stacks: live / 10, Globals: mb, NonHeap: 5 * mb, GOGC: 100}
+		goal := u.Live + u.Live + u.Stacks + u.Globals
+		if got := Limit(u, Floor); got < int64(goal+u.NonHeap) || got < Floor {
+			t.Fatalf("live %d: limit %d under what GOGC=100 lets the runtime reach (%d) or the floor", live, got, goal+u.NonHeap)
+		}
+	}
+}
+
+// TestFollowRaisesTheLimit: with the real runtime, a live heap above the
+// floor raises the limit past twice it within an interval or two, and the
+// limit found before is put back at the end. A GOMEMLIMIT in the
+// environment leaves the limit alone.
+func TestFollowRaisesTheLimit(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	ctx, cancel := context.WithCancel(context.Background())
+	if !Follow(ctx, Floor) {
+		t.Fatal("Follow set nothing without GOMEMLIMIT")
+	}
+	if got := debug.SetMemoryLimit(-1); got != Floor {
+		t.Errorf("a small test binary's limit: %d, want the floor %d", got, Floor)
+	}
+	live := make([][]byte, 64)
+	for i := range live {
+		live[i] = make([]byte, 1<<20)
+		live[i][0] = 1
+	}
+	runtime.GC()
+	deadline := time.Now().Add(3 * Interval)
+	for debug.SetMemoryLimit(-1) < 2*64<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("64 MB live for %s, and the limit is still %d", 3*Interval, debug.SetMemoryLimit(-1))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	runtime.KeepAlive(live)
+	cancel()
+	for debug.SetMemoryLimit(-1) != before {
+		if time.Now().After(deadline.Add(time.Second)) {
+			t.Fatalf("the limit after the end: %d, want the one before (%d)", debug.SetMemoryLimit(-1), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	if Follow(context.Background(), Floor) {
+		t.Fatal("Follow set a limit over the user's GOMEMLIMIT")
+	}
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Fatalf("with GOMEMLIMIT set, the limit changed to %d", got)
+	}
+}
