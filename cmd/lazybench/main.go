@@ -14,6 +14,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -436,9 +438,9 @@ func load(args []string) error {
 }
 
 // loadInterleaved is one client sending a request to each target in turn
-// (the first of each turn rotating, so none is always first after the
-// others), each call read to its end before the next; it prints one result
-// per target, in the order given.
+// (each turn in a random order, so none is always measured right after the
+// same one), each call read to its end before the next; it prints one
+// result per target, in the order given.
 func loadInterleaved(hc *http.Client, spec string, dur time.Duration, pc call, body []byte, streamed bool) error {
 	type tgt struct{ url, key string }
 	var ts []tgt
@@ -474,9 +476,11 @@ func loadInterleaved(hc *http.Client, spec string, dur time.Duration, pc call, b
 		_, _ = one(i)
 	}
 	start := time.Now()
-	for turn := 0; time.Since(start) < dur; turn++ {
-		for j := range ts {
-			i := (turn + j) % len(ts)
+	for time.Since(start) < dur {
+		// a new order each turn: what a target does after its reply (the
+		// daemon's bookkeeping) falls on the call of whichever target
+		// comes next, so no target may always come after the same one
+		for _, i := range rand.Perm(len(ts)) {
 			d, err := one(i)
 			if err != nil {
 				if errs[i] == 0 {
@@ -623,10 +627,14 @@ func runLoad(self, url, key string, clients int, dur time.Duration, sse bool, pr
 	return r, nil
 }
 
-// rotated is ts starting at its k-th (mod len).
-func rotated(ts []target, k int) []target {
-	k %= len(ts)
-	return append(append([]target(nil), ts[k:]...), ts[:k]...)
+// shuffled is ts in a random order: each round's loads come one after
+// another, and none is always measured right after the same neighbour.
+func shuffled(ts []target) []target {
+	out := make([]target, 0, len(ts))
+	for _, i := range rand.Perm(len(ts)) {
+		out = append(out, ts[i])
+	}
+	return out
 }
 
 // runInterleaved is the 1-client load sent to every target in turn.
@@ -659,6 +667,7 @@ func runInterleaved(self string, ts []target, dur time.Duration, proto string) (
 }
 
 func median(xs []float64) float64 {
+	xs = append([]float64(nil), xs...) // the samples stay in round order
 	sort.Float64s(xs)
 	if len(xs) == 0 {
 		return 0
@@ -834,9 +843,9 @@ func run(args []string) error {
 		if err := one("", targets, *dur, ""); err != nil {
 			return err
 		}
-		// each round starts at another target, so none is always measured
-		// right after the same neighbour
-		for _, t := range rotated(targets, r) {
+		// each round in another order, so none is always measured right
+		// after the same neighbour
+		for _, t := range shuffled(targets) {
 			fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s\n", r, *rounds, t.name)
 			if err := many(t.name, t, *dur, ""); err != nil {
 				return err
@@ -861,7 +870,7 @@ func run(args []string) error {
 			if err := one(p+" ", protoTargets[p], *protoDur, p); err != nil {
 				return err
 			}
-			for _, t := range rotated(protoTargets[p], r) {
+			for _, t := range shuffled(protoTargets[p]) {
 				fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s %s\n", r, *rounds, p, t.name)
 				if err := many(p+" "+t.name, t, *protoDur, p); err != nil {
 					return err
@@ -879,16 +888,42 @@ func run(args []string) error {
 
 	// the headline: the daemon users run against the tuned bare proxy
 	head := []headRow{
-		{"throughput, 64 clients", "req/s", m("daemon", "rps_64"), m("bare", "rps_64"), m("plain", "rps_64"), m("direct", "rps_64"), ">=", 0.9, false},
-		{"CPU per request, 64 clients", "us", m("daemon", "cpu_64"), m("bare", "cpu_64"), m("plain", "cpu_64"), 0, "<=", 1.25, false},
-		{"added p50 over direct, 1 client", "us", added("daemon", "p50_1"), added("bare", "p50_1"), added("plain", "p50_1"), 0, "<=", 1.25, false},
-		{"added p50 over direct, 64 clients", "us", added("daemon", "p50_64"), added("bare", "p50_64"), added("plain", "p50_64"), 0, "<=", 1.25, false},
-		{"p99, 1 client", "us", m("daemon", "p99_1"), m("bare", "p99_1"), m("plain", "p99_1"), m("direct", "p99_1"), "<=", 1.1, false},
-		{"p99, 64 clients", "us", m("daemon", "p99_64"), m("bare", "p99_64"), m("plain", "p99_64"), m("direct", "p99_64"), "<=", 1.1, false},
-		{"peak RSS under load, anonymous", "MB", peakAnon[dm], peakAnon[bare], peakAnon[plain], 0, "<=", 40, true},
-		{"  the same, the headline's calls alone", "MB", headPeak, peakAnon[bare], peakAnon[plain], 0, "", 0, false},
-		{"  peak RSS, with the binary's pages", "MB", dmHWM, bareHWM, plainHWM, 0, "", 0, false},
-		{"SSE added time to first event", "us", added("daemon", "ttfb"), added("bare", "ttfb"), added("plain", "ttfb"), 0, "", 0, false},
+		{"throughput, 64 clients", "req/s", m("daemon", "rps_64"), m("bare", "rps_64"), m("plain", "rps_64"), m("direct", "rps_64"), ">=", 0.9, false, ""},
+		{"CPU per request, 64 clients", "us", m("daemon", "cpu_64"), m("bare", "cpu_64"), m("plain", "cpu_64"), 0, "<=", 1.25, false, ""},
+		{"added p50 over direct, 1 client", "us", added("daemon", "p50_1"), added("bare", "p50_1"), added("plain", "p50_1"), 0, "<=", 1.25, false, ""},
+		{"added p50 over direct, 64 clients", "us", added("daemon", "p50_64"), added("bare", "p50_64"), added("plain", "p50_64"), 0, "<=", 1.25, false, ""},
+		{"p99, 1 client", "us", m("daemon", "p99_1"), m("bare", "p99_1"), m("plain", "p99_1"), m("direct", "p99_1"), "<=", 1.1, false, ""},
+		{"p99, 64 clients", "us", m("daemon", "p99_64"), m("bare", "p99_64"), m("plain", "p99_64"), m("direct", "p99_64"), "<=", 1.1, false, ""},
+		{"peak RSS under load, anonymous", "MB", peakAnon[dm], peakAnon[bare], peakAnon[plain], 0, "<=", 40, true, ""},
+		{"  the same, the headline's calls alone", "MB", headPeak, peakAnon[bare], peakAnon[plain], 0, "", 0, false, ""},
+		{"  peak RSS, with the binary's pages", "MB", dmHWM, bareHWM, plainHWM, 0, "", 0, false, ""},
+		{"SSE added time to first event", "us", added("daemon", "ttfb"), added("bare", "ttfb"), added("plain", "ttfb"), 0, "", 0, false, ""},
+	}
+	// each round's own ratio (daemon over tuned, each measured in that
+	// round): how far the machine's noise moves a figure between rounds
+	perRound := func(f string, overDirect bool) string {
+		d, t, dir := samples[key{"daemon", f}], samples[key{"bare", f}], samples[key{"direct", f}]
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for i := range min(len(d), len(t)) {
+			a, b := d[i], t[i]
+			if overDirect {
+				if i >= len(dir) {
+					break
+				}
+				a, b = a-dir[i], b-dir[i]
+			}
+			if b == 0 {
+				continue
+			}
+			lo, hi = min(lo, a/b), max(hi, a/b)
+		}
+		if lo > hi {
+			return ""
+		}
+		return fmt.Sprintf("%.2f-%.2f", lo, hi)
+	}
+	for i, f := range []string{"rps_64", "cpu_64", "p50_1", "p50_64", "p99_1", "p99_64"} {
+		head[i].rounds = perRound(f, f == "p50_1" || f == "p50_64")
 	}
 	printHead(os.Stdout, head)
 	if dmBefore != nil {
@@ -1073,12 +1108,14 @@ type headRow struct {
 	op                           string // ">=", "<=" or "": no target
 	target                       float64
 	absolute                     bool
+	rounds                       string // the lowest and highest ratio of one round
 }
 
 func printHead(w io.Writer, rows []headRow) {
 	fmt.Fprintln(w, "\nthe daemon users run (task with a live grant, budget, usage rows, traffic events, scrubbing)")
-	fmt.Fprintln(w, "against the tuned bare ReverseProxy, same run; ratio = daemon / tuned")
-	fmt.Fprintf(w, "%-36s %14s %14s %7s %12s %5s %18s %14s\n", "figure", "daemon", "tuned bare", "ratio", "target", "met", "DefaultTransport", "direct")
+	fmt.Fprintln(w, "against the tuned bare ReverseProxy, same run; ratio = daemon / tuned (the median of the rounds' figures);")
+	fmt.Fprintln(w, "per round: the lowest and the highest of the rounds' own ratios")
+	fmt.Fprintf(w, "%-36s %14s %14s %7s %12s %5s %11s %18s %14s\n", "figure", "daemon", "tuned bare", "ratio", "target", "met", "per round", "DefaultTransport", "direct")
 	f := func(v float64, unit string) string {
 		if v == 0 {
 			return "-"
@@ -1103,7 +1140,11 @@ func printHead(w io.Writer, rows []headRow) {
 			}
 			met = map[bool]string{true: "yes", false: "NO"}[ok]
 		}
-		fmt.Fprintf(w, "%-36s %14s %14s %7.2f %12s %5s %18s %14s\n", r.name, f(r.daemon, r.unit), f(r.tuned, r.unit), ratio, target, met, f(r.plain, r.unit), f(r.direct, r.unit))
+		rounds := r.rounds
+		if rounds == "" {
+			rounds = "-"
+		}
+		fmt.Fprintf(w, "%-36s %14s %14s %7.2f %12s %5s %11s %18s %14s\n", r.name, f(r.daemon, r.unit), f(r.tuned, r.unit), ratio, target, met, rounds, f(r.plain, r.unit), f(r.direct, r.unit))
 	}
 }
 
