@@ -154,18 +154,11 @@ func serveDaemon(args []string) error {
 		}
 		phs = append(phs, ph)
 	}
-	if prof := os.Getenv("LAZYBENCH_CPUPROFILE"); prof != "" {
-		f, err := os.Create(prof)
-		if err != nil {
-			return err
-		}
-		cpuProfileRate()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	stopProfiles, _, err := startProfiles()
+	if err != nil {
+		return err
 	}
-	defer startTrace()()
+	defer stopProfiles()
 	if prof := os.Getenv("LAZYBENCH_MUTEXPROFILE"); prof != "" {
 		runtime.SetMutexProfileFraction(5)
 		runtime.SetBlockProfileRate(10_000) // a blocking event of 10 µs or more

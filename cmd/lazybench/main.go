@@ -158,22 +158,13 @@ func serveBare(args []string) error {
 	if err != nil {
 		return err
 	}
-	if prof := os.Getenv("LAZYBENCH_CPUPROFILE"); prof != "" {
-		// profile the bare proxy until SIGTERM (to set beside the daemon's)
-		f, err := os.Create(prof)
-		if err != nil {
-			return err
-		}
-		cpuProfileRate()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		term := make(chan os.Signal, 1)
-		signal.Notify(term, syscall.SIGTERM)
-		go func() { <-term; pprof.StopCPUProfile(); f.Close(); os.Exit(0) }()
+	// a profile or trace of the bare proxy ends at SIGTERM (to be set
+	// beside the daemon's)
+	stop, on, err := startProfiles()
+	if err != nil {
+		return err
 	}
-	if os.Getenv("LAZYBENCH_TRACE") != "" {
-		stop := startTrace()
+	if on {
 		term := make(chan os.Signal, 1)
 		signal.Notify(term, syscall.SIGTERM)
 		go func() { <-term; stop(); os.Exit(0) }()
@@ -233,18 +224,12 @@ func serveLazy(args []string) error {
 	if err != nil {
 		return err
 	}
-	if prof := os.Getenv("LAZYBENCH_CPUPROFILE"); prof != "" {
-		// profile the proxy for 10 s from start (for finding where it spends)
-		f, err := os.Create(prof)
-		if err != nil {
-			return err
-		}
-		cpuProfileRate()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		time.AfterFunc(10*time.Second, func() { pprof.StopCPUProfile(); f.Close() })
+	// a profile or trace of the proxy alone: its first 10 s
+	stop, _, err := startProfiles()
+	if err != nil {
+		return err
 	}
+	time.AfterFunc(10*time.Second, stop)
 	return (&http.Server{Handler: p}).Serve(ln)
 }
 
@@ -1216,20 +1201,41 @@ func cpuProfileRate() {
 	}
 }
 
-// startTrace writes an execution trace (runtime/trace) to
-// LAZYBENCH_TRACE, if set, until the returned stop runs.
-func startTrace() (stop func()) {
-	path := os.Getenv("LAZYBENCH_TRACE")
-	if path == "" {
-		return func() {}
+// startProfiles starts a CPU profile (LAZYBENCH_CPUPROFILE=FILE, at
+// LAZYBENCH_CPUHZ samples a second) and an execution trace
+// (LAZYBENCH_TRACE=FILE) of this process, as asked; stop ends and writes
+// them (once), on says whether any was asked.
+func startProfiles() (stop func(), on bool, err error) {
+	var stops []func()
+	stop = sync.OnceFunc(func() {
+		for _, s := range stops {
+			s()
+		}
+	})
+	if path := os.Getenv("LAZYBENCH_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return stop, false, err
+		}
+		cpuProfileRate()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return stop, false, err
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return func() {}
+	if path := os.Getenv("LAZYBENCH_TRACE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			stop()
+			return stop, false, err
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			stop()
+			return stop, false, err
+		}
+		stops = append(stops, func() { trace.Stop(); f.Close() })
 	}
-	if err := trace.Start(f); err != nil {
-		f.Close()
-		return func() {}
-	}
-	return func() { trace.Stop(); f.Close() }
+	return stop, len(stops) > 0, nil
 }
