@@ -1169,26 +1169,58 @@ func goBench(pkg, pattern, benchtime string, env ...string) (map[string]map[stri
 	if err != nil {
 		return nil, fmt.Errorf("go test -bench %s %s: %w", pattern, pkg, err)
 	}
+	return parseBench(string(out)), nil
+}
+
+// parseBench reads `go test -bench` output: each benchmark's figures by its
+// name (without "Benchmark" and the -N suffix).
+func parseBench(out string) map[string]map[string]float64 {
 	res := map[string]map[string]float64{}
-	for _, l := range strings.Split(string(out), "\n") {
+	// a line the code under test logged while a benchmark ran splits the
+	// benchmark's name (printed first) from its figures (printed at its
+	// end): the figures then belong to the last name seen alone
+	pending := ""
+	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
-		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+		if len(f) > 0 && strings.HasPrefix(f[0], "Benchmark") {
+			name := strings.TrimPrefix(f[0], "Benchmark")
+			if i := strings.LastIndexByte(name, '-'); i > 0 {
+				name = name[:i]
+			}
+			if figures(f[1:]) {
+				res[name], pending = benchFigures(f[1:]), ""
+			} else {
+				pending = name
+			}
 			continue
 		}
-		name := strings.TrimPrefix(f[0], "Benchmark")
-		if i := strings.LastIndexByte(name, '-'); i > 0 {
-			name = name[:i]
+		if pending != "" && figures(f) {
+			res[pending], pending = benchFigures(f), ""
 		}
-		vals := map[string]float64{}
-		for i := 2; i+1 < len(f); i += 2 {
-			v, err := strconv.ParseFloat(f[i], 64)
-			if err == nil {
-				vals[f[i+1]] = v
-			}
-		}
-		res[name] = vals
 	}
-	return res, nil
+	return res
+}
+
+// figures says whether f starts with a benchmark's figures: its
+// iterations, then its time per op.
+func figures(f []string) bool {
+	if len(f) < 3 || f[2] != "ns/op" {
+		return false
+	}
+	_, err := strconv.Atoi(f[0])
+	return err == nil
+}
+
+// benchFigures reads a benchmark's figures: its iterations, then value
+// and unit pairs ("123 ns/op 456 B/op").
+func benchFigures(f []string) map[string]float64 {
+	vals := map[string]float64{}
+	for i := 1; i+1 < len(f); i += 2 {
+		if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+			vals[f[i+1]] = v
+		}
+	}
+	return vals
 }
 
 // cpuProfileRate sets the CPU profile's rate from LAZYBENCH_CPUHZ (samples a
