@@ -1201,14 +1201,24 @@ func parseBench(out string) map[string]map[string]float64 {
 	return res
 }
 
-// figures says whether f starts with a benchmark's figures: its
-// iterations, then its time per op.
+// figures says whether f is a benchmark's figures: its iterations, then
+// value and unit pairs (a benchmark may report no ns/op, only its own).
 func figures(f []string) bool {
-	if len(f) < 3 || f[2] != "ns/op" {
+	if len(f) < 3 || len(f)%2 != 1 {
 		return false
 	}
-	_, err := strconv.Atoi(f[0])
-	return err == nil
+	if _, err := strconv.Atoi(f[0]); err != nil {
+		return false
+	}
+	for i := 1; i+1 < len(f); i += 2 {
+		if _, err := strconv.ParseFloat(f[i], 64); err != nil {
+			return false
+		}
+		if _, err := strconv.ParseFloat(f[i+1], 64); err == nil {
+			return false // a number where a unit goes
+		}
+	}
+	return true
 }
 
 // benchFigures reads a benchmark's figures: its iterations, then value
