@@ -312,7 +312,12 @@ func TestClusterChaosStoreStoppedHostKilled(t *testing.T) {
 			t.Fatalf("the stopped member is still in the cluster:\n%s", host.lazy(0, "cluster", "status"))
 		}
 	}
-	host.lazy(0, "unblock", ref, "-m", "@sleep 1s\n@write k0.txt more\\n\n@commit more k0\n@answer done")
+	// the turn lasts 2 s, so the store is stopped before it ends (at 1 s,
+	// a CI run under load found no outbox entry: the turn had most likely
+	// ended before PostgreSQL stopped), and it still ends well before the
+	// lease's fence (7 s after the last renewal, made at most 2.5 s before
+	// the outage)
+	host.lazy(0, "unblock", ref, "-m", "@sleep 2s\n@write k0.txt more\\n\n@commit more k0\n@answer done")
 	waitTurn(t, host, ref, func(tu api.Turn) bool { return tu.Kind == "work" && tu.Trigger == "unblock" && tu.Status == "running" })
 
 	c.pg.Stop()
