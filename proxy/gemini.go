@@ -112,7 +112,7 @@ func writeGeminiError(w http.ResponseWriter, status int, msg, cause string) {
 // of Authorization), so a placeholder is found wherever it was put.
 func geminiPresented(h http.Header) []string {
 	var out []string
-	for _, v := range h.Values("x-goog-api-key") {
+	for _, v := range h[hdrGoogAPIKey] {
 		if v = strings.TrimSpace(v); v != "" {
 			out = append(out, v)
 		}
@@ -144,7 +144,7 @@ func (p *Proxy) planGemini(w http.ResponseWriter, r *http.Request, pl *plan) boo
 	}
 	pl.chain = []target{pl.rt.gemini}
 	if g == nil {
-		pl.role, pl.taskRef = r.Header.Get("x-svc-role"), r.Header.Get("x-svc-task-id")
+		pl.role, pl.taskRef = headerValue(r.Header, hdrSvcRole), headerValue(r.Header, hdrSvcTaskID)
 		if pl.rt.noGrant == config.NoGrantRefuse {
 			p.refuse(w, pl, CauseNoGrant, causeText[CauseNoGrant])
 			return false

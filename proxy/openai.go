@@ -69,7 +69,7 @@ func (p *Proxy) planOpenAI(w http.ResponseWriter, r *http.Request, pl *plan) boo
 	if g == nil {
 		// no grant: to [proxy.openai] with exactly what the client
 		// presented, never with our key (or refused)
-		pl.role, pl.taskRef = r.Header.Get("x-svc-role"), r.Header.Get("x-svc-task-id")
+		pl.role, pl.taskRef = headerValue(r.Header, hdrSvcRole), headerValue(r.Header, hdrSvcTaskID)
 		if pl.rt.noGrant == config.NoGrantRefuse {
 			p.refuse(w, pl, CauseNoGrant, causeText[CauseNoGrant])
 			return false

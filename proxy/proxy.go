@@ -672,12 +672,12 @@ func isRefresh(r *http.Request) bool {
 // the Authorization header whatever its scheme's case.
 func presented(h http.Header) []string {
 	var out []string
-	for _, v := range h.Values("x-api-key") {
+	for _, v := range h[hdrAPIKey] {
 		if v = strings.TrimSpace(v); v != "" {
 			out = append(out, v)
 		}
 	}
-	for _, v := range h.Values("Authorization") {
+	for _, v := range h[hdrAuthorization] {
 		v = strings.TrimSpace(v)
 		if _, tok, ok := strings.Cut(v, " "); ok {
 			v = strings.TrimSpace(tok)
@@ -853,7 +853,7 @@ func (p *Proxy) planModel(w http.ResponseWriter, r *http.Request, pl *plan) bool
 	if g == nil {
 		// no grant (a host session on its own login): it goes to the
 		// primary with exactly what it presented, never with our credential
-		pl.role, pl.taskRef = r.Header.Get("x-svc-role"), r.Header.Get("x-svc-task-id")
+		pl.role, pl.taskRef = headerValue(r.Header, hdrSvcRole), headerValue(r.Header, hdrSvcTaskID)
 		if pl.rt.noGrant == config.NoGrantRefuse {
 			p.refuse(w, pl, CauseNoGrant, causeText[CauseNoGrant])
 			return false
@@ -912,7 +912,7 @@ func (p *Proxy) planEditor(w http.ResponseWriter, r *http.Request, pl *plan) (st
 	if token == "-" {
 		masked = "/_svc/" + agentName + "/-" + rest
 		pl.session = true
-		pl.role, pl.taskRef = r.Header.Get("x-svc-role"), r.Header.Get("x-svc-task-id")
+		pl.role, pl.taskRef = headerValue(r.Header, hdrSvcRole), headerValue(r.Header, hdrSvcTaskID)
 		return masked, true
 	}
 	g, cause := p.resolve(token)
@@ -1106,15 +1106,15 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 		// model routes under a grant: what the client presented never goes
 		// upstream. With no grant it goes as presented (passthrough). The
 		// editor route substitutes the key where the client put it instead.
-		out.Header.Del("x-api-key")
-		out.Header.Del("Authorization")
-		out.Header.Del("x-goog-api-key")
+		delete(out.Header, hdrAPIKey)
+		delete(out.Header, hdrAuthorization)
+		delete(out.Header, hdrGoogAPIKey)
 	}
 	// an encoded response could carry a secret past the scrubber
-	out.Header.Set("Accept-Encoding", "identity")
-	out.Header.Del("x-svc-role")
-	out.Header.Del("x-svc-task-id")
-	out.Header.Del("X-Forwarded-For")
+	out.Header[hdrAcceptEncoding] = []string{"identity"}
+	delete(out.Header, hdrSvcRole)
+	delete(out.Header, hdrSvcTaskID)
+	delete(out.Header, hdrForwardedFor)
 	pl.reqPath = out.URL.Path
 	if pl.editor {
 		pl.reqPath = pl.outPath
@@ -1234,17 +1234,17 @@ func (p *Proxy) inject(out *http.Request, t target, pl *plan) error {
 		}
 		c := *pl.cred
 		if pl.rt.kind == config.KindAPIKey {
-			out.Header.Set("x-api-key", c.Value)
+			out.Header[hdrAPIKey] = []string{c.Value}
 		} else {
-			out.Header.Set("Authorization", "Bearer "+c.Value)
+			out.Header[hdrAuthorization] = []string{"Bearer " + c.Value}
 		}
 	case config.CredentialOpenAI:
-		out.Header.Set("Authorization", "Bearer "+pl.openaiCred.Value)
+		out.Header[hdrAuthorization] = []string{"Bearer " + pl.openaiCred.Value}
 	case config.CredentialGemini:
 		if pl.geminiCred == nil {
 			return &refusal{cause: CauseGeminiMissing, msg: causeText[CauseGeminiMissing]}
 		}
-		out.Header.Set("x-goog-api-key", pl.geminiCred.Value)
+		out.Header[hdrGoogAPIKey] = []string{pl.geminiCred.Value}
 	case "editor":
 		if pl.session {
 			return nil
@@ -1258,7 +1258,7 @@ func (p *Proxy) inject(out *http.Request, t target, pl *plan) error {
 // own: an Authorization header of the Bearer scheme holding the
 // placeholder, and nowhere else (editorPlacement refused any other place).
 func carryKey(out *http.Request, placeholder, real string) {
-	vs := out.Header["Authorization"]
+	vs := out.Header[hdrAuthorization]
 	for i, v := range vs {
 		if tok, ok := bearerOf(v); ok && tok == placeholder {
 			vs[i] = "Bearer " + real

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
 	"os"
 	"path/filepath"
 	"strings"
@@ -563,5 +564,15 @@ func TestUpstreamDropsMidStream(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "message_start") {
 		t.Errorf("the events before the drop must arrive: %q", b)
+	}
+}
+
+// The proxy uses its header names as map keys (headers.go): each must be
+// the form net/http stores, or a credential would pass the strip.
+func TestHeaderNamesCanonical(t *testing.T) {
+	for _, name := range []string{hdrAPIKey, hdrAuthorization, hdrGoogAPIKey, hdrSvcRole, hdrSvcTaskID, hdrForwardedFor, hdrAcceptEncoding} {
+		if c := textproto.CanonicalMIMEHeaderKey(name); c != name {
+			t.Errorf("header name %q is stored as %q", name, c)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"lazy/api"
 	"lazy/canary"
 	"lazy/config"
+	"lazy/internal/logfile"
 )
 
 // A task's model call as the daemon serves it, in one process with an
@@ -74,7 +75,7 @@ func taskCall(tb testing.TB, openai bool) func() {
 	var held atomic.Int64
 	var counted atomic.Int64
 	p, err := New(Options{Config: &cfg, Home: home, Grants: ptr, Port: 1,
-		Log:      slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Log:      slog.New(logfile.NewText(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})), // the daemon's handler
 		Canaries: func() *canary.Set { return decoys },
 		Reserve: func(_ string, estimate func() int64) (int64, string) {
 			n := estimate()

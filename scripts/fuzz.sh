@@ -48,6 +48,7 @@ targets=( # package:target:executions
   ./agent:FuzzRestoreHome:40000x
   ./actors:FuzzParseHomeCwd:300000x
   ./actors:FuzzParseHeldEnd:35000x
+  ./internal/logfile:FuzzTextAsSlog:200000x
 )
 cache="$(go env GOCACHE)/fuzz/lazy"
 out="$(mktemp)"

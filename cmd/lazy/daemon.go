@@ -235,7 +235,7 @@ func (a *app) runForeground(ctx context.Context, detached bool) error {
 	if !detached {
 		w = io.MultiWriter(lines, a.errOut)
 	}
-	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(logfile.NewText(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
 	followMemory(ctx, log)
 	self, err := os.Executable()

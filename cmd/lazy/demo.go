@@ -22,6 +22,7 @@ import (
 	"lazy/client"
 	"lazy/config"
 	"lazy/daemon"
+	"lazy/internal/logfile"
 	"lazy/stubmodel"
 )
 
@@ -128,7 +129,7 @@ func (a *app) demo(ctx context.Context, keep bool) error {
 	if err != nil {
 		return err
 	}
-	d, err := daemon.Start(ctx, daemon.Options{Root: root, Environ: env, Log: slog.New(slog.NewTextHandler(logFile, nil)), SelfExe: self})
+	d, err := daemon.Start(ctx, daemon.Options{Root: root, Environ: env, Log: slog.New(logfile.NewText(logFile, nil)), SelfExe: self})
 	if err != nil {
 		return err
 	}

@@ -118,7 +118,7 @@ func serveDaemon(args []string) error {
 	// lines gathered into writes (internal/logfile)
 	lines := logfile.New(logFile)
 	defer lines.Close()
-	log := slog.New(slog.NewTextHandler(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(logfile.NewText(lines, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	memlimit.Follow(ctx, memlimit.Floor) // as lazy daemon start does
 	if os.Getenv("LAZYBENCH_MEMTRACE") != "" {
 		go func() {

@@ -1,0 +1,89 @@
+package logfile
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// NewText is slog.NewTextHandler(w, opts) that writes a record of a
+// message alone (the proxy's traffic line of every call, CONTRACT §6)
+// without slog's general path: the same bytes, built in one pooled buffer,
+// the message quoted a byte at a time instead of a rune at a time. Any
+// other record, and every handler made from it by WithAttrs or WithGroup,
+// is slog's own. FuzzTextAsSlog holds the output to slog's.
+func NewText(w io.Writer, opts *slog.HandlerOptions) slog.Handler {
+	if opts == nil {
+		opts = &slog.HandlerOptions{}
+	}
+	h := slog.NewTextHandler(w, opts)
+	if opts.AddSource || opts.ReplaceAttr != nil {
+		return h // each record goes through them: no short way
+	}
+	return &textHandler{Handler: h, w: w}
+}
+
+type textHandler struct {
+	slog.Handler // slog's TextHandler on the same writer and options
+	w            io.Writer
+}
+
+var textBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+func (h *textHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.NumAttrs() > 0 || !plainASCII(r.Message) {
+		return h.Handler.Handle(ctx, r)
+	}
+	bp := textBufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	if !r.Time.IsZero() {
+		b = append(b, "time="...)
+		b = r.Time.Round(0).Truncate(time.Millisecond).AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+		b = append(b, ' ')
+	}
+	b = append(b, "level="...)
+	b = append(b, r.Level.String()...)
+	b = append(b, " msg="...)
+	b = appendTextValue(b, r.Message)
+	b = append(b, '\n')
+	_, err := h.w.Write(b)
+	if cap(b) <= 4<<10 {
+		*bp = b
+		textBufs.Put(bp)
+	}
+	return err
+}
+
+// plainASCII reports a string of printable ASCII only, the strings whose
+// quoting appendTextValue does itself.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendTextValue appends s (printable ASCII) as slog's text handler
+// writes a value: bare, or quoted as strconv.Quote does when it holds a
+// space, an '=' or a '"', or is empty.
+func appendTextValue(b []byte, s string) []byte {
+	quote := s == ""
+	for i := 0; i < len(s) && !quote; i++ {
+		quote = s[i] == ' ' || s[i] == '=' || s[i] == '"'
+	}
+	if !quote {
+		return append(b, s...)
+	}
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
+}
