@@ -60,7 +60,10 @@ chaos:
 # DefaultTransport one and a direct connection, each figure as a ratio beside
 # its target; then the proxy alone (proxy.New) and every Go benchmark's figure
 # beside its baseline or target. Each server and the load client is its own
-# process, rounds interleaved. LAZYBENCH_CPUPROFILE=FILE on `lazybench
+# process, five rounds: the 1-client load a call to each target in turn, the
+# 64-client load each target in turn 250 ms at a time, and a second tuned
+# bare proxy measured as one more target (its ratio to the first is printed
+# as the run's noise). LAZYBENCH_CPUPROFILE=FILE on `lazybench
 # serve-daemon` profiles the daemon.
 # LAZY_BENCH_SCALE=1 adds the 1,000-task scale run (several minutes).
 bench:

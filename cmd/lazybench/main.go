@@ -727,13 +727,15 @@ func shuffled(ts []target) []target {
 	return out
 }
 
-// runInterleaved is the 1-client load sent to every target in turn.
-func runInterleaved(self string, ts []target, dur time.Duration, proto string) ([]result, error) {
+// runInterleaved is `load --interleave` over ts: with 1 client, a call to
+// each target in turn for dur in all; with more, the clients go to each
+// target in turn a slice at a time, dur each (loadSliced).
+func runInterleaved(self string, ts []target, clients int, dur time.Duration, proto string) ([]result, error) {
 	var spec []string
 	for _, t := range ts {
 		spec = append(spec, t.url+"="+t.key)
 	}
-	args := []string{"load", "--interleave", strings.Join(spec, ","), "--duration", dur.String()}
+	args := []string{"load", "--interleave", strings.Join(spec, ","), "--duration", dur.String(), "--clients", strconv.Itoa(clients)}
 	if proto != "" {
 		args = append(args, "--protocol", proto)
 	}
@@ -767,7 +769,7 @@ func median(xs []float64) float64 {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	rounds := fs.Int("rounds", 3, "interleaved rounds")
+	rounds := fs.Int("rounds", 5, "interleaved rounds")
 	dur := fs.Duration("duration", 2*time.Second, "per measurement")
 	proxyOnly := fs.Bool("proxy-only", false, "the proxy table alone, no Go benchmarks")
 	before := fs.String("daemon-before", "", "a lazybench binary of another build: its daemon is measured in the same rounds and set beside this one's")
@@ -788,6 +790,13 @@ func run(args []string) error {
 		return err
 	}
 	defer bare.stop()
+	// a second tuned bare proxy, measured as a target of its own: its
+	// ratio to the first is what the machine's noise alone makes of a ratio
+	twin, err := spawn(self, "serve-bare", "--upstream", up.addr, "--tuned")
+	if err != nil {
+		return err
+	}
+	defer twin.stop()
 	plain, err := spawn(self, "serve-bare", "--upstream", up.addr)
 	if err != nil {
 		return err
@@ -846,7 +855,7 @@ func run(args []string) error {
 		}
 	}
 	targets := []target{{"direct", up.addr, realKey, nil}, {"bare", bare.addr, "ignored", bare}, {"plain", plain.addr, "ignored", plain},
-		{"lazy", lz.addr, placeholder, lz}, {"daemon", dm.addr, dm.key, dm}}
+		{"lazy", lz.addr, placeholder, lz}, {"daemon", dm.addr, dm.key, dm}, {"twin", twin.addr, "ignored", twin}}
 	var dmBefore *server
 	if *before != "" {
 		if dmBefore, err = spawn(*before, "serve-daemon", "--upstream", up.addr); err != nil {
@@ -866,7 +875,7 @@ func run(args []string) error {
 	// a quarter from run to run on a shared machine); prefix names the
 	// targets' figures
 	one := func(prefix string, ts []target, dur time.Duration, proto string) error {
-		rs, err := runInterleaved(self, ts, dur*time.Duration(len(ts)), proto)
+		rs, err := runInterleaved(self, ts, 1, dur*time.Duration(len(ts)), proto)
 		if err != nil {
 			return err
 		}
@@ -876,21 +885,31 @@ func run(args []string) error {
 		}
 		return nil
 	}
-	many := func(name string, t target, dur time.Duration, proto string) error {
-		cpu0 := 0.0
-		if t.srv != nil {
-			cpu0 = cpuSeconds(t.srv.cmd.Process.Pid)
+	// many is the 64-client load, sent to every target in turn a slice at
+	// a time (loadSliced); a target's CPU per call is its process's CPU
+	// over the whole load (what it did behind its calls in another's
+	// slice counted too, and its idle time: to the daemon's cost, if any)
+	// over its calls
+	many := func(prefix string, ts []target, dur time.Duration, proto string) error {
+		cpu0 := make([]float64, len(ts))
+		for i, t := range ts {
+			if t.srv != nil {
+				cpu0[i] = cpuSeconds(t.srv.cmd.Process.Pid)
+			}
 		}
-		m, err := runLoad(self, t.url, t.key, 64, dur, false, proto)
+		rs, err := runInterleaved(self, ts, 64, dur, proto)
 		if err != nil {
 			return err
 		}
-		if t.srv != nil && m.Count > 0 {
-			add(name, "cpu_64", (cpuSeconds(t.srv.cmd.Process.Pid)-cpu0)*1e6/float64(m.Count))
+		for i, t := range ts {
+			m := rs[i]
+			if t.srv != nil && m.Count > 0 {
+				add(prefix+t.name, "cpu_64", (cpuSeconds(t.srv.cmd.Process.Pid)-cpu0[i])*1e6/float64(m.Count))
+			}
+			add(prefix+t.name, "p50_64", m.P50us)
+			add(prefix+t.name, "p99_64", m.P99us)
+			add(prefix+t.name, "rps_64", m.RPS)
 		}
-		add(name, "p50_64", m.P50us)
-		add(name, "p99_64", m.P99us)
-		add(name, "rps_64", m.RPS)
 		return nil
 	}
 	fmt.Fprintf(os.Stderr, "lazybench: %d rounds x %d targets x 3 loads of %s (the 1-client load sent to every target in turn), interleaved; load average before: %s\n", *rounds, len(targets), *dur, loadAvg())
@@ -933,13 +952,14 @@ func run(args []string) error {
 		if err := one("", targets, *dur, ""); err != nil {
 			return err
 		}
+		fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: 64 clients, every target in turn a slice at a time\n", r, *rounds)
+		if err := many("", targets, *dur, ""); err != nil {
+			return err
+		}
 		// each round in another order, so none is always measured right
 		// after the same neighbour
 		for _, t := range shuffled(targets) {
-			fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s\n", r, *rounds, t.name)
-			if err := many(t.name, t, *dur, ""); err != nil {
-				return err
-			}
+			fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s, streamed\n", r, *rounds, t.name)
 			sse, err := runLoad(self, t.url, t.key, 4, *dur, true, "")
 			if err != nil {
 				return err
@@ -960,11 +980,9 @@ func run(args []string) error {
 			if err := one(p+" ", protoTargets[p], *protoDur, p); err != nil {
 				return err
 			}
-			for _, t := range shuffled(protoTargets[p]) {
-				fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s %s\n", r, *rounds, p, t.name)
-				if err := many(p+" "+t.name, t, *protoDur, p); err != nil {
-					return err
-				}
+			fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s, 64 clients, every target in turn a slice at a time\n", r, *rounds, p)
+			if err := many(p+" ", protoTargets[p], *protoDur, p); err != nil {
+				return err
 			}
 		}
 	}
@@ -978,16 +996,16 @@ func run(args []string) error {
 
 	// the headline: the daemon users run against the tuned bare proxy
 	head := []headRow{
-		{"throughput, 64 clients", "req/s", m("daemon", "rps_64"), m("bare", "rps_64"), m("plain", "rps_64"), m("direct", "rps_64"), ">=", 0.9, false, ""},
-		{"CPU per request, 64 clients", "us", m("daemon", "cpu_64"), m("bare", "cpu_64"), m("plain", "cpu_64"), 0, "<=", 1.25, false, ""},
-		{"added p50 over direct, 1 client", "us", added("daemon", "p50_1"), added("bare", "p50_1"), added("plain", "p50_1"), 0, "<=", 1.25, false, ""},
-		{"added p50 over direct, 64 clients", "us", added("daemon", "p50_64"), added("bare", "p50_64"), added("plain", "p50_64"), 0, "<=", 1.25, false, ""},
-		{"p99, 1 client", "us", m("daemon", "p99_1"), m("bare", "p99_1"), m("plain", "p99_1"), m("direct", "p99_1"), "<=", 1.1, false, ""},
-		{"p99, 64 clients", "us", m("daemon", "p99_64"), m("bare", "p99_64"), m("plain", "p99_64"), m("direct", "p99_64"), "<=", 1.1, false, ""},
-		{"peak RSS under load, anonymous", "MB", peakAnon[dm], peakAnon[bare], peakAnon[plain], 0, "<=", 40, true, ""},
-		{"  the same, the headline's calls alone", "MB", headPeak, peakAnon[bare], peakAnon[plain], 0, "", 0, false, ""},
-		{"  peak RSS, with the binary's pages", "MB", dmHWM, bareHWM, plainHWM, 0, "", 0, false, ""},
-		{"SSE added time to first event", "us", added("daemon", "ttfb"), added("bare", "ttfb"), added("plain", "ttfb"), 0, "", 0, false, ""},
+		{"throughput, 64 clients", "req/s", m("daemon", "rps_64"), m("bare", "rps_64"), m("plain", "rps_64"), m("direct", "rps_64"), ">=", 0.9, false, "", m("twin", "rps_64")},
+		{"CPU per request, 64 clients", "us", m("daemon", "cpu_64"), m("bare", "cpu_64"), m("plain", "cpu_64"), 0, "<=", 1.25, false, "", m("twin", "cpu_64")},
+		{"added p50 over direct, 1 client", "us", added("daemon", "p50_1"), added("bare", "p50_1"), added("plain", "p50_1"), 0, "<=", 1.25, false, "", added("twin", "p50_1")},
+		{"added p50 over direct, 64 clients", "us", added("daemon", "p50_64"), added("bare", "p50_64"), added("plain", "p50_64"), 0, "<=", 1.25, false, "", added("twin", "p50_64")},
+		{"p99, 1 client", "us", m("daemon", "p99_1"), m("bare", "p99_1"), m("plain", "p99_1"), m("direct", "p99_1"), "<=", 1.1, false, "", m("twin", "p99_1")},
+		{"p99, 64 clients", "us", m("daemon", "p99_64"), m("bare", "p99_64"), m("plain", "p99_64"), m("direct", "p99_64"), "<=", 1.1, false, "", m("twin", "p99_64")},
+		{"peak RSS under load, anonymous", "MB", peakAnon[dm], peakAnon[bare], peakAnon[plain], 0, "<=", 40, true, "", 0},
+		{"  the same, the headline's calls alone", "MB", headPeak, peakAnon[bare], peakAnon[plain], 0, "", 0, false, "", 0},
+		{"  peak RSS, with the binary's pages", "MB", dmHWM, bareHWM, plainHWM, 0, "", 0, false, "", 0},
+		{"SSE added time to first event", "us", added("daemon", "ttfb"), added("bare", "ttfb"), added("plain", "ttfb"), 0, "", 0, false, "", added("twin", "ttfb")},
 	}
 	// each round's own ratio (daemon over tuned, each measured in that
 	// round): how far the machine's noise moves a figure between rounds
@@ -1198,14 +1216,16 @@ type headRow struct {
 	op                           string // ">=", "<=" or "": no target
 	target                       float64
 	absolute                     bool
-	rounds                       string // the lowest and highest ratio of one round
+	rounds                       string  // the lowest and highest ratio of one round
+	twin                         float64 // the second tuned bare proxy's figure (0: not measured)
 }
 
 func printHead(w io.Writer, rows []headRow) {
 	fmt.Fprintln(w, "\nthe daemon users run (task with a live grant, budget, usage rows, traffic events, scrubbing)")
 	fmt.Fprintln(w, "against the tuned bare ReverseProxy, same run; ratio = daemon / tuned (the median of the rounds' figures);")
-	fmt.Fprintln(w, "per round: the lowest and the highest of the rounds' own ratios")
-	fmt.Fprintf(w, "%-36s %14s %14s %7s %12s %5s %11s %18s %14s\n", "figure", "daemon", "tuned bare", "ratio", "target", "met", "per round", "DefaultTransport", "direct")
+	fmt.Fprintln(w, "per round: the lowest and the highest of the rounds' own ratios; noise: a second tuned bare proxy's ratio to the first,")
+	fmt.Fprintln(w, "measured as one more target (what the machine alone makes of a ratio); 64 clients: every target in turn, 250 ms at a time")
+	fmt.Fprintf(w, "%-36s %14s %14s %7s %12s %5s %11s %6s %18s %14s\n", "figure", "daemon", "tuned bare", "ratio", "target", "met", "per round", "noise", "DefaultTransport", "direct")
 	f := func(v float64, unit string) string {
 		if v == 0 {
 			return "-"
@@ -1234,7 +1254,11 @@ func printHead(w io.Writer, rows []headRow) {
 		if rounds == "" {
 			rounds = "-"
 		}
-		fmt.Fprintf(w, "%-36s %14s %14s %7.2f %12s %5s %11s %18s %14s\n", r.name, f(r.daemon, r.unit), f(r.tuned, r.unit), ratio, target, met, rounds, f(r.plain, r.unit), f(r.direct, r.unit))
+		noise := "-"
+		if r.twin != 0 && r.tuned != 0 {
+			noise = fmt.Sprintf("%.2f", r.twin/r.tuned)
+		}
+		fmt.Fprintf(w, "%-36s %14s %14s %7.2f %12s %5s %11s %6s %18s %14s\n", r.name, f(r.daemon, r.unit), f(r.tuned, r.unit), ratio, target, met, rounds, noise, f(r.plain, r.unit), f(r.direct, r.unit))
 	}
 }
 
