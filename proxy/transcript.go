@@ -7,6 +7,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"lazy/api"
 )
@@ -274,6 +276,7 @@ type anthropicParser struct {
 	line   []byte
 	skip   bool // the line is past maxReplyLine: dropped to its end
 	blocks map[int]*toolBlock
+	slow   bool // every event through encoding/json (the tests' reference)
 }
 
 type toolBlock struct {
@@ -342,8 +345,13 @@ func (a *anthropicParser) event(line []byte) {
 	if !ok {
 		return
 	}
+	data = bytes.TrimSpace(data)
+	if d, ok := fastDelta(data); ok && !a.slow {
+		a.delta(d.index, d.delta.Type, d.delta.Text, d.delta.PartialJSON)
+		return
+	}
 	var e anthropicEvent
-	if json.Unmarshal(bytes.TrimSpace(data), &e) != nil {
+	if json.Unmarshal(data, &e) != nil {
 		return
 	}
 	switch e.Type {
@@ -364,19 +372,238 @@ func (a *anthropicParser) event(line []byte) {
 		}
 	case "content_block_delta":
 		if d := e.Delta; d != nil {
-			switch d.Type {
-			case "text_delta":
-				a.t.OnText(d.Text)
-			case "input_json_delta":
-				if tb := a.blocks[e.Index]; tb != nil && len(tb.input) <= api.MaxToolInput {
-					tb.input = append(tb.input, d.PartialJSON...)
-				}
-			}
+			a.delta(e.Index, d.Type, d.Text, d.PartialJSON)
 		}
 	case "content_block_stop":
 		if tb := a.blocks[e.Index]; tb != nil {
 			delete(a.blocks, e.Index)
 			a.t.OnToolCall(tb.name, string(tb.input))
+		}
+	}
+}
+
+// A stream is mostly deltas, one event each: read through encoding/json,
+// each cost the proxy more than the rest of its call did (a streamed call
+// of 30 deltas spent most of its own time there). fastDelta reads a
+// content_block_delta whose keys are type, index and delta (of type, text
+// and partial_json), each once and spelled so, in any order and spacing,
+// with strings of valid UTF-8 (a lone surrogate half is not read here) and
+// a plain index; it leaves any other line to encoding/json
+// (FuzzFastDelta: the same event either way).
+type delta struct {
+	index int
+	delta struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+	}
+}
+
+func fastDelta(data []byte) (d delta, ok bool) {
+	l := lite{b: data}
+	var typ string
+	var seen [3]bool // type, index, delta
+	ok = l.object(func(key string) bool {
+		switch key {
+		case "type":
+			return once(&seen[0]) && l.str(&typ)
+		case "index":
+			return once(&seen[1]) && l.index(&d.index)
+		case "delta":
+			var dseen [3]bool
+			return once(&seen[2]) && l.object(func(key string) bool {
+				switch key {
+				case "type":
+					return once(&dseen[0]) && l.str(&d.delta.Type)
+				case "text":
+					return once(&dseen[1]) && l.str(&d.delta.Text)
+				case "partial_json":
+					return once(&dseen[2]) && l.str(&d.delta.PartialJSON)
+				}
+				return false
+			})
+		}
+		return false
+	})
+	l.space()
+	return d, ok && l.i == len(l.b) && typ == "content_block_delta" && seen[1] && seen[2]
+}
+
+// once marks a key seen, and says no to its second time (encoding/json
+// keeps the last: left to it).
+func once(seen *bool) bool {
+	if *seen {
+		return false
+	}
+	*seen = true
+	return true
+}
+
+// lite reads the little JSON fastDelta takes.
+type lite struct {
+	b []byte
+	i int
+}
+
+func (l *lite) space() {
+	for l.i < len(l.b) && (l.b[l.i] == ' ' || l.b[l.i] == '\t' || l.b[l.i] == '\n' || l.b[l.i] == '\r') {
+		l.i++
+	}
+}
+
+// byte1 takes c, after any space.
+func (l *lite) byte1(c byte) bool {
+	l.space()
+	if l.i < len(l.b) && l.b[l.i] == c {
+		l.i++
+		return true
+	}
+	return false
+}
+
+// object reads {"key": value, ...}, each value by member.
+func (l *lite) object(member func(key string) bool) bool {
+	if !l.byte1('{') {
+		return false
+	}
+	if l.byte1('}') {
+		return true
+	}
+	for {
+		var key string
+		if !l.str(&key) || !l.byte1(':') || !member(key) {
+			return false
+		}
+		if l.byte1('}') {
+			return true
+		}
+		if !l.byte1(',') {
+			return false
+		}
+	}
+}
+
+// index reads a non-negative integer of at most 9 digits, no leading zero.
+func (l *lite) index(v *int) bool {
+	l.space()
+	n := 0
+	for l.i+n < len(l.b) && n <= 9 && l.b[l.i+n] >= '0' && l.b[l.i+n] <= '9' {
+		*v = *v*10 + int(l.b[l.i+n]-'0')
+		n++
+	}
+	if n == 0 || n > 9 || n > 1 && l.b[l.i] == '0' {
+		return false
+	}
+	l.i += n
+	return true
+}
+
+// str reads a string: valid UTF-8, no control byte, JSON's escapes; it is
+// copied from its first escape on.
+func (l *lite) str(v *string) bool {
+	if !l.byte1('"') {
+		return false
+	}
+	b := l.b[l.i:]
+	var out []byte
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c == '"' {
+			if !utf8.Valid(b[:i]) {
+				return false // encoding/json's: each bad byte is U+FFFD
+			}
+			if out == nil {
+				*v = string(b[:i])
+			} else {
+				*v = string(out)
+			}
+			l.i += i + 1
+			return true
+		}
+		if c < ' ' {
+			return false
+		}
+		if c != '\\' {
+			if out != nil {
+				out = append(out, c)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]byte, 0, len(b)), b[:i]...)
+		}
+		if i++; i == len(b) {
+			return false
+		}
+		switch b[i] {
+		case '"', '\\', '/':
+			out = append(out, b[i])
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(b[i+1:])
+			if !ok {
+				return false
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				// a pair, or encoding/json's own way with a lone half
+				lo, ok := hex4(b[min(i+3, len(b)):])
+				if !ok || b[i+1] != '\\' || b[i+2] != 'u' {
+					return false
+				}
+				if r = utf16.DecodeRune(r, lo); r == utf8.RuneError {
+					return false
+				}
+				i += 6
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return false // not JSON
+		}
+	}
+	return false // no closing quote
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// delta tells a content_block_delta: its text, or a part of its tool
+// call's input.
+func (a *anthropicParser) delta(index int, kind, text, partialJSON string) {
+	switch kind {
+	case "text_delta":
+		a.t.OnText(text)
+	case "input_json_delta":
+		if tb := a.blocks[index]; tb != nil && len(tb.input) <= api.MaxToolInput {
+			tb.input = append(tb.input, partialJSON...)
 		}
 	}
 }

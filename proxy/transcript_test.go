@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"lazy/api"
 )
@@ -250,4 +252,124 @@ func TestMaskClientReport(t *testing.T) {
 	if got := f.p.Mask("t1", "nothing secret"); got != "nothing secret" {
 		t.Errorf("plain text changed: %q", got)
 	}
+}
+
+// told is what a transcript was told, call by call.
+type told struct{ calls []string }
+
+func (r *told) OnText(s string)            { r.calls = append(r.calls, "text "+s) }
+func (r *told) OnToolCall(name, in string) { r.calls = append(r.calls, "tool "+name+" "+in) }
+func (r *told) OnUsage(u api.CallUsage)    { r.calls = append(r.calls, fmt.Sprint("usage ", u)) }
+func (r *told) End()                       { r.calls = append(r.calls, "end") }
+
+// parseBoth feeds stream to the Anthropic parser with and without its
+// fast way to the deltas and returns what each told.
+func parseBoth(stream []byte) (fast, slow []string) {
+	var f, s told
+	pf := newAnthropicParser("text/event-stream", &f).(*anthropicParser)
+	ps := newAnthropicParser("text/event-stream", &s).(*anthropicParser)
+	ps.slow = true
+	for _, p := range []*anthropicParser{pf, ps} {
+		p.Feed(stream)
+		p.End()
+	}
+	return f.calls, s.calls
+}
+
+// The deltas as the API writes them take the fast way, whatever their
+// text; what they tell the transcript is what encoding/json reads.
+func TestFastDeltaAsTheAPIWritesThem(t *testing.T) {
+	texts := []string{"Hello", "", " world", "line\nbreak\ttab", `quote " and \ slash /`, "é ü 中文 🙂", "\u2028\u007f",
+		"<tag> & 'x'", "\x01ctl", "a\u0000b"}
+	for i, text := range texts {
+		for _, kind := range []string{"text_delta", "input_json_delta"} {
+			key := map[string]string{"text_delta": "text", "input_json_delta": "partial_json"}[kind]
+			// as Python's json.dumps (the API) writes it, ASCII-escaped or
+			// not, and as Go's encoder does (<, > and & as \u escapes)
+			lines := [][]byte{}
+			for _, esc := range []bool{false, true} {
+				var b bytes.Buffer
+				enc := json.NewEncoder(&b)
+				enc.SetEscapeHTML(esc)
+				_ = enc.Encode(text)
+				lines = append(lines, []byte(fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":%q,%q:%s}}`, i, kind, key, bytes.TrimSpace(b.Bytes()))))
+			}
+			lines = append(lines, []byte(fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":%q,%q:"%s"}}`, i, kind, key, asciiEscaped(text))),
+				// as the API's documents print it, and with the keys sorted
+				[]byte(fmt.Sprintf(`{"type": "content_block_delta", "index": %d, "delta": {"type": %q, %q: "%s"}}`, i, kind, key, asciiEscaped(text))))
+			sorted, _ := json.Marshal(map[string]any{"type": "content_block_delta", "index": i, "delta": map[string]string{"type": kind, key: text}})
+			lines = append(lines, sorted)
+			for _, line := range lines {
+				d, ok := fastDelta(line)
+				if !ok {
+					t.Errorf("%s: not read the fast way", line)
+					continue
+				}
+				var e anthropicEvent
+				if err := json.Unmarshal(line, &e); err != nil || e.Type != "content_block_delta" || e.Index != d.index || e.Delta == nil || *e.Delta != d.delta {
+					t.Errorf("%s:\nfast %+v\njson %+v %v", line, d, e.Delta, err)
+				}
+			}
+		}
+	}
+	// one tool call's input in deltas, and text, as one stream
+	stream := "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"Write\",\"input\":{}}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"file_path\\\":\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\\\"a.go\\\"}\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n" +
+		"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"done\\n\"}}\r\n"
+	fast, slow := parseBoth([]byte(stream))
+	if fmt.Sprint(fast) != fmt.Sprint(slow) || len(fast) != 2 || fast[0] != `tool Write {"file_path":"a.go"}` {
+		t.Errorf("fast %q\nslow %q", fast, slow)
+	}
+}
+
+// asciiEscaped is s with every rune past ASCII as \u escapes (a surrogate
+// pair past the BMP), as Python's json.dumps writes by default.
+func asciiEscaped(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteString(`\` + string(r))
+		case r < ' ' || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		case r < 0x80:
+			b.WriteRune(r)
+		default:
+			for _, u := range utf16.Encode([]rune{r}) {
+				fmt.Fprintf(&b, `\u%04x`, u)
+			}
+		}
+	}
+	return b.String()
+}
+
+// FuzzFastDelta: any line, read the fast way or not, tells the transcript
+// what encoding/json's reading tells it.
+func FuzzFastDelta(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`,
+		`{"type":"content_block_delta","index":3,"delta":{"type":"input_json_delta","partial_json":"{\"a\":"}}`,
+		`{"type":"content_block_delta","index":00,"delta":{"type":"text_delta","text":"lead"}}`,
+		`{"type":"content_block_delta","index":99999999999,"delta":{"type":"text_delta","text":"big"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\ud83d\ude42 \ud83d x \u00e9"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"\\"}}`,
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x","text":"y"}}`,
+		"{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"\xff\"}}",
+		`{"delta": {"text": "a", "type": "text_delta"}, "index": 1, "type": "content_block_delta"} `,
+		`{"type":"content_block_delta","Index":1,"delta":{"type":"text_delta","text":"case"}}`,
+		`{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"a","Text":"b"}}`,
+		`{"type":"content_block_delta","index":1.0,"delta":{"type":"text_delta","text":"f"}}`,
+		`{"type":"content_block_delta","index":1,"delta":null}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		fast, slow := parseBoth([]byte("data: " + line + "\n"))
+		if fmt.Sprint(fast) != fmt.Sprint(slow) {
+			t.Fatalf("%q:\nfast %q\nslow %q", line, fast, slow)
+		}
+	})
 }

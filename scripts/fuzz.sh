@@ -49,6 +49,7 @@ targets=( # package:target:executions
   ./actors:FuzzParseHomeCwd:300000x
   ./actors:FuzzParseHeldEnd:35000x
   ./internal/logfile:FuzzTextAsSlog:200000x
+  ./proxy:FuzzFastDelta:100000x
 )
 cache="$(go env GOCACHE)/fuzz/lazy"
 out="$(mktemp)"
