@@ -350,6 +350,7 @@ func TestOutboxReplay(t *testing.T) {
 // starts only once launch is closed.
 type gatedAgent struct {
 	launch  chan struct{}
+	waiting chan struct{} // closed at the launch gate: the prompt is built (nil: not told)
 	started chan struct{}
 	release chan struct{}
 }
@@ -357,6 +358,9 @@ type gatedAgent struct {
 func (g *gatedAgent) RunTurn(ctx context.Context, req agent.TurnRequest) (agent.Result, agent.Outcome, error) {
 	if _, err := req.FinalPrompt(ctx); err != nil {
 		return agent.Result{}, agent.Outcome{}, err
+	}
+	if g.waiting != nil {
+		close(g.waiting)
 	}
 	if g.launch != nil {
 		<-g.launch
@@ -496,7 +500,7 @@ func TestLaunchRecordedAfterAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	g := &gatedAgent{launch: make(chan struct{}), started: make(chan struct{}), release: make(chan struct{})}
+	g := &gatedAgent{launch: make(chan struct{}), waiting: make(chan struct{}), started: make(chan struct{}), release: make(chan struct{})}
 	r := newRigOn(t, st, "", nil, g, "s0")
 	cm := r.comment(review.Comment, "rename it")
 	res, err := r.ask(&Unblock{Message: "go on"})
@@ -504,14 +508,22 @@ func TestLaunchRecordedAfterAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	turnID := res.(*WorkQueued).Turn.ID
-	for deadline := time.Now().Add(30 * time.Second); r.turn(turnID).Status != store.TurnRunning; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the turn never started")
-		}
+	// the store stops once the agent is at its launch: its prompt (which
+	// reads the queued comment) was built before the outage. Stopped when
+	// the turn was merely recorded running, the prompt could meet the
+	// outage: the agent then never launched (a CI run hung 10 minutes here)
+	select {
+	case <-g.waiting:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the turn's agent never reached its launch")
 	}
 	pg.Stop()
 	close(g.launch)
-	<-g.started
+	select {
+	case <-g.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent never started after its launch was let go")
+	}
 	close(g.release)
 	if _, err := r.ask(&GetHealth{}); err != nil { // the launch and the end are the actor's
 		t.Fatal(err)

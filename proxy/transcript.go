@@ -403,16 +403,16 @@ func fastDelta(data []byte) (d delta, ok bool) {
 	l := lite{b: data}
 	var typ string
 	var seen [3]bool // type, index, delta
-	ok = l.object(func(key string) bool {
-		switch key {
+	ok = l.object(func(key []byte) bool {
+		switch string(key) {
 		case "type":
 			return once(&seen[0]) && l.str(&typ)
 		case "index":
 			return once(&seen[1]) && l.index(&d.index)
 		case "delta":
 			var dseen [3]bool
-			return once(&seen[2]) && l.object(func(key string) bool {
-				switch key {
+			return once(&seen[2]) && l.object(func(key []byte) bool {
+				switch string(key) {
 				case "type":
 					return once(&dseen[0]) && l.str(&d.delta.Type)
 				case "text":
@@ -441,9 +441,12 @@ func once(seen *bool) bool {
 
 // lite reads the little JSON fastDelta takes.
 type lite struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	depth int // objects and arrays open (encoding/json refuses past 10,000; here past maxLiteDepth is left to it)
 }
+
+const maxLiteDepth = 64
 
 func (l *lite) space() {
 	for l.i < len(l.b) && (l.b[l.i] == ' ' || l.b[l.i] == '\t' || l.b[l.i] == '\n' || l.b[l.i] == '\r') {
@@ -461,17 +464,47 @@ func (l *lite) byte1(c byte) bool {
 	return false
 }
 
+// key reads an object's key: its bytes as written when it has no escape
+// (no copy), else as str reads it.
+func (l *lite) key() ([]byte, bool) {
+	l.space()
+	if l.i >= len(l.b) || l.b[l.i] != '"' {
+		return nil, false
+	}
+	rest := l.b[l.i+1:]
+	end := bytes.IndexByte(rest, '"')
+	if k := rest[:max(end, 0)]; end >= 0 && bytes.IndexByte(k, '\\') < 0 {
+		for _, c := range k {
+			if c < ' ' {
+				return nil, false
+			}
+		}
+		if !utf8.Valid(k) {
+			return nil, false
+		}
+		l.i += end + 2
+		return k, true
+	}
+	var s string
+	if !l.str(&s) {
+		return nil, false
+	}
+	return []byte(s), true
+}
+
 // object reads {"key": value, ...}, each value by member.
-func (l *lite) object(member func(key string) bool) bool {
-	if !l.byte1('{') {
+func (l *lite) object(member func(key []byte) bool) bool {
+	if !l.byte1('{') || l.depth == maxLiteDepth {
 		return false
 	}
+	l.depth++
+	defer func() { l.depth-- }()
 	if l.byte1('}') {
 		return true
 	}
 	for {
-		var key string
-		if !l.str(&key) || !l.byte1(':') || !member(key) {
+		key, ok := l.key()
+		if !ok || !l.byte1(':') || !member(key) {
 			return false
 		}
 		if l.byte1('}') {
@@ -481,6 +514,87 @@ func (l *lite) object(member func(key string) bool) bool {
 			return false
 		}
 	}
+}
+
+// skip passes over any one JSON value, as strictly as encoding/json reads
+// it (its strings as str reads them).
+func (l *lite) skip() bool {
+	l.space()
+	if l.i >= len(l.b) {
+		return false
+	}
+	switch c := l.b[l.i]; {
+	case c == '"':
+		var s string
+		return l.str(&s)
+	case c == '{':
+		return l.object(func([]byte) bool { return l.skip() })
+	case c == '[':
+		if l.depth == maxLiteDepth {
+			return false
+		}
+		l.depth++
+		defer func() { l.depth-- }()
+		l.i++
+		if l.byte1(']') {
+			return true
+		}
+		for {
+			if !l.skip() {
+				return false
+			}
+			if l.byte1(']') {
+				return true
+			}
+			if !l.byte1(',') {
+				return false
+			}
+		}
+	case c == '-' || c >= '0' && c <= '9':
+		return l.number()
+	}
+	for _, w := range []string{"true", "false", "null"} {
+		if bytes.HasPrefix(l.b[l.i:], []byte(w)) {
+			l.i += len(w)
+			return true
+		}
+	}
+	return false
+}
+
+// number passes over a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func (l *lite) number() bool {
+	digits := func() int {
+		n := 0
+		for l.i < len(l.b) && l.b[l.i] >= '0' && l.b[l.i] <= '9' {
+			l.i++
+			n++
+		}
+		return n
+	}
+	if l.i < len(l.b) && l.b[l.i] == '-' {
+		l.i++
+	}
+	start := l.i
+	if n := digits(); n == 0 || n > 1 && l.b[start] == '0' {
+		return false
+	}
+	if l.i < len(l.b) && l.b[l.i] == '.' {
+		l.i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if l.i < len(l.b) && (l.b[l.i] == 'e' || l.b[l.i] == 'E') {
+		l.i++
+		if l.i < len(l.b) && (l.b[l.i] == '+' || l.b[l.i] == '-') {
+			l.i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // index reads a non-negative integer of at most 9 digits, no leading zero.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"slices"
@@ -51,6 +52,7 @@ func (e *endingParser) End() {
 type responsesParser struct {
 	t     Transcript
 	tools map[int]*toolBlock // by output_index, until the call is handed on
+	slow  bool               // every event through encoding/json (the tests' reference)
 }
 
 func newResponsesParser(t Transcript) EventParser {
@@ -82,22 +84,22 @@ type responsesEvent struct {
 }
 
 func (r *responsesParser) Event(data []byte) {
+	if !r.slow {
+		if typ, index, delta, ok := fastResponsesDelta(data); ok {
+			r.delta(typ, index, delta)
+			return
+		}
+	}
 	var e responsesEvent
 	if json.Unmarshal(data, &e) != nil {
 		return
 	}
 	switch e.Type {
-	case "response.output_text.delta":
-		if e.Delta != "" {
-			r.t.OnText(e.Delta)
-		}
+	case "response.output_text.delta", "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
+		r.delta(e.Type, e.OutputIndex, e.Delta)
 	case "response.output_item.added":
 		if it := e.Item; it != nil && isToolItem(it.Type) {
 			r.tools[e.OutputIndex] = &toolBlock{name: it.Name}
-		}
-	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
-		if tb := r.tools[e.OutputIndex]; tb != nil && len(tb.input) <= api.MaxToolInput {
-			tb.input = append(tb.input, e.Delta...)
 		}
 	case "response.function_call_arguments.done", "response.custom_tool_call_input.done":
 		if tb := r.tools[e.OutputIndex]; tb != nil {
@@ -125,6 +127,53 @@ func (r *responsesParser) Event(data []byte) {
 		r.item(it, false)
 	}
 }
+
+// delta tells a delta event: text, or a part of a tool call's input.
+func (r *responsesParser) delta(typ string, index int, delta string) {
+	switch typ {
+	case "response.output_text.delta":
+		if delta != "" {
+			r.t.OnText(delta)
+		}
+	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
+		if tb := r.tools[index]; tb != nil && len(tb.input) <= api.MaxToolInput {
+			tb.input = append(tb.input, delta...)
+		}
+	}
+}
+
+// fastResponsesDelta reads a Responses delta event (most of a stream, as
+// content_block_delta is of Anthropic's: fastDelta) without encoding/json:
+// its type, output_index and delta, the other keys skipped. It takes only
+// valid JSON whose keys of responsesEvent are each written once, in their
+// case, with values of their type (encoding/json would fail the whole
+// event on a wrong one); anything else is left to encoding/json
+// (FuzzFastResponsesDelta: the same event either way).
+func fastResponsesDelta(data []byte) (typ string, index int, delta string, ok bool) {
+	l := lite{b: data}
+	var seen [3]bool // type, output_index, delta
+	ok = l.object(func(key []byte) bool {
+		switch string(key) {
+		case "type":
+			return once(&seen[0]) && l.str(&typ)
+		case "output_index":
+			return once(&seen[1]) && l.index(&index)
+		case "delta":
+			return once(&seen[2]) && l.str(&delta)
+		}
+		for _, name := range responsesEventKeys {
+			if bytes.EqualFold(key, name) {
+				return false // another case of a key, or a typed field: encoding/json's
+			}
+		}
+		return l.skip()
+	})
+	l.space()
+	return typ, index, delta, ok && l.i == len(data) && seen[0] && seen[2] && strings.HasSuffix(typ, ".delta")
+}
+
+// responsesEventKeys are the keys encoding/json reads into responsesEvent.
+var responsesEventKeys = [][]byte{[]byte("type"), []byte("output_index"), []byte("delta"), []byte("arguments"), []byte("input"), []byte("item")}
 
 // isToolItem reports an item whose arguments stream in deltas.
 func isToolItem(typ string) bool { return typ == "function_call" || typ == "custom_tool_call" }

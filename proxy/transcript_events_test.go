@@ -264,3 +264,114 @@ func FuzzGeminiTranscript(f *testing.F) {
 	f.Add([]byte(`{"candidates":[{"content":{"parts":[{"text":"t","thought":true},{"text":"u"}]}}],"usageMetadata":{}}`), false)
 	f.Fuzz(func(t *testing.T, b []byte, stream bool) { fuzzEvents(t, newGeminiParser, b, stream) })
 }
+
+// eventsBoth hands each event to the Responses parser with and without
+// its fast way to the deltas and returns what each told.
+func eventsBoth(events ...[]byte) (fast, slow []string) {
+	var f, s told
+	pf := newResponsesParser(&f).(*responsesParser)
+	ps := newResponsesParser(&s).(*responsesParser)
+	ps.slow = true
+	for _, p := range []*responsesParser{pf, ps} {
+		for _, e := range events {
+			p.Event(e)
+		}
+		p.End()
+	}
+	return f.calls, s.calls
+}
+
+// The API's delta events take the fast way and tell what encoding/json
+// reads of them.
+func TestFastResponsesDelta(t *testing.T) {
+	added := []byte(`{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","name":"shell","arguments":""}}`)
+	lines := [][]byte{
+		[]byte(`{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hi \"there\"\n\u00e9","logprobs":[],"obfuscation":"Xy1"}`),
+		[]byte(`{"type": "response.function_call_arguments.delta", "item_id": "fc_1", "output_index": 1, "delta": "{\"cmd\":", "sequence_number": 7}`),
+		[]byte(`{"type":"response.function_call_arguments.delta","output_index":1,"delta":"\"ls\"}"}`),
+		[]byte(`{"type":"response.output_text.delta","output_index":0,"delta":""}`),
+	}
+	for _, l := range lines {
+		if _, _, _, ok := fastResponsesDelta(l); !ok {
+			t.Errorf("%s: not read the fast way", l)
+		}
+	}
+	done := []byte(`{"type":"response.function_call_arguments.done","output_index":1}`)
+	fast, slow := eventsBoth(append([][]byte{added}, append(lines, done)...)...)
+	if fmt.Sprint(fast) != fmt.Sprint(slow) || len(fast) != 2 || fast[0] != "text Hi \"there\"\né" || fast[1] != `tool shell {"cmd":"ls"}` {
+		t.Errorf("fast %q\nslow %q", fast, slow)
+	}
+}
+
+// FuzzFastResponsesDelta: any event, after a tool call's announcement,
+// tells the transcript what encoding/json's reading tells it.
+func FuzzFastResponsesDelta(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"response.output_text.delta","output_index":0,"delta":"hi","logprobs":[{"a":[1,2.5e3,null,true]}]}`,
+		`{"type":"response.function_call_arguments.delta","output_index":1,"delta":"{\"a\":"}`,
+		`{"type":"response.output_text.delta","output_index":0,"delta":"a","Delta":"b"}`,
+		`{"type":"response.output_text.delta","output_index":0,"delta":"a","delta":"b"}`,
+		`{"type":"response.output_text.delta","output_index":1.0,"delta":"f"}`,
+		`{"type":"response.output_text.delta","output_index":0,"delta":"x","arguments":5}`,
+		`{"type":"response.output_text.delta","output_index":0,"delta":null}`,
+		`{"type":"response.output_text.delta",,"delta":"x"}`,
+		`{"type":"response.output_text.delta","delta":"x"} trailing`,
+		"{\"type\":\"response.output_text.delta\",\"delta\":\"\xff\"}",
+	} {
+		f.Add(s)
+	}
+	added := []byte(`{"type":"response.output_item.added","output_index":1,"item":{"type":"function_call","name":"shell"}}`)
+	done := []byte(`{"type":"response.function_call_arguments.done","output_index":1}`)
+	f.Fuzz(func(t *testing.T, event string) {
+		fast, slow := eventsBoth(added, []byte(event), done)
+		if fmt.Sprint(fast) != fmt.Sprint(slow) {
+			t.Fatalf("%q:\nfast %q\nslow %q", event, fast, slow)
+		}
+	})
+}
+
+// BenchmarkResponsesDeltaFast and ...Slow: one text delta as the API
+// writes it, read for the transcript with and without fastResponsesDelta.
+func BenchmarkResponsesDeltaFast(b *testing.B) { benchResponsesDelta(b, false) }
+func BenchmarkResponsesDeltaSlow(b *testing.B) { benchResponsesDelta(b, true) }
+
+func benchResponsesDelta(b *testing.B, slow bool) {
+	ev := []byte(`{"type":"response.output_text.delta","sequence_number":4,"item_id":"msg_68b0a1c2d3e4f5","output_index":0,"content_index":0,"delta":" the","logprobs":[],"obfuscation":"Xy1zQ"}`)
+	p := newResponsesParser(nopTranscript{}).(*responsesParser)
+	p.slow = slow
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Event(ev)
+	}
+}
+
+// BenchmarkAnthropicDeltaFast and ...Slow: the same for a
+// content_block_delta (fastDelta).
+func BenchmarkAnthropicDeltaFast(b *testing.B) { benchAnthropicDelta(b, false) }
+func BenchmarkAnthropicDeltaSlow(b *testing.B) { benchAnthropicDelta(b, true) }
+
+func benchAnthropicDelta(b *testing.B, slow bool) {
+	ev := []byte("data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" the\"}}\n\n")
+	p := newAnthropicParser("text/event-stream", nopTranscript{}).(*anthropicParser)
+	p.slow = slow
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Feed(ev)
+	}
+}
+
+// A value nested past the reader's depth is left to encoding/json, which
+// reads it (up to its own bound) or refuses it.
+func TestFastResponsesDeltaDeep(t *testing.T) {
+	for _, depth := range []int{maxLiteDepth - 2, maxLiteDepth + 1, 20000} {
+		ev := []byte(`{"type":"response.output_text.delta","delta":"x","n":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`)
+		_, _, _, ok := fastResponsesDelta(ev)
+		if ok != (depth < maxLiteDepth) {
+			t.Errorf("depth %d: read the fast way %v", depth, ok)
+		}
+		fast, slow := eventsBoth(ev)
+		if fmt.Sprint(fast) != fmt.Sprint(slow) {
+			t.Errorf("depth %d: fast %q slow %q", depth, fast, slow)
+		}
+	}
+}

@@ -50,6 +50,7 @@ targets=( # package:target:executions
   ./actors:FuzzParseHeldEnd:35000x
   ./internal/logfile:FuzzTextAsSlog:200000x
   ./proxy:FuzzFastDelta:100000x
+  ./proxy:FuzzFastResponsesDelta:100000x
 )
 cache="$(go env GOCACHE)/fuzz/lazy"
 out="$(mktemp)"
