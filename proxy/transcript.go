@@ -530,32 +530,48 @@ func (l *lite) skip() bool {
 	case c == '{':
 		return l.object(func([]byte) bool { return l.skip() })
 	case c == '[':
-		if l.depth == maxLiteDepth {
-			return false
-		}
-		l.depth++
-		defer func() { l.depth-- }()
-		l.i++
-		if l.byte1(']') {
-			return true
-		}
-		for {
-			if !l.skip() {
-				return false
-			}
-			if l.byte1(']') {
-				return true
-			}
-			if !l.byte1(',') {
-				return false
-			}
-		}
+		return l.array(l.skip)
 	case c == '-' || c >= '0' && c <= '9':
 		return l.number()
 	}
 	for _, w := range []string{"true", "false", "null"} {
 		if bytes.HasPrefix(l.b[l.i:], []byte(w)) {
 			l.i += len(w)
+			return true
+		}
+	}
+	return false
+}
+
+// array reads [value, ...], each value by elem.
+func (l *lite) array(elem func() bool) bool {
+	if !l.byte1('[') || l.depth == maxLiteDepth {
+		return false
+	}
+	l.depth++
+	defer func() { l.depth-- }()
+	if l.byte1(']') {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if l.byte1(']') {
+			return true
+		}
+		if !l.byte1(',') {
+			return false
+		}
+	}
+}
+
+// boolean reads true or false.
+func (l *lite) boolean(v *bool) bool {
+	l.space()
+	for _, w := range []string{"true", "false"} {
+		if bytes.HasPrefix(l.b[l.i:], []byte(w)) {
+			*v, l.i = w == "true", l.i+len(w)
 			return true
 		}
 	}

@@ -222,29 +222,46 @@ func (r *responsesParser) End() {
 // geminiParser reads a Gemini reply: each GenerateContentResponse (an SSE
 // chunk, an element of a JSON array, or the JSON reply) hands on its first
 // candidate's text parts (a thought is not the answer) and functionCalls.
-type geminiParser struct{ t Transcript }
+type geminiParser struct {
+	t    Transcript
+	slow bool // every response through encoding/json (the tests' reference)
+}
 
 func newGeminiParser(t Transcript) EventParser { return &geminiParser{t: t} }
 
+// geminiPart is what the transcript reads of a part of a response.
+type geminiPart struct {
+	Text         string `json:"text"`
+	Thought      bool   `json:"thought"`
+	FunctionCall *struct {
+		Name string          `json:"name"`
+		Args json.RawMessage `json:"args"`
+	} `json:"functionCall"`
+}
+
 func (g *geminiParser) Event(data []byte) {
+	if !g.slow {
+		if parts, ok := fastGeminiParts(data); ok {
+			g.tell(parts)
+			return
+		}
+	}
 	var m struct {
 		Candidates []struct {
 			Content struct {
-				Parts []struct {
-					Text         string `json:"text"`
-					Thought      bool   `json:"thought"`
-					FunctionCall *struct {
-						Name string          `json:"name"`
-						Args json.RawMessage `json:"args"`
-					} `json:"functionCall"`
-				} `json:"parts"`
+				Parts []geminiPart `json:"parts"`
 			} `json:"content"`
 		} `json:"candidates"`
 	}
 	if json.Unmarshal(data, &m) != nil || len(m.Candidates) == 0 {
 		return
 	}
-	for _, p := range m.Candidates[0].Content.Parts {
+	g.tell(m.Candidates[0].Content.Parts)
+}
+
+// tell hands on the parts of a response's first candidate.
+func (g *geminiParser) tell(parts []geminiPart) {
+	for _, p := range parts {
 		switch {
 		case p.FunctionCall != nil:
 			g.t.OnToolCall(p.FunctionCall.Name, strings.TrimSpace(string(p.FunctionCall.Args)))
@@ -252,6 +269,97 @@ func (g *geminiParser) Event(data []byte) {
 			g.t.OnText(p.Text)
 		}
 	}
+}
+
+// fastGeminiParts is the parts of a response's first candidate, read
+// without encoding/json (as fastDelta and fastResponsesDelta are): every
+// candidate is read, its typed keys each once, in their case, of their
+// type, the other keys skipped as strictly as encoding/json reads them.
+// ok is false for a response to leave to encoding/json, or one with no
+// candidate (FuzzFastGeminiParts: the same parts either way).
+func fastGeminiParts(data []byte) (first []geminiPart, ok bool) {
+	l := lite{b: data}
+	candidates := 0
+	var seenTop bool
+	ok = l.object(func(key []byte) bool {
+		if string(key) != "candidates" {
+			return !bytes.EqualFold(key, []byte("candidates")) && l.skip()
+		}
+		if !once(&seenTop) {
+			return false
+		}
+		return l.array(func() bool {
+			candidates++
+			var seenContent bool
+			return l.object(func(key []byte) bool {
+				if string(key) != "content" {
+					return !bytes.EqualFold(key, []byte("content")) && l.skip()
+				}
+				var seenParts bool
+				return once(&seenContent) && l.object(func(key []byte) bool {
+					if string(key) != "parts" {
+						return !bytes.EqualFold(key, []byte("parts")) && l.skip()
+					}
+					return once(&seenParts) && l.array(func() bool {
+						var p geminiPart
+						if !l.part(&p) {
+							return false
+						}
+						if candidates == 1 {
+							first = append(first, p)
+						}
+						return true
+					})
+				})
+			})
+		})
+	})
+	l.space()
+	return first, ok && l.i == len(data) && candidates > 0
+}
+
+// part reads a part: text (a string), thought (true or false), functionCall
+// ({name, args}; args kept as written), each once and in its case.
+func (l *lite) part(p *geminiPart) bool {
+	var seen [3]bool
+	return l.object(func(key []byte) bool {
+		switch string(key) {
+		case "text":
+			return once(&seen[0]) && l.str(&p.Text)
+		case "thought":
+			return once(&seen[1]) && l.boolean(&p.Thought)
+		case "functionCall":
+			if !once(&seen[2]) {
+				return false
+			}
+			p.FunctionCall = &struct {
+				Name string          `json:"name"`
+				Args json.RawMessage `json:"args"`
+			}{}
+			var fseen [2]bool
+			return l.object(func(key []byte) bool {
+				switch string(key) {
+				case "name":
+					return once(&fseen[0]) && l.str(&p.FunctionCall.Name)
+				case "args":
+					l.space()
+					start := l.i
+					if !once(&fseen[1]) || bytes.HasPrefix(l.b[l.i:], []byte("null")) || !l.skip() {
+						return false
+					}
+					p.FunctionCall.Args = l.b[start:l.i]
+					return true
+				}
+				return !bytes.EqualFold(key, []byte("name")) && !bytes.EqualFold(key, []byte("args")) && l.skip()
+			})
+		}
+		for _, name := range []string{"text", "thought", "functionCall"} {
+			if bytes.EqualFold(key, []byte(name)) {
+				return false
+			}
+		}
+		return l.skip()
+	})
 }
 
 // Whole: a reply is one response; the route splits a JSON array of them.

@@ -375,3 +375,77 @@ func TestFastResponsesDeltaDeep(t *testing.T) {
 		}
 	}
 }
+
+// geminiBoth hands a response to the Gemini parser with and without its
+// fast way and returns what each told.
+func geminiBoth(response []byte) (fast, slow []string) {
+	var f, s told
+	pf := newGeminiParser(&f).(*geminiParser)
+	ps := newGeminiParser(&s).(*geminiParser)
+	ps.slow = true
+	pf.Event(response)
+	ps.Event(response)
+	return f.calls, s.calls
+}
+
+// A streamed response as the API writes it takes the fast way and tells
+// what encoding/json reads of it.
+func TestFastGeminiParts(t *testing.T) {
+	for _, r := range []string{
+		`{"candidates": [{"content": {"parts": [{"text": "Hello \"w\"\n"}],"role": "model"},"index": 0,"safetyRatings": [{"category": "HARM_CATEGORY_HARASSMENT","probability": "NEGLIGIBLE"}]}],"usageMetadata": {"promptTokenCount": 8,"candidatesTokenCount": 3,"totalTokenCount": 11},"modelVersion": "gemini-2.5-pro","responseId": "abc"}`,
+		`{"candidates":[{"content":{"parts":[{"thought":true,"text":"hmm"},{"functionCall":{"name":"run_shell_command","args":{"command":"ls -la","n":[1,2.5e-3,null]}}}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":8}}`,
+		`{"candidates":[{"content":{"parts":[{"text":"first"}]}},{"content":{"parts":[{"text":"second"}]}}]}`,
+	} {
+		if _, ok := fastGeminiParts([]byte(r)); !ok {
+			t.Errorf("%s: not read the fast way", r)
+		}
+		fast, slow := geminiBoth([]byte(r))
+		if fmt.Sprint(fast) != fmt.Sprint(slow) || len(fast) == 0 {
+			t.Errorf("%s:\nfast %q\nslow %q", r, fast, slow)
+		}
+	}
+}
+
+// FuzzFastGeminiParts: any response tells the transcript what
+// encoding/json's reading tells it.
+func FuzzFastGeminiParts(f *testing.F) {
+	for _, s := range []string{
+		`{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":8}}`,
+		`{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{"a":[1,{"b":null}]}}}]}}]}`,
+		`{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":null}}]}}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a","Text":"b"}]}}]}`,
+		`{"Candidates":[{"content":{"parts":[{"text":"a"}]}}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a"}]}}],"Candidates":[{"content":{"parts":[{"text":"b"}]}}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a"}]},"Content":{"parts":[{"text":"b"}]}}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a"}],"PARTS":[{"text":"b"}]}}]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a"}]}},{"content":{"parts":[{"text":5}]}}]}`,
+		`{"candidates":[{"content":{"parts":[{"thought":"yes","text":"a"}]}}]}`,
+		`{"candidates":[null,{"content":{"parts":[{"text":"a"}]}}]}`,
+		`{"candidates":[{"content":{"parts":[null,{"text":"a"}]}}]}`,
+		`{"candidates":[]}`,
+		`{"candidates":[{"content":{"parts":[{"text":"a"}]}}]} x`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, response string) {
+		fast, slow := geminiBoth([]byte(response))
+		if fmt.Sprint(fast) != fmt.Sprint(slow) {
+			t.Fatalf("%q:\nfast %q\nslow %q", response, fast, slow)
+		}
+	})
+}
+
+// BenchmarkGeminiPartsFast and ...Slow: one streamed response as the API
+// writes it, read for the transcript with and without fastGeminiParts.
+func BenchmarkGeminiPartsFast(b *testing.B) { benchGeminiParts(b, false) }
+func BenchmarkGeminiPartsSlow(b *testing.B) { benchGeminiParts(b, true) }
+
+func benchGeminiParts(b *testing.B, slow bool) {
+	ev := []byte(`{"candidates": [{"content": {"parts": [{"text": " the"}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 812,"candidatesTokenCount": 41,"totalTokenCount": 853,"promptTokensDetails": [{"modality": "TEXT","tokenCount": 812}]},"modelVersion": "gemini-2.5-pro","responseId": "mmWpaOTbMbvMz7IPsJ7W-Qg"}`)
+	p := newGeminiParser(nopTranscript{}).(*geminiParser)
+	p.slow = slow
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Event(ev)
+	}
+}

@@ -51,6 +51,7 @@ targets=( # package:target:executions
   ./internal/logfile:FuzzTextAsSlog:200000x
   ./proxy:FuzzFastDelta:100000x
   ./proxy:FuzzFastResponsesDelta:100000x
+  ./proxy:FuzzFastGeminiParts:60000x
 )
 cache="$(go env GOCACHE)/fuzz/lazy"
 out="$(mktemp)"
