@@ -425,8 +425,7 @@ func fastDelta(data []byte) (d delta, ok bool) {
 		}
 		return false
 	})
-	l.space()
-	return d, ok && l.i == len(l.b) && typ == "content_block_delta" && seen[1] && seen[2]
+	return d, ok && l.atEnd() && typ == "content_block_delta" && seen[1] && seen[2]
 }
 
 // once marks a key seen, and says no to its second time (encoding/json
@@ -494,26 +493,43 @@ func (l *lite) key() ([]byte, bool) {
 
 // object reads {"key": value, ...}, each value by member.
 func (l *lite) object(member func(key []byte) bool) bool {
-	if !l.byte1('{') || l.depth == maxLiteDepth {
+	return l.seq('{', '}', func() bool {
+		key, ok := l.key()
+		return ok && l.byte1(':') && member(key)
+	})
+}
+
+// array reads [value, ...], each value by elem.
+func (l *lite) array(elem func() bool) bool { return l.seq('[', ']', elem) }
+
+// seq reads open, elements separated by commas, and end: an object's or
+// an array's, one level deeper.
+func (l *lite) seq(open, end byte, elem func() bool) bool {
+	if !l.byte1(open) || l.depth == maxLiteDepth {
 		return false
 	}
 	l.depth++
 	defer func() { l.depth-- }()
-	if l.byte1('}') {
+	if l.byte1(end) {
 		return true
 	}
 	for {
-		key, ok := l.key()
-		if !ok || !l.byte1(':') || !member(key) {
+		if !elem() {
 			return false
 		}
-		if l.byte1('}') {
+		if l.byte1(end) {
 			return true
 		}
 		if !l.byte1(',') {
 			return false
 		}
 	}
+}
+
+// atEnd reports that nothing but space is left.
+func (l *lite) atEnd() bool {
+	l.space()
+	return l.i == len(l.b)
 }
 
 // skip passes over any one JSON value, as strictly as encoding/json reads
@@ -541,29 +557,6 @@ func (l *lite) skip() bool {
 		}
 	}
 	return false
-}
-
-// array reads [value, ...], each value by elem.
-func (l *lite) array(elem func() bool) bool {
-	if !l.byte1('[') || l.depth == maxLiteDepth {
-		return false
-	}
-	l.depth++
-	defer func() { l.depth-- }()
-	if l.byte1(']') {
-		return true
-	}
-	for {
-		if !elem() {
-			return false
-		}
-		if l.byte1(']') {
-			return true
-		}
-		if !l.byte1(',') {
-			return false
-		}
-	}
 }
 
 // boolean reads true or false.

@@ -168,8 +168,7 @@ func fastResponsesDelta(data []byte) (typ string, index int, delta string, ok bo
 		}
 		return l.skip()
 	})
-	l.space()
-	return typ, index, delta, ok && l.i == len(data) && seen[0] && seen[2] && strings.HasSuffix(typ, ".delta")
+	return typ, index, delta, ok && l.atEnd() && seen[0] && seen[2] && strings.HasSuffix(typ, ".delta")
 }
 
 // responsesEventKeys are the keys encoding/json reads into responsesEvent.
@@ -314,8 +313,7 @@ func fastGeminiParts(data []byte) (first []geminiPart, ok bool) {
 			})
 		})
 	})
-	l.space()
-	return first, ok && l.i == len(data) && candidates > 0
+	return first, ok && l.atEnd() && candidates > 0
 }
 
 // part reads a part: text (a string), thought (true or false), functionCall
