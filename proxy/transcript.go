@@ -347,7 +347,7 @@ func (a *anthropicParser) event(line []byte) {
 	}
 	data = bytes.TrimSpace(data)
 	if d, ok := fastDelta(data); ok && !a.slow {
-		a.delta(d.index, d.delta.Type, d.delta.Text, d.delta.PartialJSON)
+		a.delta(d.index, d.kind, d.text, d.partialJSON)
 		return
 	}
 	var e anthropicEvent
@@ -391,12 +391,8 @@ func (a *anthropicParser) event(line []byte) {
 // a plain index; it leaves any other line to encoding/json
 // (FuzzFastDelta: the same event either way).
 type delta struct {
-	index int
-	delta struct {
-		Type        string `json:"type"`
-		Text        string `json:"text"`
-		PartialJSON string `json:"partial_json"`
-	}
+	index                   int
+	kind, text, partialJSON string
 }
 
 func fastDelta(data []byte) (d delta, ok bool) {
@@ -414,11 +410,11 @@ func fastDelta(data []byte) (d delta, ok bool) {
 			return once(&seen[2]) && l.object(func(key []byte) bool {
 				switch string(key) {
 				case "type":
-					return once(&dseen[0]) && l.str(&d.delta.Type)
+					return once(&dseen[0]) && l.str(&d.kind)
 				case "text":
-					return once(&dseen[1]) && l.str(&d.delta.Text)
+					return once(&dseen[1]) && l.str(&d.text)
 				case "partial_json":
-					return once(&dseen[2]) && l.str(&d.delta.PartialJSON)
+					return once(&dseen[2]) && l.str(&d.partialJSON)
 				}
 				return false
 			})

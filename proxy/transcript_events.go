@@ -230,12 +230,14 @@ func newGeminiParser(t Transcript) EventParser { return &geminiParser{t: t} }
 
 // geminiPart is what the transcript reads of a part of a response.
 type geminiPart struct {
-	Text         string `json:"text"`
-	Thought      bool   `json:"thought"`
-	FunctionCall *struct {
-		Name string          `json:"name"`
-		Args json.RawMessage `json:"args"`
-	} `json:"functionCall"`
+	Text         string      `json:"text"`
+	Thought      bool        `json:"thought"`
+	FunctionCall *geminiCall `json:"functionCall"`
+}
+
+type geminiCall struct {
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args"`
 }
 
 func (g *geminiParser) Event(data []byte) {
@@ -330,10 +332,7 @@ func (l *lite) part(p *geminiPart) bool {
 			if !once(&seen[2]) {
 				return false
 			}
-			p.FunctionCall = &struct {
-				Name string          `json:"name"`
-				Args json.RawMessage `json:"args"`
-			}{}
+			p.FunctionCall = &geminiCall{}
 			var fseen [2]bool
 			return l.object(func(key []byte) bool {
 				switch string(key) {

@@ -306,7 +306,8 @@ func TestFastDeltaAsTheAPIWritesThem(t *testing.T) {
 					continue
 				}
 				var e anthropicEvent
-				if err := json.Unmarshal(line, &e); err != nil || e.Type != "content_block_delta" || e.Index != d.index || e.Delta == nil || *e.Delta != d.delta {
+				if err := json.Unmarshal(line, &e); err != nil || e.Type != "content_block_delta" || e.Index != d.index || e.Delta == nil ||
+					e.Delta.Type != d.kind || e.Delta.Text != d.text || e.Delta.PartialJSON != d.partialJSON {
 					t.Errorf("%s:\nfast %+v\njson %+v %v", line, d, e.Delta, err)
 				}
 			}

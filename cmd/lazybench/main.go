@@ -431,36 +431,13 @@ func load(args []string) error {
 // same one), each call read to its end before the next; it prints one
 // result per target, in the order given.
 func loadInterleaved(hc *http.Client, spec string, dur time.Duration, pc call, body []byte, streamed bool) error {
-	type tgt struct{ url, key string }
-	var ts []tgt
-	for _, f := range strings.Split(spec, ",") {
-		u, k, ok := strings.Cut(f, "=")
-		if !ok {
-			return fmt.Errorf("--interleave %q: give URL=KEY,URL=KEY", spec)
-		}
-		ts = append(ts, tgt{u, k})
+	ts, err := loadTargets(spec)
+	if err != nil {
+		return err
 	}
 	lat := make([][]time.Duration, len(ts))
 	errs := make([]int, len(ts))
-	one := func(i int) (time.Duration, error) {
-		req, _ := http.NewRequest("POST", ts[i].url+pc.path, bytes.NewReader(body))
-		req.Header.Set(pc.header, pc.prefix+ts[i].key)
-		req.Header.Set("Content-Type", "application/json")
-		if streamed {
-			req.Header.Set(noDelayHeader, "1")
-		}
-		t0 := time.Now()
-		resp, err := hc.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return 0, fmt.Errorf("%s: %s", resp.Status, resp.Header.Get("x-lazy-refused"))
-		}
-		return time.Since(t0), nil
-	}
+	one := func(i int) (time.Duration, error) { return callOnce(hc, ts[i], pc, body, streamed, nil) }
 	for i := range ts { // warm each connection
 		_, _ = one(i)
 	}
@@ -489,6 +466,53 @@ func loadInterleaved(hc *http.Client, spec string, dur time.Duration, pc call, b
 	return json.NewEncoder(os.Stdout).Encode(out)
 }
 
+// loadTarget is one target of `load --interleave`: its base URL and the
+// key presented to it.
+type loadTarget struct{ url, key string }
+
+// loadTargets reads --interleave's URL=KEY,URL=KEY.
+func loadTargets(spec string) ([]loadTarget, error) {
+	var ts []loadTarget
+	for _, f := range strings.Split(spec, ",") {
+		u, k, ok := strings.Cut(f, "=")
+		if !ok {
+			return nil, fmt.Errorf("--interleave %q: give URL=KEY,URL=KEY", spec)
+		}
+		ts = append(ts, loadTarget{u, k})
+	}
+	return ts, nil
+}
+
+// callOnce sends pc's call to t and reads the reply to its end: into got,
+// which must then hold pc.end when pc has one, or discarded when got is nil.
+func callOnce(hc *http.Client, t loadTarget, pc call, body []byte, streamed bool, got *bytes.Buffer) (time.Duration, error) {
+	req, _ := http.NewRequest("POST", t.url+pc.path, bytes.NewReader(body))
+	req.Header.Set(pc.header, pc.prefix+t.key)
+	req.Header.Set("Content-Type", "application/json")
+	if streamed {
+		req.Header.Set(noDelayHeader, "1")
+	}
+	t0 := time.Now()
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	if got != nil {
+		got.Reset()
+		_, _ = got.ReadFrom(resp.Body)
+	} else {
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return 0, fmt.Errorf("%s: %s", resp.Status, resp.Header.Get("x-lazy-refused"))
+	}
+	if got != nil && pc.end != nil && !bytes.Contains(got.Bytes(), pc.end) {
+		return 0, fmt.Errorf("a stream without %q (cut short)", pc.end)
+	}
+	return time.Since(t0), nil
+}
+
 // loadSliced is clients concurrent clients sent to each target in turn, a
 // slice of time at a time, each turn of slices in a random order, until
 // every target had dur. Measured one 2 s load after another, two identical
@@ -500,42 +524,14 @@ func loadInterleaved(hc *http.Client, spec string, dur time.Duration, pc call, b
 // behind its calls (a batch written, a collection finished) is counted even
 // when it falls in another target's slice.
 func loadSliced(spec string, clients int, dur, slice time.Duration, pc call, body []byte, streamed bool) error {
-	type tgt struct {
-		url, key string
-		hc       *http.Client
+	ts, err := loadTargets(spec)
+	if err != nil {
+		return err
 	}
-	var ts []tgt
-	for _, f := range strings.Split(spec, ",") {
-		u, k, ok := strings.Cut(f, "=")
-		if !ok {
-			return fmt.Errorf("--interleave %q: give URL=KEY,URL=KEY", spec)
-		}
-		// a pool of the target's own: idle connections are kept per target
-		tr := &http.Transport{MaxIdleConns: clients * 2, MaxIdleConnsPerHost: clients * 2, DisableCompression: true}
-		ts = append(ts, tgt{u, k, &http.Client{Transport: tr}})
-	}
-	one := func(t tgt, got *bytes.Buffer) (time.Duration, error) {
-		req, _ := http.NewRequest("POST", t.url+pc.path, bytes.NewReader(body))
-		req.Header.Set(pc.header, pc.prefix+t.key)
-		req.Header.Set("Content-Type", "application/json")
-		if streamed {
-			req.Header.Set(noDelayHeader, "1")
-		}
-		t0 := time.Now()
-		resp, err := t.hc.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		got.Reset()
-		_, _ = got.ReadFrom(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return 0, fmt.Errorf("%s: %s", resp.Status, resp.Header.Get("x-lazy-refused"))
-		}
-		if pc.end != nil && !bytes.Contains(got.Bytes(), pc.end) {
-			return 0, fmt.Errorf("a stream without %q (cut short)", pc.end)
-		}
-		return time.Since(t0), nil
+	// a pool of each target's own: idle connections are kept per target
+	hcs := make([]*http.Client, len(ts))
+	for i := range ts {
+		hcs[i] = &http.Client{Transport: &http.Transport{MaxIdleConns: clients * 2, MaxIdleConnsPerHost: clients * 2, DisableCompression: true}}
 	}
 	lat := make([][]time.Duration, len(ts))
 	errs := make([]int, len(ts))
@@ -555,7 +551,7 @@ func loadSliced(spec string, clients int, dur, slice time.Duration, pc call, bod
 				bad := 0
 				var got bytes.Buffer
 				for time.Now().Before(end) {
-					l, err := one(ts[i], &got)
+					l, err := callOnce(hcs[i], ts[i], pc, body, streamed, &got)
 					if err != nil {
 						if bad == 0 && errs[i] == 0 {
 							fmt.Fprintf(os.Stderr, "lazybench load: %s: %v\n", ts[i].url, err)

@@ -40,7 +40,7 @@ func (h *textHandler) Handle(ctx context.Context, r slog.Record) error {
 	b := (*bp)[:0]
 	if !r.Time.IsZero() {
 		b = append(b, "time="...)
-		b = r.Time.Round(0).Truncate(time.Millisecond).AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+		b = r.Time.Truncate(time.Millisecond).AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
 		b = append(b, ' ')
 	}
 	b = append(b, "level="...)
