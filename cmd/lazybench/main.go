@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -242,6 +243,9 @@ type result struct {
 	RPS       float64 `json:"rps"`
 	TTFBp50us float64 `json:"ttfb_p50_us"`
 	GapP50us  float64 `json:"gap_p50_us"`
+	// Dials is how many connections the load opened to the target after
+	// its warm-up call: 0 when every call went on a kept connection
+	Dials int `json:"dials"`
 }
 
 func pct(ds []time.Duration, p float64) float64 {
@@ -332,7 +336,7 @@ func load(args []string) error {
 		return loadSliced(*interleave, *clients, *dur, *slice, pc, body, *proto != "")
 	}
 	if *interleave != "" {
-		return loadInterleaved(hc, *interleave, *dur, pc, body, *proto != "")
+		return loadInterleaved(tr, *interleave, *dur, pc, body, *proto != "")
 	}
 	newReq := func() *http.Request {
 		req, _ := http.NewRequest("POST", *target+pc.path, bytes.NewReader(body))
@@ -433,17 +437,32 @@ func load(args []string) error {
 // (each turn in a random order, so none is always measured right after the
 // same one), each call read to its end before the next; it prints one
 // result per target, in the order given.
-func loadInterleaved(hc *http.Client, spec string, dur time.Duration, pc call, body []byte, streamed bool) error {
+func loadInterleaved(tr *http.Transport, spec string, dur time.Duration, pc call, body []byte, streamed bool) error {
 	ts, err := loadTargets(spec)
 	if err != nil {
 		return err
 	}
+	// every dial counted by address: a call that opens a connection
+	// measures the connection's setup, not the proxy
+	var dialMu sync.Mutex
+	dials := map[string]int{}
+	var d net.Dialer
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dialMu.Lock()
+		dials[addr]++
+		dialMu.Unlock()
+		return d.DialContext(ctx, network, addr)
+	}
+	hc := &http.Client{Transport: tr}
 	lat := make([][]time.Duration, len(ts))
 	errs := make([]int, len(ts))
 	one := func(i int) (time.Duration, error) { return callOnce(hc, ts[i], pc, body, streamed, nil) }
 	for i := range ts { // warm each connection
 		_, _ = one(i)
 	}
+	dialMu.Lock()
+	warm := maps.Clone(dials)
+	dialMu.Unlock()
 	start := time.Now()
 	for time.Since(start) < dur {
 		// a new order each turn: what a target does after its reply (the
@@ -465,6 +484,9 @@ func loadInterleaved(hc *http.Client, spec string, dur time.Duration, pc call, b
 	out := make([]result, len(ts))
 	for i := range ts {
 		out[i] = result{Count: len(lat[i]), Errors: errs[i], P50us: pct(lat[i], .5), P99us: pct(lat[i], .99), RPS: float64(len(lat[i])) / el.Seconds()}
+		if u, err := url.Parse(ts[i].url); err == nil {
+			out[i].Dials = dials[u.Host] - warm[u.Host]
+		}
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
 }
@@ -752,6 +774,9 @@ func runInterleaved(self string, ts []target, clients int, dur time.Duration, pr
 	for i, r := range rs {
 		if r.Errors > 0 {
 			return nil, fmt.Errorf("load against %s: %d errors", ts[i].url, r.Errors)
+		}
+		if clients == 1 && r.Dials > 0 {
+			return nil, fmt.Errorf("load against %s: %d of %d calls opened a new connection; the 1-client figures would count its setup (each target's connection is kept between calls)", ts[i].url, r.Dials, r.Count)
 		}
 	}
 	return rs, nil
