@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -40,7 +41,7 @@ func (h *textHandler) Handle(ctx context.Context, r slog.Record) error {
 	b := (*bp)[:0]
 	if !r.Time.IsZero() {
 		b = append(b, "time="...)
-		b = r.Time.Truncate(time.Millisecond).AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+		b = appendStamp(b, r.Time)
 		b = append(b, ' ')
 	}
 	b = append(b, "level="...)
@@ -86,4 +87,40 @@ func appendTextValue(b []byte, s string) []byte {
 		b = append(b, s[i])
 	}
 	return append(b, '"')
+}
+
+// stampLayout is how slog's text handler writes a record's time.
+const stampLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// stamp is one second of stampLayout, formatted: the date and time before
+// the milliseconds, and the zone after them.
+type stamp struct {
+	sec        int64
+	loc        *time.Location
+	head, zone string
+}
+
+// lastStamp is the second most recently written (a log's records come
+// many to a second).
+var lastStamp atomic.Pointer[stamp]
+
+// appendStamp appends t in stampLayout: the second's date, time and zone
+// formatted once and kept, the milliseconds written each time. A year
+// outside 0–9999 is formatted whole each time (its date is not 19 bytes).
+func appendStamp(b []byte, t time.Time) []byte {
+	t = t.Truncate(time.Millisecond)
+	sec, loc := t.Unix(), t.Location()
+	c := lastStamp.Load()
+	if c == nil || c.sec != sec || c.loc != loc {
+		if y := t.Year(); y < 0 || y > 9999 {
+			return t.AppendFormat(b, stampLayout)
+		}
+		f := t.AppendFormat(nil, stampLayout)
+		c = &stamp{sec: sec, loc: loc, head: string(f[:len("2006-01-02T15:04:05")]), zone: string(f[len("2006-01-02T15:04:05.000"):])}
+		lastStamp.Store(c)
+	}
+	ms := t.Nanosecond() / int(time.Millisecond)
+	b = append(b, c.head...)
+	b = append(b, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10))
+	return append(b, c.zone...)
 }

@@ -3,6 +3,7 @@ package logfile
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -70,11 +71,16 @@ func stripTimes(slogs, ours string) string {
 }
 
 func FuzzTextAsSlog(f *testing.F) {
-	f.Add("net> 2026-11-26T07:05:09Z t r POST /v1/messages -> 200 h 1ms", int64(1764140709123987654), 0)
-	f.Add(`"=\ `, int64(0), 4)
-	f.Add("\x00é\u2028", int64(-1), -4)
-	f.Fuzz(func(t *testing.T, msg string, nanos int64, level int) {
+	f.Add("net> 2026-11-26T07:05:09Z t r POST /v1/messages -> 200 h 1ms", int64(1764140709123987654), 0, 0)
+	f.Add(`"=\ `, int64(0), 4, 3600)
+	f.Add("\x00é\u2028", int64(-1), -4, -34200)
+	f.Add("x", int64(-62135596800000000), 0, 61) // year 1, a zone of seconds
+	f.Fuzz(func(t *testing.T, msg string, nanos int64, level int, offset int) {
+		// the time in UTC, or a zone of offset seconds (within ±18 h)
 		when := time.Unix(0, nanos).UTC()
+		if offset%(18*3600) != 0 {
+			when = when.In(time.FixedZone("", offset%(18*3600)))
+		}
 		if nanos == 0 {
 			when = time.Time{}
 		}
@@ -85,4 +91,42 @@ func FuzzTextAsSlog(f *testing.F) {
 			t.Fatalf("%q:\n ours %q\nslog's %q", msg, ours, slogs)
 		}
 	})
+}
+
+
+// BenchmarkTrafficLine is one traffic line through NewText and through
+// slog's TextHandler, the record's time moving a millisecond a line.
+func BenchmarkTrafficLine(b *testing.B) {
+	const msg = "net> 2026-11-26T07:05:09Z fix-login default POST /v1/messages -> 200 127.0.0.1:4000 3ms tokens: 760 in / 12 out"
+	for _, h := range []struct {
+		name string
+		h    slog.Handler
+	}{{"ours", NewText(io.Discard, nil)}, {"slog", slog.NewTextHandler(io.Discard, nil)}} {
+		b.Run(h.name, func(b *testing.B) {
+			at := time.Date(2026, 11, 26, 7, 5, 9, 0, time.Local)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				_ = h.h.Handle(ctx, slog.NewRecord(at.Add(time.Duration(i)*time.Millisecond), slog.LevelInfo, msg, 0))
+			}
+		})
+	}
+}
+
+// TestStampKeptPerSecond: the kept second serves only its own second and
+// zone; every time is written as AppendFormat writes it.
+func TestStampKeptPerSecond(t *testing.T) {
+	base := time.Date(2026, 11, 26, 10, 0, 59, 0, time.UTC)
+	east := time.FixedZone("", 5*3600+30*60)
+	for _, when := range []time.Time{
+		base.Add(7 * time.Millisecond), base.Add(999999999), // one second, kept
+		base.Add(time.Second), base.Add(time.Second).In(east), // the next, and it in another zone
+		base.Add(time.Second + 5*time.Millisecond).In(east), base.Add(time.Second + 5*time.Millisecond),
+		base.Add(-time.Second), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 1e6, time.UTC),
+	} {
+		want := when.Truncate(time.Millisecond).Format(stampLayout)
+		if got := string(appendStamp([]byte("x"), when)); got != "x"+want {
+			t.Errorf("%v: %q, want %q", when, got, "x"+want)
+		}
+	}
 }
