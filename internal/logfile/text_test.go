@@ -93,7 +93,6 @@ func FuzzTextAsSlog(f *testing.F) {
 	})
 }
 
-
 // BenchmarkTrafficLine is one traffic line through NewText and through
 // slog's TextHandler, the record's time moving a millisecond a line.
 func BenchmarkTrafficLine(b *testing.B) {
