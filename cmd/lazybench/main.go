@@ -1000,6 +1000,9 @@ func run(args []string) error {
 			peakMu.Unlock()
 		}
 		for _, p := range protocols {
+			if *protoDur <= 0 {
+				break // --protocol-duration 0: no rows per protocol
+			}
 			fmt.Fprintf(os.Stderr, "lazybench: round %d/%d: %s, 1 client, every target in turn\n", r, *rounds, p)
 			if err := one(p+" ", protoTargets[p], *protoDur, p); err != nil {
 				return err
