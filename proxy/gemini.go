@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"lazy/config"
 )
@@ -240,13 +242,80 @@ func geminiUsageOf(b []byte) (*geminiUsageMeta, bool) {
 		}
 		return true
 	}, "usageMetadata") && !dup {
+		if raw == nil {
+			return nil, false
+		}
+		if um, ok := fastUsageMeta(raw); ok {
+			return um, true
+		}
 		var um *geminiUsageMeta
-		if raw == nil || json.Unmarshal(raw, &um) != nil || um == nil {
+		if json.Unmarshal(raw, &um) != nil || um == nil {
 			return nil, false
 		}
 		return um, true
 	}
 	return geminiUsageSlow(b)
+}
+
+// geminiCountKeys are geminiUsageMeta's keys, in the order of its fields.
+var geminiCountKeys = [4]string{"promptTokenCount", "candidatesTokenCount", "cachedContentTokenCount", "thoughtsTokenCount"}
+
+// fastUsageMeta reads a usageMetadata object as json.Unmarshal reads it
+// into a *geminiUsageMeta, in one allocation and without reflection: each
+// count key once, spelled so, an integer or null; any other key skipped.
+// Every streamed chunk carries one, and encoding/json spent more on them
+// than the rest of the route's own work. What it does not take (a key
+// that encoding/json would match by case folding, a count twice, a
+// fraction, an exponent, a number past int64, anything but an object) is
+// left to encoding/json (ok false); FuzzGeminiUsageOf holds the two to
+// the same reading.
+func fastUsageMeta(raw []byte) (*geminiUsageMeta, bool) {
+	v := new(struct {
+		meta   geminiUsageMeta
+		counts [4]int64
+	})
+	fields := [4]**int64{&v.meta.Prompt, &v.meta.Candidates, &v.meta.Cached, &v.meta.Thoughts}
+	var seen [4]bool
+	l := lite{b: raw}
+	ok := l.object(func(key []byte) bool {
+		for i, name := range geminiCountKeys {
+			if string(key) == name {
+				return once(&seen[i]) && l.count(fields[i], &v.counts[i])
+			}
+		}
+		for _, c := range key {
+			if c >= utf8.RuneSelf {
+				return false // encoding/json's case folding is not quite strings.EqualFold's beyond ASCII
+			}
+		}
+		for _, name := range geminiCountKeys {
+			if strings.EqualFold(string(key), name) {
+				return false
+			}
+		}
+		return l.skip()
+	})
+	return &v.meta, ok && l.atEnd()
+}
+
+// count reads an integer into *slot, pointed at by *field, or null (the
+// field left nil).
+func (l *lite) count(field **int64, slot *int64) bool {
+	l.space()
+	if bytes.HasPrefix(l.b[l.i:], []byte("null")) {
+		l.i += len("null")
+		return true
+	}
+	start := l.i
+	if !l.number() {
+		return false
+	}
+	n, err := strconv.ParseInt(string(l.b[start:l.i]), 10, 64) // a fraction or an exponent fails here, as in encoding/json
+	if err != nil {
+		return false
+	}
+	*slot, *field = n, slot
+	return true
 }
 
 // geminiUsageSlow is geminiUsageOf by encoding/json.

@@ -86,6 +86,17 @@ func FuzzGeminiUsageOf(f *testing.F) {
 	f.Add([]byte(`{"UsageMetadata":{"promptTokenCount":5}}`))
 	f.Add([]byte(`{"usageMetadata":{"promptTokenCount":5},"usageMetadata":{"candidatesTokenCount":1}}`))
 	f.Add([]byte(`{"usageMetadata":null}`))
+	// the counts' own object: case folding (the Kelvin sign is K), a count
+	// twice, null, a fraction, an exponent, past int64, another key's value
+	f.Add([]byte(`{"usageMetadata":{"prompttokencount":5,"candidatesTokenCount":2}}`))
+	f.Add([]byte("{\"usageMetadata\":{\"promptTo\u212aenCount\":5}}"))
+	f.Add([]byte(`{"usageMetadata":{"promptTokenCount":5,"promptTokenCount":6}}`))
+	f.Add([]byte(`{"usageMetadata":{"promptTokenCount":null,"thoughtsTokenCount":-0}}`))
+	f.Add([]byte(`{"usageMetadata":{"promptTokenCount":5.0}}`))
+	f.Add([]byte(`{"usageMetadata":{"promptTokenCount":5e2}}`))
+	f.Add([]byte(`{"usageMetadata":{"promptTokenCount":9223372036854775808}}`))
+	f.Add([]byte(`{"usageMetadata":{"promptTokensDetails":[{"modality":"TEXT","tokenCount":9}],"totalTokenCount":14,"promptTokenCount":5}}`))
+	f.Add([]byte(`{"usageMetadata":{"promptTokenCount":"5"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, ok := geminiUsageOf(b)
 		if !json.Valid(b) {
@@ -98,4 +109,23 @@ func FuzzGeminiUsageOf(f *testing.F) {
 			t.Fatalf("%s: got %s %v, encoding/json %s %v", b, gj, ok, wj, wok)
 		}
 	})
+}
+
+// BenchmarkGeminiUsageOf is one streamed response's usage, as the API
+// writes it, read by geminiUsageOf and by encoding/json alone.
+func BenchmarkGeminiUsageOf(b *testing.B) {
+	ev := []byte(`{"candidates": [{"content": {"parts": [{"text": " the"}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 812,"candidatesTokenCount": 41,"totalTokenCount": 853,"promptTokensDetails": [{"modality": "TEXT","tokenCount": 812}]},"modelVersion": "gemini-2.5-pro","responseId": "mmWpaOTbMbvMz7IPsJ7W-Qg"}`)
+	for _, r := range []struct {
+		name string
+		read func([]byte) (*geminiUsageMeta, bool)
+	}{{"walked", geminiUsageOf}, {"encoding-json", geminiUsageSlow}} {
+		b.Run(r.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if um, ok := r.read(ev); !ok || *um.Prompt != 812 {
+					b.Fatal("no usage read")
+				}
+			}
+		})
+	}
 }
