@@ -35,7 +35,7 @@ func (f *sseFeed) feed(b []byte) {
 	}
 	f.cr = false
 	for len(b) > 0 && !f.dead {
-		i := bytes.IndexAny(b, "\r\n")
+		i := lineEnd(b)
 		if i < 0 {
 			if len(f.line)+len(b)+len(f.data) > f.max {
 				f.dead = true
@@ -111,4 +111,20 @@ func (f *sseFeed) lineDone(ln []byte) {
 			f.dirty = true
 		}
 	}
+}
+
+// lineEnd is the index of b's first \r or \n, or -1: two vectorised
+// scans (bytes.IndexByte), where bytes.IndexAny walks b a byte at a time
+// (a streamed reply is read through here whole: it was the most the
+// OpenAI route's own reading cost).
+func lineEnd(b []byte) int {
+	n := bytes.IndexByte(b, '\n')
+	before := b
+	if n >= 0 {
+		before = b[:n]
+	}
+	if r := bytes.IndexByte(before, '\r'); r >= 0 {
+		return r
+	}
+	return n
 }

@@ -20,6 +20,9 @@ func FuzzSSEFeed(f *testing.F) {
 		if step < 1 {
 			step = 1
 		}
+		if got, want := lineEnd(b), bytes.IndexAny(b, "\r\n"); got != want {
+			t.Fatalf("lineEnd(%q) = %d, want %d", b, got, want)
+		}
 		const max = 64
 		var want []string
 		for ev, err := range sse.Read(bytes.NewReader(b), &sse.ReadConfig{MaxEventSize: max}) {
@@ -127,5 +130,27 @@ func BenchmarkGeminiUsageOf(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkSSEFeed is a Responses stream of 40 deltas (as the API writes
+// them) fed in 4 KiB reads, as a reply passes through the proxy.
+func BenchmarkSSEFeed(b *testing.B) {
+	var s bytes.Buffer
+	for i := range 40 {
+		fmt.Fprintf(&s, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":%d,\"item_id\":\"msg_68a9f2c1d0e48191a3b2c4d5e6f70812\",\"output_index\":0,\"content_index\":0,\"delta\":\" word%d\",\"logprobs\":[],\"obfuscation\":\"aB3dE5\"}\n\n", i, i)
+	}
+	stream := s.Bytes()
+	b.SetBytes(int64(len(stream)))
+	b.ReportAllocs()
+	events := 0
+	fd := sseFeed{max: 1 << 20, onEvent: func(_, _ []byte) { events++ }}
+	for b.Loop() {
+		for i := 0; i < len(stream); i += 4096 {
+			fd.feed(stream[i:min(i+4096, len(stream))])
+		}
+	}
+	if events == 0 {
+		b.Fatal("no events")
 	}
 }
