@@ -258,29 +258,46 @@ func geminiUsageOf(b []byte) (*geminiUsageMeta, bool) {
 }
 
 // geminiCountKeys are geminiUsageMeta's keys, in the order of its fields.
-var geminiCountKeys = [4]string{"promptTokenCount", "candidatesTokenCount", "cachedContentTokenCount", "thoughtsTokenCount"}
+var geminiCountKeys = []string{"promptTokenCount", "candidatesTokenCount", "cachedContentTokenCount", "thoughtsTokenCount"}
 
 // fastUsageMeta reads a usageMetadata object as json.Unmarshal reads it
-// into a *geminiUsageMeta, in one allocation and without reflection: each
-// count key once, spelled so, an integer or null; any other key skipped.
-// Every streamed chunk carries one, and encoding/json spent more on them
-// than the rest of the route's own work. What it does not take (a key
-// that encoding/json would match by case folding, a count twice, a
-// fraction, an exponent, a number past int64, anything but an object) is
-// left to encoding/json (ok false); FuzzGeminiUsageOf holds the two to
-// the same reading.
+// into a *geminiUsageMeta, in one allocation and without reflection
+// (countsObject). Every streamed chunk carries one, and encoding/json
+// spent more on them than the rest of the route's own work. What it does
+// not take is left to encoding/json (ok false); FuzzGeminiUsageOf holds
+// the two to the same reading.
 func fastUsageMeta(raw []byte) (*geminiUsageMeta, bool) {
 	v := new(struct {
 		meta   geminiUsageMeta
 		counts [4]int64
 	})
-	fields := [4]**int64{&v.meta.Prompt, &v.meta.Candidates, &v.meta.Cached, &v.meta.Thoughts}
-	var seen [4]bool
 	l := lite{b: raw}
-	ok := l.object(func(key []byte) bool {
-		for i, name := range geminiCountKeys {
+	ok := l.countsObject(geminiCountKeys, []**int64{&v.meta.Prompt, &v.meta.Candidates, &v.meta.Cached, &v.meta.Thoughts}, v.counts[:], nil)
+	return &v.meta, ok && l.atEnd()
+}
+
+// countsObject reads an object as json.Unmarshal reads it into a struct
+// of *int64 fields: the count under names[i] into slots[i], *fields[i]
+// pointed at it (left nil for null); other keys skipped, or read by other
+// when it knows them (the key it reports as a name of its own). It fails,
+// for encoding/json to read the object instead, at a key twice, a key
+// encoding/json would match to a name by case folding, a count that is a
+// fraction, an exponent or past int64, or anything but an object.
+func (l *lite) countsObject(names []string, fields []**int64, slots []int64, other func(key []byte) (mine, ok bool)) bool {
+	var seen uint64 // a bit per name
+	return l.object(func(key []byte) bool {
+		for i, name := range names {
 			if string(key) == name {
-				return once(&seen[i]) && l.count(fields[i], &v.counts[i])
+				if seen&(1<<i) != 0 {
+					return false // encoding/json keeps the last: left to it
+				}
+				seen |= 1 << i
+				return l.count(fields[i], &slots[i])
+			}
+		}
+		if other != nil {
+			if mine, ok := other(key); mine {
+				return ok
 			}
 		}
 		for _, c := range key {
@@ -288,22 +305,29 @@ func fastUsageMeta(raw []byte) (*geminiUsageMeta, bool) {
 				return false // encoding/json's case folding is not quite strings.EqualFold's beyond ASCII
 			}
 		}
-		for _, name := range geminiCountKeys {
+		for _, name := range names {
 			if strings.EqualFold(string(key), name) {
 				return false
 			}
 		}
 		return l.skip()
 	})
-	return &v.meta, ok && l.atEnd()
+}
+
+// null reads null.
+func (l *lite) null() bool {
+	l.space()
+	if bytes.HasPrefix(l.b[l.i:], []byte("null")) {
+		l.i += len("null")
+		return true
+	}
+	return false
 }
 
 // count reads an integer into *slot, pointed at by *field, or null (the
 // field left nil).
 func (l *lite) count(field **int64, slot *int64) bool {
-	l.space()
-	if bytes.HasPrefix(l.b[l.i:], []byte("null")) {
-		l.i += len("null")
+	if l.null() {
 		return true
 	}
 	start := l.i

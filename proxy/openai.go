@@ -333,11 +333,50 @@ func responsesEventUsage(data []byte) (openAIUsage, bool) {
 	if len(typ) < 2 || typ[0] != '"' || !isTerminalResponses(string(typ[1:len(typ)-1])) || usage == nil {
 		return openAIUsage{}, false
 	}
+	if u, ok := fastOpenAIUsage(usage); ok {
+		return u, true
+	}
 	var u *openAIUsage
 	if json.Unmarshal(usage, &u) != nil || u == nil {
 		return openAIUsage{}, false
 	}
 	return *u, true
+}
+
+// fastOpenAIUsage reads a Responses usage object as json.Unmarshal reads
+// it into a *openAIUsage, in one allocation and without reflection
+// (countsObject; input_tokens_details an object of its own, or null).
+// What it does not take is left to encoding/json (ok false);
+// FuzzResponsesEventUsage holds the two to the same reading.
+func fastOpenAIUsage(raw []byte) (openAIUsage, bool) {
+	const detailsKey = "input_tokens_details"
+	v := new(struct {
+		details struct {
+			CachedTokens *int64 `json:"cached_tokens"`
+		}
+		counts [3]int64
+	})
+	var u openAIUsage
+	details := false
+	l := lite{b: raw}
+	ok := l.countsObject([]string{"input_tokens", "output_tokens"}, []**int64{&u.InputTokens, &u.OutputTokens}, v.counts[:2], func(key []byte) (mine, ok bool) {
+		if string(key) != detailsKey {
+			return strings.EqualFold(string(key), detailsKey), false // folded: left to encoding/json
+		}
+		if details {
+			return true, false // twice: left to encoding/json
+		}
+		details = true
+		if l.null() {
+			return true, true
+		}
+		if !l.countsObject([]string{"cached_tokens"}, []**int64{&v.details.CachedTokens}, v.counts[2:], nil) {
+			return true, false
+		}
+		u.InputTokensDetails = &v.details
+		return true, true
+	})
+	return u, ok && l.atEnd()
 }
 
 // responsesEventUsageSlow is responsesEventUsage by encoding/json.

@@ -56,6 +56,15 @@ func FuzzResponsesEventUsage(f *testing.F) {
 	f.Add([]byte(`{"type":"response.completed","response":{"usage":null}}`))
 	f.Add([]byte(`{"type":"response.completed","response":{"usage":{"output_tokens":1}},"response":{}}`))
 	f.Add([]byte(`{"type":"response.c\u006fmpleted","response":{"usage":{"output_tokens":2.5}}}`))
+	// the usage's own object: as the API writes it, the details null, twice,
+	// folded, not an object; a count folded, twice, a fraction
+	f.Add([]byte(`{"type":"response.completed","response":{"usage":{"input_tokens":328,"input_tokens_details":{"cached_tokens":0},"output_tokens":52,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":380}}}`))
+	f.Add([]byte(`{"type":"response.completed","response":{"usage":{"input_tokens":3,"input_tokens_details":null}}}`))
+	f.Add([]byte(`{"type":"response.completed","response":{"usage":{"input_tokens_details":{"cached_tokens":1},"input_tokens_details":{"cached_tokens":2}}}}`))
+	f.Add([]byte(`{"type":"response.completed","response":{"usage":{"Input_Tokens_Details":{"cached_tokens":1}}}}`))
+	f.Add([]byte(`{"type":"response.completed","response":{"usage":{"INPUT_TOKENS":4}}}`))
+	f.Add([]byte(`{"type":"response.completed","response":{"usage":{"input_tokens_details":[1],"output_tokens":2,"output_tokens":3}}}`))
+	f.Add([]byte(`{"type":"response.completed","response":{"usage":{"input_tokens_details":{"cached_tokens":1.5,"Cached_Tokens":2}}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, ok := responsesEventUsage(b)
 		if !json.Valid(b) {
@@ -152,5 +161,25 @@ func BenchmarkSSEFeed(b *testing.B) {
 	}
 	if events == 0 {
 		b.Fatal("no events")
+	}
+}
+
+// BenchmarkResponsesEventUsage is a response.completed event's usage (the
+// event repeating a short answer), read by responsesEventUsage and by
+// encoding/json alone.
+func BenchmarkResponsesEventUsage(b *testing.B) {
+	ev := []byte(`{"type":"response.completed","sequence_number":14,"response":{"id":"resp_68a9f2c1","object":"response","created_at":1756000000,"status":"completed","model":"gpt-5","output":[{"id":"msg_1","type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"one two three four five six seven eight nine ten","annotations":[]}]}],"usage":{"input_tokens":328,"input_tokens_details":{"cached_tokens":128},"output_tokens":52,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":380}}}`)
+	for _, r := range []struct {
+		name string
+		read func([]byte) (openAIUsage, bool)
+	}{{"walked", responsesEventUsage}, {"encoding-json", responsesEventUsageSlow}} {
+		b.Run(r.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if u, ok := r.read(ev); !ok || *u.InputTokensDetails.CachedTokens != 128 {
+					b.Fatal("no usage read")
+				}
+			}
+		})
 	}
 }
