@@ -618,3 +618,67 @@ func TestRotationSeenUnderConcurrentLoads(t *testing.T) {
 	default:
 	}
 }
+
+// FuzzMaskAll: maskAll masks what a scan by bytes.Index masks, whichever
+// byte of a secret it scans for.
+func FuzzMaskAll(f *testing.F) {
+	f.Add([]byte("data: {\"t\":\"sk-ant-api03-AbQ0\"} sk-ant-api03-AbQ0sk-ant-api03-AbQ0"), []byte("sk-ant-api03-AbQ0"), []byte("Q"))
+	f.Add([]byte("aaaa"), []byte("aa"), []byte(""))
+	f.Add([]byte("xQxQQx"), []byte("QQ"), []byte("xQ"))
+	f.Fuzz(func(t *testing.T, b, x, y []byte) {
+		if len(x) == 0 {
+			return
+		}
+		set := secretSet{x}
+		if len(y) > 0 {
+			set = append(set, y)
+		}
+		want := bytes.Clone(b)
+		wantHit := false
+		for _, s := range set {
+			for off := 0; ; {
+				i := bytes.Index(want[off:], s)
+				if i < 0 {
+					break
+				}
+				copy(want[off+i:], bytes.Repeat([]byte("*"), len(s)))
+				off, wantHit = off+i+len(s), true
+			}
+		}
+		got := bytes.Clone(b)
+		if hit := set.maskAll(got); hit != wantHit || !bytes.Equal(got, want) {
+			t.Fatalf("maskAll(%q, %q) = %q %v, want %q %v", b, set, got, hit, want, wantHit)
+		}
+	})
+}
+
+// BenchmarkMaskAll is a streamed reply's 4 KiB read scanned for three
+// credentials of the providers' shapes (BenchmarkMaskAllIndex: the same by
+// bytes.Index).
+func BenchmarkMaskAll(b *testing.B)      { benchMaskAll(b, false) }
+func BenchmarkMaskAllIndex(b *testing.B) { benchMaskAll(b, true) }
+
+func benchMaskAll(b *testing.B, byIndex bool) {
+	set := secretSet{
+		[]byte("sk-ant-api03-" + strings.Repeat("Xy7_aBcD9eFgHiJ", 6) + "-AAAA"),
+		[]byte("sk-proj-" + strings.Repeat("q1W2e3R4t5Y6u7I8", 9)),
+		[]byte("AIzaSy" + strings.Repeat("Bc4_dE", 5) + "fGh"),
+	}
+	var buf bytes.Buffer
+	for buf.Len() < 4096 {
+		buf.WriteString(`event: response.output_text.delta` + "\n" + `data: {"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_stub","output_index":0,"content_index":0,"delta":"this is some text the model says, with its usual words "}` + "\n\n")
+	}
+	chunk := buf.Bytes()[:4096]
+	b.SetBytes(int64(len(chunk)))
+	for b.Loop() {
+		if byIndex {
+			for _, x := range set {
+				if bytes.Contains(chunk, x) { // bytes.Index, as maskAll scanned before
+					b.Fatal("a secret in the chunk")
+				}
+			}
+		} else if set.maskAll(chunk) {
+			b.Fatal("a secret in the chunk")
+		}
+	}
+}

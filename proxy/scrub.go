@@ -38,9 +38,9 @@ func (s secretSet) maskAll(b []byte) bool {
 		if len(x) == 0 {
 			continue
 		}
-		off := 0
+		off, k := 0, rarest(x)
 		for {
-			i := bytes.Index(b[off:], x)
+			i := indexSecret(b[off:], x, k)
 			if i < 0 {
 				break
 			}
@@ -53,6 +53,66 @@ func (s secretSet) maskAll(b []byte) bool {
 	}
 	return hit
 }
+
+// indexSecret is bytes.Index(b, x), found by x's byte at k (rarest's):
+// a vectorised scan for that byte, then a compare at each place it puts
+// x. bytes.Index scans for x's first byte, the 's' of "sk-",
+// which a reply's words hold every few bytes, and past a few misses falls
+// back to hashing every byte; credentials are past its vectorised length.
+func indexSecret(b, x []byte, k int) int {
+	c := x[k]
+	for p := k; p < len(b); p++ {
+		j := bytes.IndexByte(b[p:], c)
+		if j < 0 {
+			return -1
+		}
+		p += j
+		start := p - k
+		if start+len(x) > len(b) {
+			return -1
+		}
+		if bytes.Equal(b[start:start+len(x)], x) {
+			return start
+		}
+	}
+	return -1
+}
+
+// rarest is the index of x's byte least likely in a model's reply: an
+// uncommon capital, a capital, a digit or '_', an uncommon small letter,
+// anything else, a common small letter or a space (the first of the
+// rarest kind).
+func rarest(x []byte) int {
+	best, k := 256, 0
+	for i, c := range x {
+		if r := byteRarity[c]; r < best {
+			best, k = r, i
+		}
+	}
+	return k
+}
+
+// byteRarity ranks bytes by how common they are in a model's reply (JSON
+// and prose): lower is rarer.
+var byteRarity = func() (r [256]int) {
+	for c := range r {
+		switch {
+		case bytes.IndexByte([]byte("QZXJKVWYUGBFPHMOD"), byte(c)) >= 0:
+			r[c] = 0
+		case c >= 'A' && c <= 'Z':
+			r[c] = 1
+		case c >= '0' && c <= '9' || c == '_':
+			r[c] = 2
+		case bytes.IndexByte([]byte("qzxjkvwy"), byte(c)) >= 0:
+			r[c] = 3
+		case c >= 'a' && c <= 'z' || c == ' ' || c == '"':
+			r[c] = 5
+		default:
+			r[c] = 4
+		}
+	}
+	return r
+}()
 
 // heldTail is the length of the longest suffix of b that is a proper prefix
 // of some secret: those bytes may yet become a secret with the next chunk.

@@ -52,6 +52,7 @@ targets=( # package:target:executions
   ./proxy:FuzzFastDelta:100000x
   ./proxy:FuzzFastResponsesDelta:100000x
   ./proxy:FuzzFastGeminiParts:60000x
+  ./proxy:FuzzMaskAll:200000x
 )
 cache="$(go env GOCACHE)/fuzz/lazy"
 out="$(mktemp)"
