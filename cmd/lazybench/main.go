@@ -485,7 +485,15 @@ func loadInterleaved(tr *http.Transport, spec string, dur time.Duration, pc call
 	for i := range ts {
 		out[i] = result{Count: len(lat[i]), Errors: errs[i], P50us: pct(lat[i], .5), P99us: pct(lat[i], .99), RPS: float64(len(lat[i])) / el.Seconds()}
 		if u, err := url.Parse(ts[i].url); err == nil {
-			out[i].Dials = dials[u.Host] - warm[u.Host]
+			addr := u.Host // as the transport dials it: host:port
+			if u.Port() == "" {
+				port := "80"
+				if u.Scheme == "https" {
+					port = "443"
+				}
+				addr = net.JoinHostPort(u.Hostname(), port)
+			}
+			out[i].Dials = dials[addr] - warm[addr]
 		}
 	}
 	return json.NewEncoder(os.Stdout).Encode(out)
