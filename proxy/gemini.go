@@ -284,15 +284,11 @@ func fastUsageMeta(raw []byte) (*geminiUsageMeta, bool) {
 // encoding/json would match to a name by case folding, a count that is a
 // fraction, an exponent or past int64, or anything but an object.
 func (l *lite) countsObject(names []string, fields []**int64, slots []int64, other func(key []byte) (mine, ok bool)) bool {
-	var seen uint64 // a bit per name
+	var seen [8]bool // a name's key read (a caller has at most 8 names)
 	return l.object(func(key []byte) bool {
 		for i, name := range names {
 			if string(key) == name {
-				if seen&(1<<i) != 0 {
-					return false // encoding/json keeps the last: left to it
-				}
-				seen |= 1 << i
-				return l.count(fields[i], &slots[i])
+				return once(&seen[i]) && l.count(fields[i], &slots[i])
 			}
 		}
 		if other != nil {
@@ -312,16 +308,6 @@ func (l *lite) countsObject(names []string, fields []**int64, slots []int64, oth
 		}
 		return l.skip()
 	})
-}
-
-// null reads null.
-func (l *lite) null() bool {
-	l.space()
-	if bytes.HasPrefix(l.b[l.i:], []byte("null")) {
-		l.i += len("null")
-		return true
-	}
-	return false
 }
 
 // count reads an integer into *slot, pointed at by *field, or null (the

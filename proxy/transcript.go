@@ -546,13 +546,8 @@ func (l *lite) skip() bool {
 	case c == '-' || c >= '0' && c <= '9':
 		return l.number()
 	}
-	for _, w := range []string{"true", "false", "null"} {
-		if bytes.HasPrefix(l.b[l.i:], []byte(w)) {
-			l.i += len(w)
-			return true
-		}
-	}
-	return false
+	var b bool
+	return l.boolean(&b) || l.null()
 }
 
 // boolean reads true or false.
@@ -563,6 +558,16 @@ func (l *lite) boolean(v *bool) bool {
 			*v, l.i = w == "true", l.i+len(w)
 			return true
 		}
+	}
+	return false
+}
+
+// null reads null.
+func (l *lite) null() bool {
+	l.space()
+	if bytes.HasPrefix(l.b[l.i:], []byte("null")) {
+		l.i += len("null")
+		return true
 	}
 	return false
 }
