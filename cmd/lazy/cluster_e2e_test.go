@@ -4,17 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+
 	"lazy/api"
 	"lazy/client"
 	"lazy/gitx/gitxtest"
+	"lazy/grain"
 	"lazy/grain/etcdtest"
 	"lazy/review"
 	"lazy/store/pgtest"
@@ -96,6 +101,47 @@ func (c *cluster) status(p *project) api.ClusterStatus {
 		p.t.Fatal(err)
 	}
 	return st
+}
+
+// address is the cluster address member p advertises now.
+func (c *cluster) address(p *project) string {
+	p.t.Helper()
+	for _, m := range c.status(p).Members {
+		if m.Self {
+			return m.Address
+		}
+	}
+	p.t.Fatalf("the member lists no member as itself:\n%s", p.lazy(0, "cluster", "status"))
+	return ""
+}
+
+// advertiseAt has member p advertise a free port of its own from its next
+// start, so where the cluster places a task on it is known before it joins.
+func (c *cluster) advertiseAt(t testing.TB, p *project) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	p.env = append(p.env, "LAZY_CLUSTER__ADVERTISE="+addr)
+	return addr
+}
+
+// placedOn is the address, of the members at addrs, that the cluster places
+// task id on: protoactor's rendezvous hashing of the task's identity with
+// each member's address (disthash), the lookup every member runs.
+func placedOn(addrs []string, id string) string {
+	var ms pcluster.Members
+	for i, a := range addrs {
+		host, port, _ := net.SplitHostPort(a)
+		n, _ := strconv.Atoi(port)
+		ms = append(ms, &pcluster.Member{Id: strconv.Itoa(i), Host: host, Port: int32(n), Kinds: []string{grain.Kind}})
+	}
+	r := pcluster.NewRendezvous()
+	r.UpdateMembers(ms)
+	return r.GetByIdentity(grain.Kind + "/" + id)
 }
 
 // hosts maps each task a member hosts now to the member's name.
@@ -257,7 +303,7 @@ func TestClusterFailover(t *testing.T) {
 	c := newCluster(t)
 	a, b := c.a, c.b
 	var ref, id string
-	for i := 0; i < 12 && ref == ""; i++ {
+	for i := 0; i < 40 && ref == ""; i++ {
 		r := fmt.Sprintf("f%d", i)
 		b.lazy(0, "task", "new", "--code", r, "-m", fmt.Sprintf("add a file\n@write %s.txt hello\\n\n@commit add %s\n@answer done", r, r))
 		ti := b.waitStatus(r, "blocked")
@@ -266,7 +312,7 @@ func TestClusterFailover(t *testing.T) {
 		}
 	}
 	if ref == "" {
-		t.Fatal("none of 12 tasks was placed on member a")
+		t.Fatal("none of 40 tasks was placed on member a")
 	}
 	file := ref + ".txt"
 	ask1 := b.post(ref, api.PostCommentArgs{Body: "@sleep 6s\nwhy hello?", File: file, Line: 1, Side: "new", Intent: "ask"})
@@ -531,27 +577,42 @@ func TestClusterCert(t *testing.T) {
 // new member finish their turn on their old host (its commit reaches the
 // remote) and their next turn runs on the new member, on that work.
 func TestClusterJoinMidTurn(t *testing.T) {
-	c := newCluster(t)
+	// every turn runs at once: 8 agents a member (the default) would queue some
+	wide := func(p *project) { p.env = append(p.env, "LAZY_AGENT__MAX_CONCURRENT=64") }
+	c := newClusterOf(t, "process", wide)
+	d := c.clone(t, "process", "d")
+	d.env = append(d.env, c.env...)
+	wide(d)
+	// the new member's address is known before it joins, so the tasks made
+	// are enough for some to move to it: placement hashes each task's id
+	// with each member's address, and 9 tasks over 3 members gave the new
+	// one none in 2.6% of runs
+	over := []string{c.address(c.a), c.address(c.b), c.advertiseAt(t, d)}
 	var refs []string
-	for i := 0; i < 9; i++ {
+	ids, share := map[string]string{}, 0
+	for i := 0; i < 9 || share == 0; i++ {
+		if i == 40 {
+			t.Fatalf("none of 40 tasks is placed on %s over %v", over[2], over)
+		}
 		ref := fmt.Sprintf("j%d", i)
-		c.a.lazy(0, "task", "new", "--code", ref, "-m", fmt.Sprintf("@sleep 5s\n@write %s.txt first\\n\n@commit first of %s\n@answer done", ref, ref))
+		c.a.lazy(0, "task", "new", "--code", ref, "-m", fmt.Sprintf("@sleep 8s\n@write %s.txt first\\n\n@commit first of %s\n@answer done", ref, ref))
 		refs = append(refs, ref)
+		ids[ref] = c.a.show(ref).ID
+		if placedOn(over, ids[ref]) == over[2] {
+			share++
+		}
 	}
 	for _, ref := range refs {
 		waitTurn(t, c.a, ref, func(tu api.Turn) bool { return tu.Number == 1 && tu.Status == "running" })
 	}
-	d := c.clone(t, "process", "d")
-	d.env = append(d.env, c.env...)
 	d.lazy(0, "daemon", "start")
 	for deadline := time.Now().Add(60 * time.Second); len(c.status(c.a).Members) != 3 || len(c.status(d).Members) != 3; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the third member did not join:\n%s", d.lazy(0, "cluster", "status"))
 		}
 	}
-	ids := map[string]string{}
 	for _, ref := range refs {
-		ids[ref] = c.a.waitStatus(ref, "blocked").ID
+		c.a.waitStatus(ref, "blocked")
 	}
 	onD := map[string]bool{}
 	for _, ref := range refs {
@@ -595,11 +656,11 @@ func TestClusterJoinMidTurn(t *testing.T) {
 		if onD[ids[ref]] {
 			moved++
 		}
+		if want := placedOn(over, ids[ref]) == over[2]; onD[ids[ref]] != want {
+			t.Errorf("task %s: on the member that joined %v, placed there %v", ref, onD[ids[ref]], want)
+		}
 	}
-	if moved == 0 {
-		t.Fatalf("none of %d tasks moved to the member that joined", len(refs))
-	}
-	t.Logf("%d of %d tasks moved to the new member mid-turn; no turn was cut off", moved, len(refs))
+	t.Logf("%d of %d tasks moved to the new member mid-turn (its share %d); no turn was cut off", moved, len(refs), share)
 	waitWorktreesLeft(t, c, refs, ids, onD)
 }
 

@@ -41,7 +41,7 @@ func TestClusterChaosPause(t *testing.T) {
 	for round := 0; round < rounds; round++ {
 		// a blocked task hosted by a (placement is by the id's hash)
 		ref, id := "", ""
-		for i := 0; i < 12 && ref == ""; i++ {
+		for i := 0; i < 40 && ref == ""; i++ {
 			taskN++
 			r := fmt.Sprintf("p%d", taskN)
 			b.lazy(0, "task", "new", "--code", r, "-m", fmt.Sprintf("@write f%d.txt a\\n\n@commit p%d\n@answer done", taskN, taskN))
@@ -51,7 +51,7 @@ func TestClusterChaosPause(t *testing.T) {
 			}
 		}
 		if ref == "" {
-			t.Fatal("none of 12 tasks was placed on member a")
+			t.Fatal("none of 40 tasks was placed on member a")
 		}
 		file := fmt.Sprintf("f%d.txt", taskN)
 		c1 := b.post(ref, api.PostCommentArgs{Body: fmt.Sprintf("round %d: before the pause", round), File: file, Line: 1, Side: "new", Intent: "comment"})
