@@ -184,3 +184,25 @@ func oneTask(t *testing.T, cfg config.Config) (Options, string) {
 	ptr.Store(&g)
 	return Options{Config: &cfg, Home: home, Grants: ptr, Port: 1}, ph
 }
+
+// TestCopyBufferPoolAllocatesNothing: a copy buffer taken from the proxy's
+// pool and given back costs no allocation once the pool holds one, and is
+// the pool's whole size each time.
+func TestCopyBufferPoolAllocatesNothing(t *testing.T) {
+	if raceOn {
+		t.Skip("the race detector drops pooled items at random")
+	}
+	var bp bufferPool
+	bp.Put(bp.Get())
+	allocs := testing.AllocsPerRun(100, func() {
+		b := bp.Get()
+		if len(b) != copyBuffer {
+			t.Fatalf("a buffer of %d bytes", len(b))
+		}
+		bp.Put(b)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations a Get and Put, want 0", allocs)
+	}
+	bp.Put(make([]byte, 10)) // too small: dropped, not a panic
+}

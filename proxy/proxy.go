@@ -1373,13 +1373,22 @@ func (s *statusWriter) Flush() {
 
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// bufferPool reuses 32 KiB copy buffers across requests.
+// bufferPool reuses 32 KiB copy buffers across requests. The pool holds
+// each buffer by its array's pointer, which a slice converts to and from
+// without an allocation (a *[]byte made in Put was one a call).
 type bufferPool struct{}
 
-var pool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+const copyBuffer = 32 << 10
 
-func (bufferPool) Get() []byte  { return *(pool.Get().(*[]byte)) }
-func (bufferPool) Put(b []byte) { pool.Put(&b) }
+var pool = sync.Pool{New: func() any { return new([copyBuffer]byte) }}
+
+func (bufferPool) Get() []byte { return pool.Get().(*[copyBuffer]byte)[:] }
+
+func (bufferPool) Put(b []byte) {
+	if cap(b) >= copyBuffer {
+		pool.Put((*[copyBuffer]byte)(b[:copyBuffer]))
+	}
+}
 
 // upstreamCause is the short reason no upstream answered: the innermost
 // network error ("dial tcp 127.0.0.1:1: connect: connection refused",
