@@ -630,25 +630,23 @@ type server struct {
 // copyExecutable copies the executable at path to a new file in the temp
 // dir and returns its path (the caller removes it).
 func copyExecutable(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	src, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
+	defer src.Close()
 	f, err := os.CreateTemp("", "lazybench-copy-")
 	if err != nil {
 		return "", err
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", err
+	_, err = io.Copy(f, src)
+	if err == nil {
+		err = f.Chmod(0o755)
 	}
-	if err := f.Chmod(0o755); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
+	if err != nil {
 		os.Remove(f.Name())
 		return "", err
 	}
