@@ -203,11 +203,12 @@ func lastLogLine(paths ...string) string {
 	return "no log output"
 }
 
-// followMemory keeps the daemon's memory near what it uses
-// (internal/memlimit), unless the environment's GOMEMLIMIT says otherwise.
+// followMemory keeps the daemon's memory near what it uses and its
+// collections few (internal/memlimit), unless the environment's GOMEMLIMIT
+// says otherwise (a GOGC there keeps its percent).
 func followMemory(ctx context.Context, log *slog.Logger) {
 	if memlimit.Follow(ctx, memlimit.Floor) {
-		log.Info("memory: soft limit of 32 MiB while the live heap is small, raised as it grows; GOMEMLIMIT overrides it")
+		log.Info("memory: soft limit of 32 MiB while the live heap is small, the heap collected as it nears it (GOGC raised, unless set), both back to Go's default as the heap grows; GOMEMLIMIT overrides it")
 	} else {
 		log.Info("memory: GOMEMLIMIT from the environment", "GOMEMLIMIT", os.Getenv("GOMEMLIMIT"))
 	}

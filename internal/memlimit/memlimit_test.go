@@ -37,18 +37,64 @@ func TestLimit(t *testing.T) {
 	}
 }
 
+// TestPercent: a small daemon's heap may grow to what the floor leaves it
+// (Limit at that percent is the floor, and the heap goal fills it); one
+// whose GOGC=100 goal fills it gets 100; the percent stays within
+// [100, MaxPercent].
+func TestPercent(t *testing.T) {
+	const mb = 1 << 20
+	for _, c := range []struct {
+		name string
+		u    Usage
+		want uint64
+	}{
+		// the floor less a seventeenth (the limit's margin: 30.1 MiB),
+		// less 8 MiB beside the heap and 7 live: 15.1 MiB of growth over
+		// 8 scanned
+		{"the bench's daemon", Usage{Live: 7 * mb, Stacks: mb / 2, Globals: mb / 2, NonHeap: 8 * mb}, 188},
+		{"large", Usage{Live: 40 * mb, Stacks: mb, NonHeap: 8 * mb}, 100},
+		{"at the floor", Usage{Live: 11 * mb, Stacks: mb / 2, NonHeap: 8 * mb}, 100},
+		{"tiny", Usage{Live: mb, NonHeap: 4 * mb}, MaxPercent},
+		{"empty", Usage{}, MaxPercent},
+	} {
+		got := Percent(c.u, Floor)
+		if got != c.want {
+			t.Errorf("%s: percent %d, want %d", c.name, got, c.want)
+		}
+		u := c.u
+		u.GOGC = got
+		if got > 100 && got < MaxPercent {
+			if l := Limit(u, Floor); l != Floor {
+				t.Errorf("%s: the limit at percent %d is %d, not the floor", c.name, got, l)
+			}
+			goal := u.Live + (u.Live+u.Stacks+u.Globals)*got/100
+			if room := uint64(Floor)*margin/(margin+1) - u.NonHeap; room-goal > room/50 {
+				t.Errorf("%s: the heap goal %d leaves %d of the floor's %d unused", c.name, goal, room-goal, room)
+			}
+		}
+	}
+	if got := Percent(Usage{Live: mb}, 0); got != 100 {
+		t.Errorf("no floor: percent %d, want 100", got)
+	}
+}
+
 // TestFollowRaisesTheLimit: with the real runtime, a live heap above the
 // floor raises the limit past twice it within an interval or two, and the
 // limit found before is put back at the end. A GOMEMLIMIT in the
 // environment leaves the limit alone.
 func TestFollowRaisesTheLimit(t *testing.T) {
-	before := debug.SetMemoryLimit(-1)
+	t.Setenv("GOGC", "") // Follow tunes the percent when the environment leaves it
+	runtime.GC()         // what an earlier run (-count) held is not live
+	before, gogcBefore := debug.SetMemoryLimit(-1), Read().GOGC
 	ctx, cancel := context.WithCancel(context.Background())
 	if !Follow(ctx, Floor) {
 		t.Fatal("Follow set nothing without GOMEMLIMIT")
 	}
 	if got := debug.SetMemoryLimit(-1); got != Floor {
 		t.Errorf("a small test binary's limit: %d, want the floor %d", got, Floor)
+	}
+	if got := Read().GOGC; got <= 100 {
+		t.Errorf("a small test binary's GC percent: %d, want it raised toward the floor", got)
 	}
 	live := make([][]byte, 64)
 	for i := range live {
@@ -63,15 +109,34 @@ func TestFollowRaisesTheLimit(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if got := Read().GOGC; got != 100 {
+		t.Errorf("64 MB live: GC percent %d, want Go's default 100", got)
+	}
 	runtime.KeepAlive(live)
 	cancel()
-	for debug.SetMemoryLimit(-1) != before {
+	for debug.SetMemoryLimit(-1) != before || Read().GOGC != gogcBefore {
 		if time.Now().After(deadline.Add(time.Second)) {
 			t.Fatalf("the limit after the end: %d, want the one before (%d)", debug.SetMemoryLimit(-1), before)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 
+	// a GOGC in the environment: the limit follows it, the percent is left
+	t.Setenv("GOGC", "100")
+	ctx, cancel = context.WithCancel(context.Background())
+	if !Follow(ctx, Floor) {
+		t.Fatal("Follow set nothing with GOGC set")
+	}
+	if got := Read().GOGC; got != gogcBefore {
+		t.Errorf("with GOGC set, Follow changed the percent to %d", got)
+	}
+	cancel()
+	for debug.SetMemoryLimit(-1) != before {
+		if time.Now().After(deadline.Add(2 * time.Second)) {
+			t.Fatalf("the limit after the end: %d, want the one before (%d)", debug.SetMemoryLimit(-1), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	t.Setenv("GOMEMLIMIT", "1GiB")
 	if Follow(context.Background(), Floor) {
 		t.Fatal("Follow set a limit over the user's GOMEMLIMIT")
