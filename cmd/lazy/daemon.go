@@ -208,7 +208,7 @@ func lastLogLine(paths ...string) string {
 // says otherwise (a GOGC there keeps its percent).
 func followMemory(ctx context.Context, log *slog.Logger) {
 	if memlimit.Follow(ctx, memlimit.Floor) {
-		log.Info("memory: soft limit of 32 MiB while the live heap is small, the heap collected as it nears it (GOGC raised, unless set), both back to Go's default as the heap grows; GOMEMLIMIT overrides it")
+		log.Info("memory: soft limit of 32 MiB while the live heap is small, the heap collected as it nears it (GOGC raised, unless set); as the heap grows, the limit follows it and GOGC goes back to 100; GOMEMLIMIT overrides it")
 	} else {
 		log.Info("memory: GOMEMLIMIT from the environment", "GOMEMLIMIT", os.Getenv("GOMEMLIMIT"))
 	}

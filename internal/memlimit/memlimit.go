@@ -57,6 +57,23 @@ type Usage struct {
 	NonHeap uint64
 }
 
+// scanned is what a collection counts toward the next one's goal: the live
+// heap, the stacks and the globals.
+func (u Usage) scanned() uint64 { return u.Live + u.Stacks + u.Globals }
+
+// goal is the heap size at which GOGC=percent would collect u's heap.
+func (u Usage) goal(percent uint64) uint64 { return u.Live + u.scanned()*percent/100 }
+
+// room is the heap floor leaves u: the floor less the limit's margin (Limit
+// adds a sixteenth) and the memory beside the heap (0 when none is left).
+func (u Usage) room(floor int64) uint64 {
+	room := uint64(max(floor, 0)) * margin / (margin + 1)
+	if room <= u.NonHeap {
+		return 0
+	}
+	return room - u.NonHeap
+}
+
 // Limit is the soft limit for u: what GOGC would let the heap reach, and
 // the memory beside the heap, with a sixteenth more, or floor when that is
 // less. With GOGC off (a user's GOGC=off) there is no limit.
@@ -64,8 +81,7 @@ func Limit(u Usage, floor int64) int64 {
 	if u.GOGC == 0 {
 		return math.MaxInt64
 	}
-	goal := u.Live + (u.Live+u.Stacks+u.Globals)*u.GOGC/100
-	want := goal + u.NonHeap
+	want := u.goal(u.GOGC) + u.NonHeap
 	want += want / margin
 	if want > math.MaxInt64/2 {
 		return math.MaxInt64
@@ -95,18 +111,14 @@ const MaxPercent = 1000
 // (Go's default: a larger daemon is collected as it would be); never more
 // than MaxPercent.
 func Percent(u Usage, floor int64) uint64 {
-	if floor <= 0 {
+	room := u.room(floor)
+	if room <= u.goal(100) {
 		return 100
 	}
-	room := uint64(floor) * margin / (margin + 1) // Limit adds a sixteenth
-	scan := u.Live + u.Stacks + u.Globals
-	if room <= u.NonHeap+u.Live+scan {
-		return 100
-	}
-	if scan == 0 {
+	if u.scanned() == 0 {
 		return MaxPercent
 	}
-	return min(max((room-u.NonHeap-u.Live)*100/scan, 100), MaxPercent)
+	return min(max((room-u.Live)*100/u.scanned(), 100), MaxPercent)
 }
 
 // Read is the runtime's Usage now.

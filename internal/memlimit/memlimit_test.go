@@ -67,8 +67,7 @@ func TestPercent(t *testing.T) {
 			if l := Limit(u, Floor); l != Floor {
 				t.Errorf("%s: the limit at percent %d is %d, not the floor", c.name, got, l)
 			}
-			goal := u.Live + (u.Live+u.Stacks+u.Globals)*got/100
-			if room := uint64(Floor)*margin/(margin+1) - u.NonHeap; room-goal > room/50 {
+			if goal, room := u.goal(got), u.room(Floor); room-goal > room/50 {
 				t.Errorf("%s: the heap goal %d leaves %d of the floor's %d unused", c.name, goal, room-goal, room)
 			}
 		}
@@ -114,12 +113,7 @@ func TestFollowRaisesTheLimit(t *testing.T) {
 	}
 	runtime.KeepAlive(live)
 	cancel()
-	for debug.SetMemoryLimit(-1) != before || Read().GOGC != gogcBefore {
-		if time.Now().After(deadline.Add(time.Second)) {
-			t.Fatalf("the limit after the end: %d, want the one before (%d)", debug.SetMemoryLimit(-1), before)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitPutBack(t, before, gogcBefore, deadline.Add(time.Second))
 
 	// a GOGC in the environment: the limit follows it, the percent is left
 	t.Setenv("GOGC", "100")
@@ -131,17 +125,24 @@ func TestFollowRaisesTheLimit(t *testing.T) {
 		t.Errorf("with GOGC set, Follow changed the percent to %d", got)
 	}
 	cancel()
-	for debug.SetMemoryLimit(-1) != before {
-		if time.Now().After(deadline.Add(2 * time.Second)) {
-			t.Fatalf("the limit after the end: %d, want the one before (%d)", debug.SetMemoryLimit(-1), before)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitPutBack(t, before, gogcBefore, deadline.Add(2*time.Second))
 	t.Setenv("GOMEMLIMIT", "1GiB")
 	if Follow(context.Background(), Floor) {
 		t.Fatal("Follow set a limit over the user's GOMEMLIMIT")
 	}
 	if got := debug.SetMemoryLimit(-1); got != before {
 		t.Fatalf("with GOMEMLIMIT set, the limit changed to %d", got)
+	}
+}
+
+// waitPutBack waits until Follow, its ctx ended, has put back the limit and
+// the GC percent it found, failing at deadline.
+func waitPutBack(t *testing.T, limit int64, percent uint64, deadline time.Time) {
+	t.Helper()
+	for debug.SetMemoryLimit(-1) != limit || Read().GOGC != percent {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the end: limit %d, GC percent %d; want the ones before (%d, %d)", debug.SetMemoryLimit(-1), Read().GOGC, limit, percent)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
