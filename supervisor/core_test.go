@@ -157,3 +157,33 @@ func TestRegistryShards(t *testing.T) {
 		t.Fatalf("a new actor system holds %d KB of heap; want under 1024 KB (is cmap.SHARD_COUNT set before it is made? see registry.go)", grew>>10)
 	}
 }
+
+// TestTrafficOnlyForWatchers: the proxy builds a traffic event only while a
+// watcher of proxy traffic is subscribed (WantsTraffic); a watcher of the
+// tasks alone, or one that left, leaves it building none.
+func TestTrafficOnlyForWatchers(t *testing.T) {
+	c := testCore(t, filepath.Join(t.TempDir(), "g.json"))
+	if c.WantsTraffic() {
+		t.Fatal("no watcher: the proxy would build traffic events")
+	}
+	_, cancelTasks, err := c.Subscribe(actors.Filter{Tasks: true}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancelTasks()
+	if c.WantsTraffic() {
+		t.Fatal("a watcher of tasks alone: the proxy would build traffic events")
+	}
+	_, cancelNet, err := c.Subscribe(actors.Filter{Net: true}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.WantsTraffic() {
+		t.Fatal("a watcher of proxy traffic: the proxy would build no traffic event for it")
+	}
+	cancelNet()
+	cancelNet() // twice: counted once
+	if c.WantsTraffic() {
+		t.Fatal("the traffic watcher left: the proxy would still build traffic events")
+	}
+}
